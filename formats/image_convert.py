@@ -1,0 +1,184 @@
+"""``dataio convert images``: an ImageNet-layout folder to WebDataset shards.
+
+Output, in OUT: ``shard-NNNNNN.tar`` (samples ``KEY.jpg``, ``KEY.cls``,
+``KEY.json`` with the source path), ``shard-NNNNNN.idx`` (DALI index),
+``samples.arrow`` (sample table), ``rejected.jsonl`` (one line per rejected
+file, with its reason) and ``manifest.json``, written last.
+
+Images are prepared in ``workers`` processes with an ordered map, so the
+output is byte-identical whatever the worker count.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from dataio.errors import UsageError
+from formats.image_prepare import ImagePrepareConfig, PreparedImage, Rejection, prepare_image
+from formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, write_atomic
+from formats.sample_table import write_sample_table
+from formats.sizes import parse_size
+from formats.wds_shards import ShardWriter
+
+# What ImageFolder accepts (torchvision's IMG_EXTENSIONS), compared lower-case.
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+REJECTED_NAME = "rejected.jsonl"
+_OUTPUT_PATTERNS = ("shard-*.tar", "shard-*.idx", ".shard-*", MANIFEST_NAME, SAMPLE_TABLE_NAME, REJECTED_NAME)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConvertImagesConfig:
+    """Everything ``dataio convert images`` takes."""
+
+    src: Path
+    out: Path
+    shard_size: int = 256 * 10**6
+    max_shard_samples: int | None = None
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    strict: bool = False
+    overwrite: bool = False
+    progress: bool = True
+    prepare: ImagePrepareConfig = field(default_factory=ImagePrepareConfig)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "src", Path(self.src))
+        object.__setattr__(self, "out", Path(self.out))
+        object.__setattr__(self, "shard_size", parse_size(self.shard_size))
+        if self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.workers}")
+        if self.max_shard_samples is not None and self.max_shard_samples < 1:
+            raise ValueError("max_shard_samples must be >= 1")
+
+
+@dataclass(frozen=True)
+class ConvertSummary:
+    """What a conversion did."""
+
+    num_samples: int
+    num_rejected: int
+    num_converted: int
+    num_shards: int
+    out: Path
+    rejected: tuple[dict[str, str], ...]
+
+    def line(self) -> str:
+        return (
+            f"packed {self.num_samples} images into {self.num_shards} shards in {self.out} "
+            f"({self.num_converted} re-encoded, {self.num_rejected} rejected"
+            + (f", listed in {self.out / REJECTED_NAME})" if self.num_rejected else ")")
+        )
+
+
+def scan_image_folder(src: Path) -> tuple[list[str], list[tuple[str, int]]]:
+    """Classes (sorted folder names, as ImageFolder) and (relative path, label) pairs."""
+    if not src.is_dir():
+        raise UsageError(f"source folder {src} does not exist or is not a folder")
+    classes = sorted(p.name for p in src.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not classes:
+        raise UsageError(f"source folder {src} has no class subfolders (expected SRC/<class>/<image>)")
+    files: list[tuple[str, int]] = []
+    for label, name in enumerate(classes):
+        for root, dirs, names in os.walk(src / name, followlinks=True):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            for file in sorted(names):
+                if not file.startswith(".") and file.lower().endswith(IMAGE_EXTENSIONS):
+                    files.append((str(Path(root, file).relative_to(src)), label))
+    return classes, files
+
+
+def _prepare_file(job: tuple[str, str, ImagePrepareConfig]) -> PreparedImage | Rejection:
+    src, relative, config = job
+    try:
+        data = Path(src, relative).read_bytes()
+    except OSError as e:
+        return Rejection(f"cannot read: {e}")
+    return prepare_image(data, config)
+
+
+def _prepared(config: ConvertImagesConfig, files: list[tuple[str, int]]) -> Iterator[PreparedImage | Rejection]:
+    jobs = ((str(config.src), relative, config.prepare) for relative, _ in files)
+    if config.workers == 1:
+        yield from map(_prepare_file, jobs)
+        return
+    context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+    with context.Pool(config.workers) as pool:
+        yield from pool.imap(_prepare_file, jobs, chunksize=8)
+
+
+def check_output_folder(out: Path, overwrite: bool) -> None:
+    """Refuse a non-empty OUT unless ``overwrite``; then remove only dataio's own files."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"output {out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise UsageError(f"output folder {out} is not empty (pass --overwrite to replace it)")
+        for pattern in _OUTPUT_PATTERNS:
+            for path in out.glob(pattern):
+                path.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
+    """Pack ``config.src`` into shards in ``config.out``; see the module docstring."""
+    classes, files = scan_image_folder(config.src)
+    check_output_folder(config.out, config.overwrite)
+    writer = ShardWriter(config.out, config.shard_size, config.max_shard_samples)
+    rejected: list[dict[str, str]] = []
+    accepted: list[tuple[str, int, int, int]] = []
+    converted = 0
+    bar = tqdm(total=len(files), unit="img", desc="convert", disable=not config.progress)
+    try:
+        for (relative, label), result in zip(files, _prepared(config, files)):
+            bar.update()
+            if isinstance(result, Rejection):
+                rejected.append({"path": relative, "reason": result.reason})
+                continue
+            key = f"{len(accepted):09d}"
+            meta = {"path": relative, "label": label, "width": result.width, "height": result.height}
+            writer.write({"__key__": key, "jpg": result.jpeg, "cls": str(label), "json": json.dumps(meta)})
+            accepted.append((relative, label, result.width, result.height))
+            converted += result.converted
+        writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    finally:
+        bar.close()
+    _write_sample_table(config.out, writer, accepted)
+    lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rejected)
+    write_atomic(config.out / REJECTED_NAME, lines.encode())
+    Manifest(
+        kind="images",
+        num_samples=len(accepted),
+        shards=tuple(writer.entries),
+        classes=tuple(classes),
+        num_rejected=len(rejected),
+        options={
+            "max_side": config.prepare.max_side,
+            "quality": config.prepare.quality,
+            "max_pixels": config.prepare.max_pixels,
+            "shard_size": config.shard_size,
+        },
+    ).write(config.out)
+    return ConvertSummary(len(accepted), len(rejected), converted, len(writer.entries), config.out, tuple(rejected))
+
+
+def _write_sample_table(out: Path, writer: ShardWriter, accepted: list[tuple[str, int, int, int]]) -> None:
+    columns: dict[str, list] = {name: [] for name in ("key", "shard", "offset", "size")}
+    for shard_index, samples in enumerate(writer.locations):
+        for components in samples:
+            image = next(c for c in components if c.extension == "jpg")
+            columns["key"].append(image.key)
+            columns["shard"].append(shard_index)
+            columns["offset"].append(image.offset)
+            columns["size"].append(image.size)
+    for name, values in zip(("path", "label", "width", "height"), zip(*accepted) if accepted else ([],) * 4):
+        columns[name] = list(values)
+    write_sample_table(out / SAMPLE_TABLE_NAME, columns)

@@ -1,0 +1,103 @@
+"""Validate one source image at pack time and turn it into clean RGB JPEG bytes.
+
+Real ImageNet has CMYK and grayscale JPEGs, PNGs named ``.JPEG`` and EXIF
+rotations: these are converted, not dropped. Files that do not decode are
+rejected with a reason. Clean RGB JPEGs that need no change are kept byte for
+byte (no generation loss).
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from dataclasses import dataclass
+
+from PIL import Image, ImageOps
+
+EXIF_ORIENTATION = 0x0112
+# Quality used when a file must be re-encoded (format or colour conversion)
+# and the user asked for no particular quality.
+CONVERSION_QUALITY = 95
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImagePrepareConfig:
+    """Pack-time image options: downscale, re-encode quality, decompression-bomb limit."""
+
+    max_side: int | None = None  # downscale so the longer side is at most this
+    quality: int | None = None  # re-encode every image at this JPEG quality
+    max_pixels: int = 89_478_485  # PIL's default bomb limit (~0.25 GB of RGBA)
+
+    def __post_init__(self) -> None:
+        if self.max_side is not None and self.max_side < 8:
+            raise ValueError(f"max_side must be >= 8, got {self.max_side}")
+        if self.quality is not None and not 1 <= self.quality <= 100:
+            raise ValueError(f"quality must be in 1..100, got {self.quality}")
+        if self.max_pixels < 1:
+            raise ValueError("max_pixels must be positive")
+
+
+@dataclass(frozen=True)
+class PreparedImage:
+    """Clean RGB JPEG bytes and their size."""
+
+    jpeg: bytes
+    width: int
+    height: int
+    converted: bool  # re-encoded rather than kept as is
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why a source file was not packed."""
+
+    reason: str
+
+
+def prepare_image(data: bytes, config: ImagePrepareConfig) -> PreparedImage | Rejection:
+    """Decode ``data`` fully, fix colour mode and orientation, re-encode if needed."""
+    if not data:
+        return Rejection("empty file")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            image = Image.open(io.BytesIO(data))
+            width, height = image.size
+            if width * height > config.max_pixels:
+                return Rejection(
+                    f"decompression bomb: header claims {width}x{height} = {width * height} pixels "
+                    f"(limit {config.max_pixels})"
+                )
+            source_format = image.format
+            orientation = image.getexif().get(EXIF_ORIENTATION, 1)
+            image.load()
+    except Image.DecompressionBombError as e:
+        return Rejection(f"decompression bomb: {e}")
+    except (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombWarning) as e:
+        return Rejection(f"cannot decode: {type(e).__name__}: {e}")
+    needs_encode = source_format != "JPEG" or image.mode != "RGB" or orientation != 1
+    needs_encode |= config.quality is not None
+    if orientation != 1:
+        image = ImageOps.exif_transpose(image)
+    if image.mode != "RGB":
+        image = _to_rgb(image)
+    if config.max_side is not None and max(image.size) > config.max_side:
+        scale = config.max_side / max(image.size)
+        size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+        image = image.resize(size, Image.LANCZOS)
+        needs_encode = True
+    if not needs_encode:
+        return PreparedImage(data, image.width, image.height, converted=False)
+    out = io.BytesIO()
+    image.save(out, format="JPEG", quality=config.quality or CONVERSION_QUALITY)
+    return PreparedImage(out.getvalue(), image.width, image.height, converted=True)
+
+
+def _to_rgb(image: Image.Image) -> Image.Image:
+    """Convert any mode to RGB; transparency is composited on white."""
+    if image.mode in ("RGBA", "LA") or (image.mode == "P" and "transparency" in image.info):
+        rgba = image.convert("RGBA")
+        background = Image.new("RGB", rgba.size, (255, 255, 255))
+        background.paste(rgba, mask=rgba.getchannel("A"))
+        return background
+    return image.convert("RGB")

@@ -1,0 +1,156 @@
+"""The manifest of a shard folder: what was packed, in which shards, with checksums.
+
+``OUT/manifest.json`` is written last by the converters, so its presence means
+the folder is complete. It is parsed defensively: it is input, and a corrupt
+one must give a clear error, never a crash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dataio.errors import DataioError
+
+MANIFEST_NAME = "manifest.json"
+SAMPLE_TABLE_NAME = "samples.arrow"
+FORMAT_VERSION = 1
+
+
+class ManifestError(DataioError):
+    """The manifest is missing or malformed."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShardEntry:
+    """One shard file: its name, its DALI index, sample count, size and sha256."""
+
+    file: str
+    index: str
+    num_samples: int
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Manifest:
+    """Counts, classes and shards of one packed data set."""
+
+    kind: str  # "images" or "text"
+    num_samples: int
+    shards: tuple[ShardEntry, ...]
+    classes: tuple[str, ...] = ()
+    num_rejected: int = 0
+    sample_table: str = SAMPLE_TABLE_NAME
+    options: dict[str, Any] = field(default_factory=dict)
+    version: int = FORMAT_VERSION
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["shards"] = [asdict(s) for s in self.shards]
+        data["classes"] = list(self.classes)
+        return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+    def write(self, folder: str | Path) -> Path:
+        """Write atomically (temp file, then rename) to ``folder/manifest.json``."""
+        path = Path(folder) / MANIFEST_NAME
+        write_atomic(path, self.to_json().encode())
+        return path
+
+
+def _field(data: dict[str, Any], name: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if name not in data:
+        raise ManifestError(f"{where}: missing field {name!r}")
+    value = data[name]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ManifestError(f"{where}: field {name!r} has type {type(value).__name__}")
+    return value
+
+
+def _safe_name(name: str, where: str) -> str:
+    if not name or "/" in name or "\\" in name or name in (".", "..") or "\x00" in name:
+        raise ManifestError(f"{where}: {name!r} is not a plain file name")
+    return name
+
+
+def parse_manifest(text: str, where: str = MANIFEST_NAME) -> Manifest:
+    """Parse and validate manifest JSON; raises ManifestError naming the problem."""
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise ManifestError(f"{where}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ManifestError(f"{where}: top level is not an object")
+    version = _field(data, "version", int, where)
+    if version != FORMAT_VERSION:
+        raise ManifestError(f"{where}: unsupported version {version} (this dataio reads {FORMAT_VERSION})")
+    shards = []
+    for i, raw in enumerate(_field(data, "shards", list, where)):
+        at = f"{where}: shards[{i}]"
+        if not isinstance(raw, dict):
+            raise ManifestError(f"{at} is not an object")
+        entry = ShardEntry(
+            file=_safe_name(_field(raw, "file", str, at), at),
+            index=_safe_name(_field(raw, "index", str, at), at),
+            num_samples=_field(raw, "num_samples", int, at),
+            bytes=_field(raw, "bytes", int, at),
+            sha256=_field(raw, "sha256", str, at),
+        )
+        if entry.num_samples < 0 or entry.bytes < 0:
+            raise ManifestError(f"{at}: negative count")
+        shards.append(entry)
+    classes = _field(data, "classes", list, where) if "classes" in data else []
+    if not all(isinstance(c, str) for c in classes):
+        raise ManifestError(f"{where}: classes must be strings")
+    manifest = Manifest(
+        kind=_field(data, "kind", str, where),
+        num_samples=_field(data, "num_samples", int, where),
+        shards=tuple(shards),
+        classes=tuple(classes),
+        num_rejected=int(data.get("num_rejected", 0)) if isinstance(data.get("num_rejected", 0), int) else 0,
+        sample_table=_safe_name(data.get("sample_table", SAMPLE_TABLE_NAME), where)
+        if isinstance(data.get("sample_table", SAMPLE_TABLE_NAME), str)
+        else SAMPLE_TABLE_NAME,
+        options=data["options"] if isinstance(data.get("options"), dict) else {},
+    )
+    if sum(s.num_samples for s in manifest.shards) != manifest.num_samples:
+        raise ManifestError(f"{where}: num_samples {manifest.num_samples} != sum over shards")
+    return manifest
+
+
+def read_manifest(source: str | Path) -> tuple[Path, Manifest]:
+    """Read the manifest of a shard folder (or a manifest path); returns (folder, manifest)."""
+    path = Path(source)
+    if path.is_dir():
+        path = path / MANIFEST_NAME
+    if not path.is_file():
+        raise ManifestError(f"{path}: no manifest (is this a folder written by `dataio convert`?)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ManifestError(f"{path}: cannot read ({e})") from None
+    return path.parent, parse_manifest(text, where=str(path))
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_atomic(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temp file and a rename."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

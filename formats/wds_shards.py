@@ -1,0 +1,154 @@
+"""Atomic WebDataset shard writing, DALI index files and the sample table.
+
+Shards are written through webdataset's ``TarWriter`` into a temp file that is
+renamed into place only when complete, so a crash never leaves a half-written
+shard under a final name. Each finished shard is scanned once to produce the
+index file DALI's ``fn.readers.webdataset`` needs (the ``wds2idx`` v1.2
+format) and the member offsets the turbo reader uses for random access.
+"""
+
+from __future__ import annotations
+
+import os
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import webdataset as wds
+
+from formats.manifest import ShardEntry, sha256_file, write_atomic
+
+TAR_BLOCK = 512
+FIXED_MTIME = 0  # reproducible tar files: identical bytes on every run
+
+
+@dataclass(frozen=True)
+class MemberLocation:
+    """Where one sample's component lives inside its shard."""
+
+    key: str
+    extension: str
+    offset: int
+    size: int
+
+
+def shard_name(index: int) -> str:
+    return f"shard-{index:06d}.tar"
+
+
+def member_size_in_tar(payload: int) -> int:
+    """Bytes a member of ``payload`` bytes takes in a tar: header + padded data."""
+    return TAR_BLOCK + -(-payload // TAR_BLOCK) * TAR_BLOCK
+
+
+def scan_tar(path: str | Path) -> list[list[MemberLocation]]:
+    """Group a tar's regular members by sample key, in file order."""
+    samples: list[list[MemberLocation]] = []
+    last_key = None
+    with tarfile.open(path, "r:") as tar:
+        for member in tar:
+            if not member.isreg():
+                continue
+            name = member.name
+            dot = name.find(".", name.rfind("/") + 1)
+            if dot <= 0:
+                continue
+            key, ext = name[:dot], name[dot + 1 :]
+            location = MemberLocation(key, ext, member.offset_data, member.size)
+            if key != last_key:
+                samples.append([location])
+                last_key = key
+            else:
+                samples[-1].append(location)
+    return samples
+
+
+def dali_index_text(samples: list[list[MemberLocation]]) -> str:
+    """The index file text, byte-identical to what DALI's ``wds2idx`` writes."""
+    lines = [f"v1.2 {len(samples)}"]
+    for components in samples:
+        lines.append(" ".join(f"{c.extension} {c.offset} {c.size} {c.key}.{c.extension}" for c in components))
+    return "\n".join(lines) + "\n"
+
+
+class ShardWriter:
+    """Writes samples into size-bounded shards ``shard-NNNNNN.tar`` in ``folder``.
+
+    ``write`` takes a webdataset sample dict (``__key__`` plus extension ->
+    bytes/str). ``close`` finishes the last shard. ``entries`` and
+    ``locations`` describe what was written.
+    """
+
+    def __init__(self, folder: str | Path, max_bytes: int, max_count: int | None = None, first_index: int = 0):
+        if max_bytes < TAR_BLOCK * 4:
+            raise ValueError(f"shard size {max_bytes} bytes is too small")
+        self.folder = Path(folder)
+        self.max_bytes, self.max_count = max_bytes, max_count
+        self.next_index = first_index
+        self.entries: list[ShardEntry] = []
+        self.locations: list[list[list[MemberLocation]]] = []
+        self._tar: wds.TarWriter | None = None
+        self._file: Any = None
+        self._tmp: Path | None = None
+        self._bytes = 0
+        self._count = 0
+
+    def write(self, sample: dict[str, Any]) -> None:
+        size = sum(member_size_in_tar(len(v)) for k, v in sample.items() if not k.startswith("_"))
+        full = self._count > 0 and (
+            self._bytes + size > self.max_bytes or (self.max_count is not None and self._count >= self.max_count)
+        )
+        if full:
+            self.finish_shard()
+        if self._tar is None:
+            self._open()
+        assert self._tar is not None
+        self._tar.write(sample)
+        self._bytes += size
+        self._count += 1
+
+    def _open(self) -> None:
+        self._tmp = self.folder / f".{shard_name(self.next_index)}.partial"
+        self._file = open(self._tmp, "wb")
+        self._tar = wds.TarWriter(self._file, mtime=FIXED_MTIME)
+        self._bytes = 2 * TAR_BLOCK  # end-of-archive blocks
+        self._count = 0
+
+    def finish_shard(self) -> ShardEntry | None:
+        """Close the open shard, index it, checksum it and rename it into place."""
+        if self._tar is None:
+            return None
+        assert self._tmp is not None
+        self._tar.close()
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        name = shard_name(self.next_index)
+        samples = scan_tar(self._tmp)
+        index_name = name[: -len(".tar")] + ".idx"
+        write_atomic(self.folder / index_name, dali_index_text(samples).encode())
+        entry = ShardEntry(
+            file=name,
+            index=index_name,
+            num_samples=len(samples),
+            bytes=self._tmp.stat().st_size,
+            sha256=sha256_file(self._tmp),
+        )
+        os.replace(self._tmp, self.folder / name)
+        self.entries.append(entry)
+        self.locations.append(samples)
+        self._tar = self._file = self._tmp = None
+        self.next_index += 1
+        return entry
+
+    def close(self) -> None:
+        self.finish_shard()
+
+    def abort(self) -> None:
+        """Drop the open shard's partial file (on error or interrupt)."""
+        if self._file is not None:
+            self._file.close()
+        if self._tmp is not None:
+            self._tmp.unlink(missing_ok=True)
+        self._tar = self._file = self._tmp = None
