@@ -1,0 +1,58 @@
+"""Move uint8 batches to the target device and normalise there (timm's PrefetchLoader).
+
+On CUDA the host batch is pinned, copied on a side stream with
+``non_blocking=True`` while the previous batch is being used, and converted to
+float and normalised on the GPU. On the CPU the batch is used in place. Both
+give the layout of ``dataio.contract``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import torch
+
+from dataio.image_loader_config import ImageLoaderConfig
+
+
+class DeviceTransfer:
+    """Turns host ``(images NHWC uint8, labels int64)`` into the contract's device tensors."""
+
+    def __init__(self, config: ImageLoaderConfig) -> None:
+        self.device = torch.device(config.device)
+        self.normalize, self.channels_last = config.normalize, config.channels_last
+        self.stream = torch.cuda.Stream(device=self.device) if self.device.type == "cuda" else None
+        shape = (1, 3, 1, 1)
+        self.mean = torch.tensor([m * 255 for m in config.mean], device=self.device).view(shape)
+        self.std = torch.tensor([s * 255 for s in config.std], device=self.device).view(shape)
+
+    def _finish(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        images = images.permute(0, 3, 1, 2)  # NCHW view of NHWC memory: channels_last
+        if self.normalize:
+            images = images.float().sub_(self.mean).div_(self.std)
+        if self.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        else:
+            images = images.contiguous()
+        return images, labels
+
+    def __call__(self, batches: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Yield device batches; on CUDA, batch k+1 is copied while batch k is consumed."""
+        if self.stream is None:
+            for images, labels in batches:
+                yield self._finish(images.to(self.device), labels.to(self.device))
+            return
+        ready: tuple[torch.Tensor, torch.Tensor] | None = None
+        for images, labels in batches:
+            with torch.cuda.stream(self.stream):
+                images = images.to(self.device, non_blocking=True)
+                labels = labels.to(self.device, non_blocking=True)
+                nxt = self._finish(images, labels)
+            if ready is not None:
+                yield ready
+            torch.cuda.current_stream(self.device).wait_stream(self.stream)
+            for tensor in nxt:
+                tensor.record_stream(torch.cuda.current_stream(self.device))
+            ready = nxt
+        if ready is not None:
+            yield ready

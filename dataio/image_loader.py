@@ -1,0 +1,208 @@
+"""``dataio.ImageLoader``: a drop-in replacement for ``DataLoader(ImageFolder(...))``.
+
+Reads the shards written by ``dataio convert images``. Per batch, the main
+thread draws every random parameter (crop boxes, flips) from a generator
+seeded by (seed, epoch, rank, batch), then decode threads fill one
+preallocated NHWC uint8 batch (see ``threaded_batches``), and
+``DeviceTransfer`` moves it to the device. The output contract is in
+``dataio.contract``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from dataio import crops, partition
+from dataio.device_transfer import DeviceTransfer
+from dataio.errors import DATA_EXCEPTIONS, ErrorStats, SampleError
+from dataio.image_loader_config import ImageLoaderConfig
+from dataio.shard_files import ShardFiles
+from dataio.turbo_decode import decode_crop_into
+from formats.manifest import Manifest, read_manifest
+from formats.sample_table import SampleTable, read_sample_table
+
+CHUNK = 32  # samples per decode task
+
+
+@dataclasses.dataclass
+class _HostBatch:
+    images: torch.Tensor  # (N, S, S, 3) uint8
+    labels: torch.Tensor  # (N,) int64
+    keys: np.ndarray  # (N,) global sample indices
+
+
+class ImageLoader:
+    """Iterate ``(images, labels)`` batches over an image shard folder.
+
+    ``ImageLoader(folder, batch_size=256, image_size=224, train=True, ...)``
+    takes the fields of :class:`ImageLoaderConfig` as keywords, or a
+    ``config=``. Each ``for`` pass is one epoch; the epoch advances by itself
+    after a full pass, or is set with ``set_epoch``.
+    """
+
+    def __init__(self, source: str | Path, config: ImageLoaderConfig | None = None, **options: Any) -> None:
+        self.config = dataclasses.replace(config or ImageLoaderConfig(), **options)
+        self.folder, self.manifest = read_manifest(source)
+        if self.manifest.kind != "images":
+            raise ValueError(f"{self.folder} holds {self.manifest.kind!r} shards, not images")
+        self.table: SampleTable = read_sample_table(self.folder / self.manifest.sample_table)
+        if len(self.table) != self.manifest.num_samples:
+            raise ValueError(f"{self.folder}: sample table has {len(self.table)} rows, manifest {self.manifest.num_samples}")
+        self.files = ShardFiles(self.folder, self.manifest, self.config.verify_checksums)
+        self.stats = ErrorStats(max_errors=self.config.max_errors)
+        self.epoch = 0
+        self._resume_batch = 0
+        self._batches_done = 0
+        threads = self.config.threads
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="dataio-decode") if threads else None
+        self._transfer = DeviceTransfer(self.config)
+        self._pin = self.config.pin_memory and torch.cuda.is_available()
+
+    # -- DataLoader-compatible surface -------------------------------------------------
+    @property
+    def batch_size(self) -> int:
+        return self.config.batch_size
+
+    @property
+    def drop_last(self) -> bool:
+        return self.config.drop_last
+
+    @property
+    def num_workers(self) -> int:
+        return self.config.threads
+
+    @property
+    def pin_memory(self) -> bool:
+        return self.config.pin_memory
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        return self.manifest.classes
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch whose order the next pass yields (as ``DistributedSampler``)."""
+        self.epoch = int(epoch)
+        self._resume_batch = 0
+
+    def __len__(self) -> int:
+        return len(self._bounds(self._rank_samples()))
+
+    def num_samples(self) -> int:
+        """Samples this rank reads per epoch."""
+        return len(self._rank_samples())
+
+    # -- resumable state ------------------------------------------------------------------
+    def state_dict(self) -> dict[str, int]:
+        """Small JSON-safe position: the epoch and how many of its batches were yielded."""
+        return {"epoch": self.epoch, "batches_done": self._batches_done, "seed": self.config.seed,
+                "world_size": self.config.world_size}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Continue from ``state``: the next pass yields the rest of that epoch."""
+        if state.get("seed", self.config.seed) != self.config.seed:
+            raise ValueError(f"state was saved with seed {state['seed']}, loader has {self.config.seed}")
+        if state.get("world_size", self.config.world_size) != self.config.world_size:
+            raise ValueError("resuming with a different world size is not supported by this loader")
+        self.epoch = int(state["epoch"])
+        self._resume_batch = self._batches_done = int(state["batches_done"])
+
+    # -- iteration --------------------------------------------------------------------------
+    def _rank_samples(self) -> np.ndarray:
+        c = self.config
+        return partition.rank_samples(
+            len(self.table), world_size=c.world_size, rank=c.rank, seed=c.seed, epoch=self.epoch,
+            shuffle=bool(c.shuffle), drop_last=c.drop_last,
+        )
+
+    def _bounds(self, samples: np.ndarray) -> list[tuple[int, int]]:
+        return partition.batch_bounds(len(samples), self.config.batch_size, self.config.drop_last)
+
+    def _make_batch(self, samples: np.ndarray, bounds: list[tuple[int, int]]) -> Callable:
+        c = self.config
+        size = c.image_size
+
+        def make(index: int) -> tuple[_HostBatch, list[Callable[[], list]]]:
+            start, stop = bounds[index]
+            keys = samples[start:stop]
+            rng = np.random.default_rng([c.seed, self.epoch, c.rank, index])
+            widths, heights = self.table.width[keys], self.table.height[keys]
+            if c.train:
+                boxes = crops.random_resized_crop_boxes(widths, heights, rng, c.crop_scale, c.crop_ratio)
+                flipped = crops.flips(len(keys), rng, c.hflip)
+            else:
+                boxes = crops.center_crop_boxes(widths, heights, c.val_crop_ratio)
+                flipped = np.zeros(len(keys), dtype=bool)
+            images = torch.empty((len(keys), size, size, 3), dtype=torch.uint8, pin_memory=self._pin)
+            labels = torch.from_numpy(self.table.label[keys].astype(np.int64))
+            pixels = images.numpy()
+            tasks = [
+                (lambda lo=lo: self._decode_range(keys, boxes, flipped, pixels, lo, min(lo + CHUNK, len(keys))))
+                for lo in range(0, len(keys), CHUNK)
+            ]
+            return _HostBatch(images, labels, keys), tasks
+
+        return make
+
+    def _decode_range(self, keys, boxes, flipped, pixels, lo: int, hi: int) -> list[tuple[int, SampleError]]:
+        """Decode samples lo..hi-1 of a batch; returns the data errors as (position, error)."""
+        failures = []
+        c = self.config
+        for i in range(lo, hi):
+            sample = int(keys[i])
+            shard = int(self.table.shard[sample])
+            try:
+                data = self.files.read(shard, int(self.table.offset[sample]), int(self.table.size[sample]))
+                decode_crop_into(data, boxes[i], bool(flipped[i]), pixels[i],
+                                 fast_resize=c.fast_resize, reduced_decode=c.reduced_decode)
+            except DATA_EXCEPTIONS as e:
+                error = SampleError(self.files.names[shard], self.table.key(sample), f"{type(e).__name__}: {e}")
+                failures.append((i, error))
+        return failures
+
+    def _host_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        from dataio.threaded_batches import ThreadedBatches
+
+        samples = self._rank_samples()
+        bounds = self._bounds(samples)
+        start = self._resume_batch
+        producer = ThreadedBatches(self._make_batch(samples, bounds), len(bounds), pool=self._pool,
+                                   prefetch=self.config.prefetch_batches * max(1, self.config.threads), start=start)
+        for batch, failures in producer:
+            images, labels = batch.images, batch.labels
+            if failures:
+                for _, error in sorted(failures, key=lambda f: f[0]):
+                    self.stats.handle(self.config.on_error, error)
+                keep = np.ones(len(labels), dtype=bool)
+                keep[[i for i, _ in failures]] = False
+                images, labels = images[torch.from_numpy(keep)], labels[torch.from_numpy(keep)]
+            self.stats.samples_ok += len(labels)
+            yield images, labels  # possibly empty under the skip policy; counted, then dropped
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        self._batches_done = self._resume_batch
+        for images, labels in self._transfer(self._host_batches()):
+            self._batches_done += 1  # counted before the yield: state_dict() then covers this batch
+            if len(labels):
+                yield images, labels
+        self.epoch += 1
+        self._resume_batch = self._batches_done = 0
+
+    def close(self) -> None:
+        """Stop the decode threads and close the shard files."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self.files.close()
+
+    def __enter__(self) -> "ImageLoader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,79 @@
+"""Configuration of ``dataio.ImageLoader``: one frozen, keyword-only dataclass."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from dataio.errors import ErrorPolicy
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageLoaderConfig:
+    """Every option of the image loader, validated on construction.
+
+    Train mode does RandomResizedCrop(``crop_scale``, ``crop_ratio``) and a
+    horizontal flip with probability ``hflip``; val mode resizes and center
+    crops with ratio ``val_crop_ratio``. ``shuffle`` defaults to ``train``.
+    """
+
+    batch_size: int = 256
+    image_size: int = 224
+    train: bool = True
+    shuffle: bool | None = None
+    seed: int = 0
+    drop_last: bool = False
+    num_workers: int | None = None  # decode threads; None: one per core
+    pin_memory: bool = False
+    device: str = "cpu"
+    normalize: bool = False  # float output, normalised on the target device
+    mean: tuple[float, float, float] = IMAGENET_MEAN
+    std: tuple[float, float, float] = IMAGENET_STD
+    channels_last: bool = True
+    crop_scale: tuple[float, float] = (0.08, 1.0)
+    crop_ratio: tuple[float, float] = (3 / 4, 4 / 3)
+    val_crop_ratio: float = 0.875
+    hflip: float = 0.5
+    fast_resize: bool = False  # nearest-neighbour instead of antialiased bilinear
+    reduced_decode: bool = True  # JPEG DCT scaling when the crop is downscaled >= 2x
+    prefetch_batches: int = 2
+    on_error: ErrorPolicy = ErrorPolicy.RAISE
+    max_errors: int | None = None
+    verify_checksums: bool = False
+    world_size: int = 1
+    rank: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "on_error", ErrorPolicy(self.on_error))
+        if self.shuffle is None:
+            object.__setattr__(self, "shuffle", self.train)
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.image_size < 8:
+            raise ValueError(f"image_size must be >= 8, got {self.image_size}")
+        if self.num_workers is not None and self.num_workers < 0:
+            raise ValueError(f"num_workers must be >= 0, got {self.num_workers}")
+        if not 0 < self.crop_scale[0] <= self.crop_scale[1] <= 1:
+            raise ValueError(f"crop_scale must satisfy 0 < lo <= hi <= 1, got {self.crop_scale}")
+        if not 0 < self.crop_ratio[0] <= self.crop_ratio[1]:
+            raise ValueError(f"crop_ratio must satisfy 0 < lo <= hi, got {self.crop_ratio}")
+        if not 0 < self.val_crop_ratio <= 1:
+            raise ValueError(f"val_crop_ratio must be in (0, 1], got {self.val_crop_ratio}")
+        if not 0 <= self.hflip <= 1:
+            raise ValueError(f"hflip must be a probability, got {self.hflip}")
+        if self.prefetch_batches < 1:
+            raise ValueError("prefetch_batches must be >= 1")
+        if self.max_errors is not None and self.max_errors < 0:
+            raise ValueError("max_errors must be >= 0")
+        if not 0 <= self.rank < self.world_size:
+            raise ValueError(f"rank {self.rank} is not in 0..{self.world_size - 1}")
+        if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
+            raise ValueError("mean and std need 3 values, std positive")
+
+    @property
+    def threads(self) -> int:
+        """Decode threads actually used (0 means decode in the calling thread)."""
+        return os.cpu_count() or 1 if self.num_workers is None else self.num_workers
