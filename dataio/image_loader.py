@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from dataio import crops, partition
+from dataio.buffer_pool import BufferPool
 from dataio.device_transfer import DeviceTransfer
 from dataio.errors import DATA_EXCEPTIONS, ErrorStats, SampleError
 from dataio.image_loader_config import ImageLoaderConfig
@@ -64,6 +65,7 @@ class ImageLoader:
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="dataio-decode") if threads else None
         self._transfer = DeviceTransfer(self.config)
         self._pin = self.config.pin_memory and torch.cuda.is_available()
+        self._buffers = BufferPool(capacity=self.config.prefetch_batches * max(1, threads) + 4)
 
     # -- DataLoader-compatible surface -------------------------------------------------
     @property
@@ -139,9 +141,14 @@ class ImageLoader:
             else:
                 boxes = crops.center_crop_boxes(widths, heights, c.val_crop_ratio)
                 flipped = np.zeros(len(keys), dtype=bool)
-            images = torch.empty((len(keys), size, size, 3), dtype=torch.uint8, pin_memory=self._pin)
+            shape = (len(keys), size, size, 3)
+            if self._pin:  # torch's pinned host allocator caches and reuses these
+                images = torch.empty(shape, dtype=torch.uint8, pin_memory=True)
+                pixels = images.numpy()
+            else:
+                pixels = self._buffers.get(shape)
+                images = torch.from_numpy(pixels)
             labels = torch.from_numpy(self.table.label[keys].astype(np.int64))
-            pixels = images.numpy()
             tasks = [
                 (lambda lo=lo: self._decode_range(keys, boxes, flipped, pixels, lo, min(lo + CHUNK, len(keys))))
                 for lo in range(0, len(keys), CHUNK)

@@ -39,7 +39,7 @@ class ImageLoaderConfig:
     hflip: float = 0.5
     fast_resize: bool = False  # nearest-neighbour instead of antialiased bilinear
     reduced_decode: bool = True  # JPEG DCT scaling when the crop is downscaled >= 2x
-    prefetch_batches: int = 2
+    prefetch_batches: int = 1  # batches in flight per decode thread
     on_error: ErrorPolicy = ErrorPolicy.RAISE
     max_errors: int | None = None
     verify_checksums: bool = False

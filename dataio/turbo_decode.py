@@ -48,5 +48,8 @@ def decode_crop_into(
     if image.mode != "RGB":
         image = image.convert("RGB")
     resized = image.resize((out_w, out_h), FAST if fast_resize else ANTIALIAS, box=(x0, y0, x1, y1))
-    pixels = np.asarray(resized)
-    out[...] = pixels[:, ::-1] if flip else pixels
+    if flip:
+        # PIL flips the small result from its cached block arena; numpy's flipped
+        # copy of 3-byte pixels measured ~200 us, torch.flip's 150 KB temp ~10% of throughput.
+        resized = resized.transpose(Image.FLIP_LEFT_RIGHT)
+    out[...] = np.asarray(resized)

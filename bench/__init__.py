@@ -1,0 +1,1 @@
+"""Loader and augmentation benchmarks, run as ``dataio bench ...``."""

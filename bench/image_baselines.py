@@ -1,0 +1,168 @@
+"""The loaders dataio is compared against, each over the same images.
+
+- ``standard``: what users run today: an ImageFolder-equivalent Dataset
+  (PIL open, RGB, torchvision's RandomResizedCrop = crop then antialiased
+  bilinear resize, horizontal flip, PILToTensor) under
+  ``DataLoader(num_workers=cores)``. torchvision is reproduced with PIL +
+  torch, since its wheel does not import on the CPU torch here.
+- ``webdataset``: webdataset's own pipeline, ``.decode("pil")``, same transform.
+- ``dali_cpu``: a DALI CPU pipeline over the same shards and index files.
+- ``machine_limit``: bare single-thread read + full decode + crop-resize of the
+  same files, in memory; times the core count it is the machine's limit.
+
+Each ``run_*`` returns a list of per-epoch images/s (first epoch is warm-up).
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+from dataio import crops
+from formats.image_convert import scan_image_folder
+
+
+class TorchvisionStyleTrainTransform:
+    """RandomResizedCrop(size) + RandomHorizontalFlip + PILToTensor, on PIL images."""
+
+    def __init__(self, size: int, seed: int = 0) -> None:
+        self.size = size
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, image: Image.Image) -> torch.Tensor:
+        box = crops.random_resized_crop_boxes(
+            np.array([image.width]), np.array([image.height]), self.rng, (0.08, 1.0), (3 / 4, 4 / 3)
+        )[0]
+        image = image.crop(tuple(int(v) for v in box)).resize((self.size, self.size), Image.BILINEAR)
+        if self.rng.random() < 0.5:
+            image = image.transpose(Image.FLIP_LEFT_RIGHT)
+        return torch.from_numpy(np.array(image)).permute(2, 0, 1)  # PILToTensor
+
+
+class ImageFolderDataset(torch.utils.data.Dataset):
+    """``torchvision.datasets.ImageFolder`` with PIL loading, reproduced."""
+
+    def __init__(self, root: Path, transform: Callable[[Image.Image], torch.Tensor]) -> None:
+        self.root, self.transform = Path(root), transform
+        _, self.samples = scan_image_folder(self.root)
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        path, label = self.samples[index]
+        with open(self.root / path, "rb") as f:
+            image = Image.open(f).convert("RGB")
+        return self.transform(image), label
+
+
+def _worker_init(worker_id: int) -> None:
+    info = torch.utils.data.get_worker_info()
+    transform = getattr(info.dataset, "transform", None)
+    if isinstance(transform, TorchvisionStyleTrainTransform):
+        transform.rng = np.random.default_rng(1000 + worker_id)
+
+
+def timed_epochs(make_epoch: Callable[[], Iterable], epochs: int, count: Callable[[object], int]) -> list[float]:
+    """images/s of each of ``epochs`` passes over ``make_epoch()``."""
+    rates = []
+    for _ in range(epochs):
+        start, seen = time.perf_counter(), 0
+        for batch in make_epoch():
+            seen += count(batch)
+        rates.append(seen / (time.perf_counter() - start))
+    return rates
+
+
+def run_standard(src: Path, *, batch_size: int, size: int, workers: int, epochs: int) -> list[float]:
+    dataset = ImageFolderDataset(src, TorchvisionStyleTrainTransform(size))
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=batch_size, shuffle=True, num_workers=workers,
+        persistent_workers=workers > 0, worker_init_fn=_worker_init,
+    )
+    return timed_epochs(lambda: loader, epochs, lambda b: len(b[1]))
+
+
+def run_webdataset(shards: list[Path], *, batch_size: int, size: int, workers: int, epochs: int) -> list[float]:
+    import webdataset as wds
+
+    transform = TorchvisionStyleTrainTransform(size)
+    dataset = (
+        wds.WebDataset([str(s) for s in shards], shardshuffle=len(shards), empty_check=False)
+        .shuffle(1000)
+        .decode("pil")
+        .to_tuple("jpg", "cls")
+        .map_tuple(transform, lambda label: label)
+        .batched(batch_size, partial=True)
+    )
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers,
+                                         persistent_workers=workers > 0, worker_init_fn=_worker_init)
+    return timed_epochs(lambda: loader, epochs, lambda b: len(b[1]))
+
+
+def run_dali_cpu(shards: list[Path], *, batch_size: int, size: int, workers: int, epochs: int) -> list[float]:
+    from nvidia.dali import fn, pipeline_def, types
+
+    @pipeline_def(batch_size=batch_size, num_threads=workers, device_id=None, seed=0)
+    def pipeline():
+        jpegs, labels = fn.readers.webdataset(
+            paths=[str(s) for s in shards], index_paths=[str(s.with_suffix(".idx")) for s in shards],
+            ext=["jpg", "cls"], random_shuffle=True, missing_component_behavior="error", name="reader",
+        )
+        images = fn.decoders.image_random_crop(
+            jpegs, device="cpu", output_type=types.RGB, random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3]
+        )
+        images = fn.resize(images, resize_x=size, resize_y=size, antialias=True)
+        images = fn.flip(images, horizontal=fn.random.coin_flip())
+        return images, labels
+
+    pipe = pipeline()
+    pipe.build()
+    epoch_size = pipe.epoch_size("reader")
+    steps = -(-epoch_size // batch_size)
+
+    def epoch() -> Iterable[int]:
+        for _ in range(steps):
+            images, _ = pipe.run()
+            yield len(images)
+
+    return timed_epochs(epoch, epochs, lambda n: n)
+
+
+def run_dataio(shards_folder: Path, *, batch_size: int, size: int, workers: int, epochs: int) -> list[float]:
+    from dataio import ImageLoader
+
+    with ImageLoader(shards_folder, batch_size=batch_size, image_size=size, num_workers=workers) as loader:
+        return timed_epochs(lambda: loader, epochs, lambda b: len(b[1]))
+
+
+def run_machine_limit(src: Path, *, size: int, limit: int = 1000, reps: int = 3) -> float:
+    """Single-thread images/s of full decode + fused crop-resize from memory (best of reps).
+
+    The bare work with no loader around it: bytes already in memory, the full
+    image decoded (no DCT scaling), one antialiased ``resize(box=...)`` into a
+    preallocated array. Times the core count, it is the machine's limit.
+    """
+    from dataio.turbo_decode import decode_crop_into
+
+    _, samples = scan_image_folder(src)
+    files = [(src / path).read_bytes() for path, _ in samples[:limit]]
+    sizes = [Image.open(io.BytesIO(data)).size for data in files]
+    boxes = crops.random_resized_crop_boxes(
+        np.array([w for w, _ in sizes]), np.array([h for _, h in sizes]), np.random.default_rng(0),
+        (0.08, 1.0), (3 / 4, 4 / 3),
+    )
+    out = np.empty((size, size, 3), dtype=np.uint8)
+    best = 0.0
+    for _ in range(reps):
+        start = time.perf_counter()
+        for data, box in zip(files, boxes):
+            decode_crop_into(data, box, False, out, reduced_decode=False)
+        best = max(best, len(files) / (time.perf_counter() - start))
+    return best

@@ -1,0 +1,135 @@
+"""``dataio bench images SRC``: loader images/s against what users run today.
+
+All loaders read the same images on the same machine in one run: the source
+folder (standard recipe) or its shards (the others), full path to a batch of
+uint8 crops. Each runs ``warmup`` epochs, then ``epochs`` timed ones; the
+median is reported, with the ratio to the standard recipe and the share of the
+machine's limit (bare single-thread decode + crop rate x cores).
+"""
+
+from __future__ import annotations
+
+import datetime
+import statistics
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import image_baselines as baselines
+from bench.report import format_table, machine_description, write_results
+from formats.image_convert import ConvertImagesConfig, convert_images
+from formats.manifest import read_manifest
+
+TARGETS = {"vs_standard": 1.5, "vs_dali_cpu": 2.0, "of_machine_limit": 0.85}
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchImagesConfig:
+    """Options of the image loader benchmark."""
+
+    src: Path
+    out: Path = Path("bench/results")
+    shards: Path | None = None  # an existing conversion of src; converted on the fly if None
+    batch_size: int = 256
+    image_size: int = 224
+    workers: int = field(default_factory=lambda: __import__("os").cpu_count() or 1)
+    epochs: int = 3
+    warmup: int = 1
+    loaders: tuple[str, ...] = ("standard", "webdataset", "dali_cpu", "dataio")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "src", Path(self.src))
+        object.__setattr__(self, "out", Path(self.out))
+        if self.epochs < 1 or self.warmup < 0 or self.batch_size < 1 or self.workers < 1:
+            raise ValueError("epochs, batch_size and workers must be >= 1, warmup >= 0")
+        unknown = set(self.loaders) - set(_RUNNERS)
+        if unknown:
+            raise ValueError(f"unknown loaders {sorted(unknown)}; choose from {sorted(_RUNNERS)}")
+
+
+_RUNNERS = {
+    "standard": ("(a) standard: ImageFolder + PIL + DataLoader", "src"),
+    "webdataset": ("(b) webdataset .decode('pil') + DataLoader", "shard_list"),
+    "dali_cpu": ("(c) DALI CPU pipeline", "shard_list"),
+    "dataio": ("(d) dataio.ImageLoader (turbo)", "folder"),
+}
+
+
+def _run(name: str, config: BenchImagesConfig, folder: Path, shard_list: list[Path]) -> list[float]:
+    source = {"src": config.src, "folder": folder, "shard_list": shard_list}[_RUNNERS[name][1]]
+    runner = getattr(baselines, f"run_{name}")
+    return runner(source, batch_size=config.batch_size, size=config.image_size, workers=config.workers,
+                  epochs=config.warmup + config.epochs)[config.warmup:]
+
+
+def bench_images(config: BenchImagesConfig, log=print) -> dict[str, Any]:
+    """Run every loader, print the table, write JSON and PNG; returns the result dict."""
+    with tempfile.TemporaryDirectory(prefix="dataio-bench-") as tmp:
+        folder = config.shards
+        if folder is None:
+            folder = Path(tmp) / "shards"
+            log(f"converting {config.src} -> {folder}")
+            convert_images(ConvertImagesConfig(src=config.src, out=folder, shard_size="32MB", progress=False))
+        folder, manifest = read_manifest(folder)
+        shard_list = [folder / s.file for s in manifest.shards]
+        log(f"machine limit: single-thread decode + crop of {config.src}")
+        single = baselines.run_machine_limit(config.src, size=config.image_size)
+        rows = []
+        for name in config.loaders:
+            log(f"running {_RUNNERS[name][0]} ...")
+            rates = _run(name, config, folder, shard_list)
+            rows.append({"loader": name, "label": _RUNNERS[name][0], "epochs": rates, "img_s": statistics.median(rates)})
+    cores = machine_description()["cores"] or 1
+    limit = single * cores
+    by_name = {r["loader"]: r for r in rows}
+    base = by_name.get("standard", {}).get("img_s")
+    for row in rows:
+        row["per_core"] = row["img_s"] / cores
+        row["vs_standard"] = row["img_s"] / base if base else None
+        row["of_limit"] = row["img_s"] / limit
+    result = {
+        "benchmark": "images",
+        "date": datetime.date.today().isoformat(),
+        "machine": machine_description(),
+        "num_images": manifest.num_samples,
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()},
+        "machine_limit": {"single_thread_img_s": single, "cores": cores, "img_s": limit},
+        "rows": rows,
+        "targets": TARGETS,
+        "checks": _checks(by_name, limit),
+    }
+    log(render(result))
+    paths = write_results(config.out, "images", result, {r["label"]: r["img_s"] for r in rows}, "images/s")
+    log("wrote " + ", ".join(str(p) for p in paths))
+    return result
+
+
+def _checks(by_name: dict[str, dict], limit: float) -> dict[str, dict[str, Any]]:
+    ours = by_name.get("dataio", {}).get("img_s")
+    measured = {
+        "vs_standard": ours / by_name["standard"]["img_s"] if ours and "standard" in by_name else None,
+        "vs_dali_cpu": ours / by_name["dali_cpu"]["img_s"] if ours and "dali_cpu" in by_name else None,
+        "of_machine_limit": ours / limit if ours else None,
+    }
+    return {k: {"value": v, "target": TARGETS[k], "met": None if v is None else v >= TARGETS[k]} for k, v in measured.items()}
+
+
+def render(result: dict[str, Any]) -> str:
+    """The printed report: machine line, table, limit and target checks."""
+    m = result["machine"]
+    cfg = result["config"]
+    head = (f"dataio bench images, {result['date']}: {m['cpu']}, {m['cores']} cores, GPU: {m['gpu'] or 'none'}; "
+            f"{result['num_images']} images, batch {cfg['batch_size']}, {cfg['image_size']}px train crops, "
+            f"{cfg['workers']} workers, median of {cfg['epochs']} warm epochs")
+    table = format_table(result["rows"], [("label", "loader", "s"), ("img_s", "img/s", ",.0f"),
+                                          ("per_core", "img/s/core", ",.0f"), ("vs_standard", "vs (a)", ".2f"),
+                                          ("of_limit", "of limit", ".0%")])
+    lim = result["machine_limit"]
+    lines = [head, table, f"machine limit: {lim['single_thread_img_s']:,.0f} img/s single-thread x {lim['cores']} "
+             f"cores = {lim['img_s']:,.0f} img/s"]
+    for name, check in result["checks"].items():
+        if check["value"] is not None:
+            verdict = "met" if check["met"] else "NOT met"
+            lines.append(f"target {name}: {check['value']:.2f} (>= {check['target']}) {verdict}")
+    return "\n".join(lines)

@@ -1,0 +1,64 @@
+"""Print benchmark tables and write their JSON and PNG bar chart."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+
+def machine_description() -> dict[str, Any]:
+    """The facts a reader needs to compare figures: CPU model, cores, Python, torch."""
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "python": platform.python_version(),
+            "torch": torch.__version__, "platform": platform.platform()}
+
+
+def format_table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]]) -> str:
+    """Fixed-width text table; ``columns`` are (key, header, format spec)."""
+    cells = [[header for _, header, _ in columns]]
+    for row in rows:
+        cells.append([format(row[key], spec) if row.get(key) is not None else "-" for key, _, spec in columns])
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def write_results(out: Path, name: str, result: dict[str, Any], bars: dict[str, float], ylabel: str) -> list[Path]:
+    """Write ``out/name.json`` and, if matplotlib is installed, ``out/name.png``."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{name}.json"]
+    paths[0].write_text(json.dumps(result, indent=1) + "\n")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return paths
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.barh(list(bars), list(bars.values()), color="#4878a8")
+    for i, value in enumerate(bars.values()):
+        ax.text(value, i, f" {value:,.0f}", va="center")
+    ax.invert_yaxis()
+    ax.set_xlabel(ylabel)
+    machine = result.get("machine", {})
+    ax.set_title(f"{name}: {machine.get('cpu', '')[:40]}, {machine.get('cores')} cores", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / f"{name}.png", dpi=110)
+    plt.close(fig)
+    paths.append(out / f"{name}.png")
+    return paths
