@@ -48,9 +48,10 @@ class TorchvisionStyleTrainTransform:
 class ImageFolderDataset(torch.utils.data.Dataset):
     """``torchvision.datasets.ImageFolder`` with PIL loading, reproduced."""
 
-    def __init__(self, root: Path, transform: Callable[[Image.Image], torch.Tensor]) -> None:
+    def __init__(self, root: Path, transform: Callable[[Image.Image], torch.Tensor],
+                 samples: list[tuple[str, int]] | None = None) -> None:
         self.root, self.transform = Path(root), transform
-        _, self.samples = scan_image_folder(self.root)
+        self.samples = samples if samples is not None else scan_image_folder(self.root)[1]
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -80,8 +81,19 @@ def timed_epochs(make_epoch: Callable[[], Iterable], epochs: int, count: Callabl
     return rates
 
 
-def run_standard(src: Path, *, batch_size: int, size: int, workers: int, epochs: int) -> list[float]:
-    dataset = ImageFolderDataset(src, TorchvisionStyleTrainTransform(size))
+def accepted_samples(shards_folder: Path) -> list[tuple[str, int]]:
+    """(relative path, label) of the source files the converter accepted, in its order."""
+    from formats.manifest import read_manifest
+    from formats.sample_table import read_sample_table
+
+    folder, manifest = read_manifest(shards_folder)
+    table = read_sample_table(folder / manifest.sample_table)
+    return list(zip(table.table.column("path").to_pylist(), table.label.tolist()))
+
+
+def run_standard(src: Path, *, batch_size: int, size: int, workers: int, epochs: int,
+                 samples: list[tuple[str, int]] | None = None) -> list[float]:
+    dataset = ImageFolderDataset(src, TorchvisionStyleTrainTransform(size), samples)
     loader = torch.utils.data.DataLoader(
         dataset, batch_size=batch_size, shuffle=True, num_workers=workers,
         persistent_workers=workers > 0, worker_init_fn=_worker_init,
@@ -142,7 +154,8 @@ def run_dataio(shards_folder: Path, *, batch_size: int, size: int, workers: int,
         return timed_epochs(lambda: loader, epochs, lambda b: len(b[1]))
 
 
-def run_machine_limit(src: Path, *, size: int, limit: int = 1000, reps: int = 3) -> float:
+def run_machine_limit(src: Path, samples: list[tuple[str, int]], *, size: int, limit: int = 1000,
+                      reps: int = 3) -> float:
     """Single-thread images/s of full decode + fused crop-resize from memory (best of reps).
 
     The bare work with no loader around it: bytes already in memory, the full
@@ -151,7 +164,6 @@ def run_machine_limit(src: Path, *, size: int, limit: int = 1000, reps: int = 3)
     """
     from dataio.turbo_decode import decode_crop_into
 
-    _, samples = scan_image_folder(src)
     files = [(src / path).read_bytes() for path, _ in samples[:limit]]
     sizes = [Image.open(io.BytesIO(data)).size for data in files]
     boxes = crops.random_resized_crop_boxes(

@@ -58,9 +58,10 @@ _RUNNERS = {
 
 def _run(name: str, config: BenchImagesConfig, folder: Path, shard_list: list[Path]) -> list[float]:
     source = {"src": config.src, "folder": folder, "shard_list": shard_list}[_RUNNERS[name][1]]
+    extra = {"samples": baselines.accepted_samples(folder)} if name == "standard" else {}
     runner = getattr(baselines, f"run_{name}")
     return runner(source, batch_size=config.batch_size, size=config.image_size, workers=config.workers,
-                  epochs=config.warmup + config.epochs)[config.warmup:]
+                  epochs=config.warmup + config.epochs, **extra)[config.warmup:]
 
 
 def bench_images(config: BenchImagesConfig, log=print) -> dict[str, Any]:
@@ -74,7 +75,7 @@ def bench_images(config: BenchImagesConfig, log=print) -> dict[str, Any]:
         folder, manifest = read_manifest(folder)
         shard_list = [folder / s.file for s in manifest.shards]
         log(f"machine limit: single-thread decode + crop of {config.src}")
-        single = baselines.run_machine_limit(config.src, size=config.image_size)
+        single = baselines.run_machine_limit(config.src, baselines.accepted_samples(folder), size=config.image_size)
         rows = []
         for name in config.loaders:
             log(f"running {_RUNNERS[name][0]} ...")

@@ -120,7 +120,7 @@ class ImageLoader:
         c = self.config
         return partition.rank_samples(
             len(self.table), world_size=c.world_size, rank=c.rank, seed=c.seed, epoch=self.epoch,
-            shuffle=bool(c.shuffle), drop_last=c.drop_last,
+            shuffle=c.shuffles, drop_last=c.drop_last,
         )
 
     def _bounds(self, samples: np.ndarray) -> list[tuple[int, int]]:

@@ -48,8 +48,6 @@ class ImageLoaderConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "on_error", ErrorPolicy(self.on_error))
-        if self.shuffle is None:
-            object.__setattr__(self, "shuffle", self.train)
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.image_size < 8:
@@ -72,6 +70,11 @@ class ImageLoaderConfig:
             raise ValueError(f"rank {self.rank} is not in 0..{self.world_size - 1}")
         if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
             raise ValueError("mean and std need 3 values, std positive")
+
+    @property
+    def shuffles(self) -> bool:
+        """Whether epochs are shuffled: ``shuffle``, or ``train`` when it is None."""
+        return self.train if self.shuffle is None else self.shuffle
 
     @property
     def threads(self) -> int:

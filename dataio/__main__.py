@@ -1,0 +1,5 @@
+import sys
+
+from dataio.cli import main
+
+sys.exit(main())

@@ -1,0 +1,143 @@
+"""The ``dataio`` command line: each subcommand maps its flags onto a config dataclass.
+
+This is the only module that reads environment variables
+(``DATAIO_NUM_WORKERS``: default worker count). Bad invocations print one
+line and exit 2; data errors print one line and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from dataio.errors import DataioError, UsageError
+
+
+def _default_workers() -> int:
+    value = os.environ.get("DATAIO_NUM_WORKERS")
+    if value:
+        try:
+            return max(1, int(value))
+        except ValueError:
+            raise UsageError(f"DATAIO_NUM_WORKERS={value!r} is not an integer") from None
+    return os.cpu_count() or 1
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dataio", description="Pack, read and benchmark training data.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    convert = commands.add_parser("convert", help="pack a source folder or corpus into shards")
+    kinds = convert.add_subparsers(dest="kind", required=True)
+    images = kinds.add_parser("images", help="ImageNet-layout folder -> WebDataset shards")
+    images.add_argument("src", type=Path)
+    images.add_argument("out", type=Path)
+    images.add_argument("--format", choices=["wds"], default="wds")
+    images.add_argument("--shard-size", default="256MB", help="bytes per shard, e.g. 256MB")
+    images.add_argument("--max-shard-samples", type=_positive)
+    images.add_argument("--max-side", type=_positive, help="downscale so the longer side is at most N")
+    images.add_argument("--quality", type=int, help="re-encode every image at this JPEG quality")
+    images.add_argument("--max-pixels", type=_positive, default=89_478_485, help="decompression-bomb limit")
+    images.add_argument("--workers", type=_positive)
+    images.add_argument("--strict", action="store_true", help="exit non-zero if any file is rejected")
+    images.add_argument("--overwrite", action="store_true")
+    images.add_argument("--no-progress", action="store_true")
+
+    bench = commands.add_parser("bench", help="throughput benchmarks")
+    bench_kinds = bench.add_subparsers(dest="kind", required=True)
+    bench_images = bench_kinds.add_parser("images", help="image loaders on the same folder")
+    bench_images.add_argument("src", type=Path)
+    bench_images.add_argument("--shards", type=Path, help="an existing conversion of SRC")
+    bench_images.add_argument("--out", type=Path, default=Path("bench/results"))
+    bench_images.add_argument("--batch-size", type=_positive, default=256)
+    bench_images.add_argument("--image-size", type=_positive, default=224)
+    bench_images.add_argument("--workers", type=_positive)
+    bench_images.add_argument("--epochs", type=_positive, default=3)
+    bench_images.add_argument("--warmup", type=int, default=1)
+    bench_images.add_argument("--loaders", default="standard,webdataset,dali_cpu,dataio")
+
+    synth = commands.add_parser("synth", help="generate a small ImageNet-layout folder")
+    synth.add_argument("out", type=Path)
+    synth.add_argument("--classes", type=_positive, default=10)
+    synth.add_argument("--per-class", type=_positive, default=200)
+    synth.add_argument("--seed", type=int, default=0)
+
+    demo = commands.add_parser("demo", help="generate data, convert it, benchmark the loaders")
+    demo.add_argument("--out", type=Path, default=Path("demo-data"))
+    demo.add_argument("--classes", type=_positive, default=10)
+    demo.add_argument("--per-class", type=_positive, default=200)
+    demo.add_argument("--epochs", type=_positive, default=3)
+    return parser
+
+
+def _convert_images(args: argparse.Namespace) -> int:
+    from formats.image_convert import ConvertImagesConfig, convert_images
+    from formats.image_prepare import ImagePrepareConfig
+
+    config = ConvertImagesConfig(
+        src=args.src, out=args.out, shard_size=args.shard_size, max_shard_samples=args.max_shard_samples,
+        workers=args.workers or _default_workers(), strict=args.strict, overwrite=args.overwrite,
+        progress=not args.no_progress,
+        prepare=ImagePrepareConfig(max_side=args.max_side, quality=args.quality, max_pixels=args.max_pixels),
+    )
+    summary = convert_images(config)
+    for rejected in summary.rejected:
+        print(f"rejected {rejected['path']}: {rejected['reason']}", file=sys.stderr)
+    print(summary.line())
+    return 1 if config.strict and summary.num_rejected else 0
+
+
+def _bench_images(args: argparse.Namespace) -> int:
+    from bench.images import BenchImagesConfig, bench_images
+
+    config = BenchImagesConfig(
+        src=args.src, shards=args.shards, out=args.out, batch_size=args.batch_size, image_size=args.image_size,
+        workers=args.workers or _default_workers(), epochs=args.epochs, warmup=args.warmup,
+        loaders=tuple(name.strip() for name in args.loaders.split(",") if name.strip()),
+    )
+    bench_images(config)
+    return 0
+
+
+def _synth(args: argparse.Namespace) -> int:
+    from formats.synthetic import SyntheticImagesConfig, write_image_folder
+
+    write_image_folder(args.out, SyntheticImagesConfig(num_classes=args.classes, images_per_class=args.per_class,
+                                                       seed=args.seed))
+    print(f"wrote {args.classes} x {args.per_class} images to {args.out}")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from dataio.demo import DemoConfig, run_demo
+
+    run_demo(DemoConfig(out=args.out, num_classes=args.classes, images_per_class=args.per_class,
+                        epochs=args.epochs, workers=_default_workers()))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    handlers = {("convert", "images"): _convert_images, ("bench", "images"): _bench_images}
+    handler = handlers.get((args.command, getattr(args, "kind", None))) or {"synth": _synth, "demo": _demo}[args.command]
+    try:
+        return handler(args)
+    except (UsageError, ValueError) as e:
+        print(f"dataio {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except DataioError as e:
+        print(f"dataio {args.command}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"dataio {args.command}: interrupted", file=sys.stderr)
+        return 130

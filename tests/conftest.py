@@ -1,0 +1,57 @@
+"""Shared fixtures: tiny generated image folders and their shards (no network, no downloads)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from formats.image_convert import ConvertImagesConfig, convert_images
+from formats.synthetic import SyntheticImagesConfig, add_faulty_files, write_image_folder
+
+NUM_COLOURED = 45
+COLOUR_STEP = 40
+
+
+def colour_of(index: int) -> tuple[int, int, int]:
+    """A solid colour that survives JPEG and identifies ``index`` (0..NUM_COLOURED-1)."""
+    return (20 + COLOUR_STEP * (index % 6), 20 + COLOUR_STEP * (index // 6 % 6), 20 + COLOUR_STEP * (index // 36))
+
+
+def index_of(pixels: np.ndarray) -> int:
+    """Inverse of ``colour_of`` from an (H, W, 3) or (3, H, W) crop."""
+    if pixels.shape[0] == 3:
+        pixels = pixels.transpose(1, 2, 0)
+    r, g, b = (int(round((c - 20) / COLOUR_STEP)) for c in pixels.reshape(-1, 3).mean(0))
+    return r + 6 * g + 36 * b
+
+
+@pytest.fixture(scope="session")
+def image_folder(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """3 classes x 12 photo-like JPEGs, plus the awkward files of real ImageNet."""
+    root = tmp_path_factory.mktemp("images")
+    write_image_folder(root, SyntheticImagesConfig(num_classes=3, images_per_class=12, seed=3))
+    return root, add_faulty_files(root)
+
+
+@pytest.fixture(scope="session")
+def image_shards(image_folder, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("shards") / "out"
+    convert_images(ConvertImagesConfig(src=image_folder[0], out=out, shard_size="400KB", workers=2, progress=False))
+    return out
+
+
+@pytest.fixture(scope="session")
+def coloured_shards(tmp_path_factory) -> Path:
+    """45 solid-colour images in 3 classes (label = index % 3), several shards."""
+    root = tmp_path_factory.mktemp("coloured")
+    for i in range(NUM_COLOURED):
+        folder = root / f"c{i % 3}"
+        folder.mkdir(exist_ok=True)
+        size = ((300, 200), (200, 300), (256, 256))[i % 3]
+        Image.new("RGB", size, colour_of(i)).save(folder / f"img{i:03d}.jpg", quality=95)
+    out = tmp_path_factory.mktemp("coloured_shards") / "out"
+    convert_images(ConvertImagesConfig(src=root, out=out, max_shard_samples=7, workers=1, progress=False))
+    return out

@@ -1,0 +1,71 @@
+"""The command line: exit codes, the benchmark report and the demo, run as a user would."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dataio.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(*args: str, cwd: Path = ROOT, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "dataio", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_convert_cli_exit_codes(image_folder, tmp_path, capsys):
+    src = str(image_folder[0])
+    assert main(["convert", "images", str(tmp_path / "nope"), str(tmp_path / "o")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["convert", "images", src, str(tmp_path / "out"), "--no-progress"]) == 0
+    out = capsys.readouterr()
+    assert "packed 40 images" in out.out and "2 rejected" in out.out and "zz_empty.JPEG: empty file" in out.err
+    assert main(["convert", "images", src, str(tmp_path / "out"), "--no-progress"]) == 2
+    assert "not empty" in capsys.readouterr().err
+    assert main(["convert", "images", src, str(tmp_path / "out"), "--no-progress", "--overwrite", "--strict"]) == 1
+    assert main(["convert", "images", src, str(tmp_path / "o2"), "--shard-size", "12 parsecs"]) == 2
+    assert "not a size" in capsys.readouterr().err
+
+
+def test_cli_reads_worker_count_from_environment(image_folder, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DATAIO_NUM_WORKERS", "many")
+    assert main(["convert", "images", str(image_folder[0]), str(tmp_path / "o"), "--no-progress"]) == 2
+    assert "DATAIO_NUM_WORKERS" in capsys.readouterr().err
+
+
+def test_bench_images_writes_table_json_and_png(image_folder, tmp_path):
+    result = _run("bench", "images", str(image_folder[0]), "--out", str(tmp_path), "--batch-size", "16",
+                  "--epochs", "1", "--warmup", "0", "--image-size", "64")
+    assert result.returncode == 0, result.stderr
+    for label in ("(a) standard", "(b) webdataset", "(c) DALI CPU", "(d) dataio", "machine limit", "cores"):
+        assert label in result.stdout
+    report = json.loads((tmp_path / "images.json").read_text())
+    assert {row["loader"] for row in report["rows"]} == {"standard", "webdataset", "dali_cpu", "dataio"}
+    assert all(row["img_s"] > 0 for row in report["rows"])
+    assert report["machine"]["cores"] == os.cpu_count()
+    assert (tmp_path / "images.png").stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_demo_runs_end_to_end(tmp_path):
+    result = _run("demo", "--out", str(tmp_path / "demo"), "--classes", "2", "--per-class", "24", "--epochs", "1")
+    assert result.returncode == 0, result.stderr
+    assert "(d) dataio.ImageLoader" in result.stdout and "target vs_standard" in result.stdout
+    assert (tmp_path / "demo" / "results" / "images.json").exists()
+
+
+def test_installed_pil_is_pillow_simd_with_turbo():
+    from dataio.check_install import pillow_build
+
+    build = pillow_build()
+    assert build["libjpeg_turbo"], build
+    if os.environ.get("DATAIO_REQUIRE_SIMD", "1") == "1":
+        assert build["simd"], f"PIL is not pillow-simd: {build} (run `make test`, which installs it last)"
