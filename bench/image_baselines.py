@@ -10,7 +10,10 @@
 - ``machine_limit``: bare single-thread read + full decode + crop-resize of the
   same files, in memory; times the core count it is the machine's limit.
 
-Each ``run_*`` returns a list of per-epoch images/s (first epoch is warm-up).
+Each ``make_*`` returns an ``Epoch``: a callable that runs one epoch and
+returns the number of images, and ``close`` to stop its workers. The bench
+runs the epochs of all loaders round-robin, so slow drifts of a shared machine
+affect them alike.
 """
 
 from __future__ import annotations
@@ -70,15 +73,40 @@ def _worker_init(worker_id: int) -> None:
         transform.rng = np.random.default_rng(1000 + worker_id)
 
 
-def timed_epochs(make_epoch: Callable[[], Iterable], epochs: int, count: Callable[[object], int]) -> list[float]:
-    """images/s of each of ``epochs`` passes over ``make_epoch()``."""
-    rates = []
-    for _ in range(epochs):
-        start, seen = time.perf_counter(), 0
-        for batch in make_epoch():
-            seen += count(batch)
-        rates.append(seen / (time.perf_counter() - start))
-    return rates
+class Epoch:
+    """One loader under test: ``epoch()`` runs a pass and returns the images seen."""
+
+    def __init__(self, batches: Callable[[], Iterable], count: Callable[[object], int],
+                 close: Callable[[], None] = lambda: None) -> None:
+        self.batches, self.count, self._close = batches, count, close
+
+    def __call__(self) -> int:
+        return sum(self.count(batch) for batch in self.batches())
+
+    def close(self) -> None:
+        self._close()
+
+
+def timed(epoch: Callable[[], int]) -> float:
+    """images/s of one call of ``epoch``."""
+    start = time.perf_counter()
+    seen = epoch()
+    return seen / (time.perf_counter() - start)
+
+
+def _dataloader_epoch(loader: torch.utils.data.DataLoader) -> Epoch:
+    state: dict[str, object] = {}
+
+    def batches() -> Iterable:
+        state["iterator"] = iter(loader)  # persistent workers are reused across epochs
+        return state["iterator"]
+
+    def close() -> None:
+        iterator = state.pop("iterator", None)
+        if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+            iterator._shutdown_workers()
+
+    return Epoch(batches, lambda b: len(b[1]), close)
 
 
 def accepted_samples(shards_folder: Path) -> list[tuple[str, int]]:
@@ -91,17 +119,17 @@ def accepted_samples(shards_folder: Path) -> list[tuple[str, int]]:
     return list(zip(table.table.column("path").to_pylist(), table.label.tolist()))
 
 
-def run_standard(src: Path, *, batch_size: int, size: int, workers: int, epochs: int,
-                 samples: list[tuple[str, int]] | None = None) -> list[float]:
+def make_standard(src: Path, *, batch_size: int, size: int, workers: int,
+                  samples: list[tuple[str, int]] | None = None) -> Epoch:
     dataset = ImageFolderDataset(src, TorchvisionStyleTrainTransform(size), samples)
     loader = torch.utils.data.DataLoader(
         dataset, batch_size=batch_size, shuffle=True, num_workers=workers,
         persistent_workers=workers > 0, worker_init_fn=_worker_init,
     )
-    return timed_epochs(lambda: loader, epochs, lambda b: len(b[1]))
+    return _dataloader_epoch(loader)
 
 
-def run_webdataset(shards: list[Path], *, batch_size: int, size: int, workers: int, epochs: int) -> list[float]:
+def make_webdataset(shards: list[Path], *, batch_size: int, size: int, workers: int) -> Epoch:
     import webdataset as wds
 
     transform = TorchvisionStyleTrainTransform(size)
@@ -115,10 +143,10 @@ def run_webdataset(shards: list[Path], *, batch_size: int, size: int, workers: i
     )
     loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers,
                                          persistent_workers=workers > 0, worker_init_fn=_worker_init)
-    return timed_epochs(lambda: loader, epochs, lambda b: len(b[1]))
+    return _dataloader_epoch(loader)
 
 
-def run_dali_cpu(shards: list[Path], *, batch_size: int, size: int, workers: int, epochs: int) -> list[float]:
+def make_dali_cpu(shards: list[Path], *, batch_size: int, size: int, workers: int) -> Epoch:
     from nvidia.dali import fn, pipeline_def, types
 
     @pipeline_def(batch_size=batch_size, num_threads=workers, device_id=None, seed=0)
@@ -144,23 +172,23 @@ def run_dali_cpu(shards: list[Path], *, batch_size: int, size: int, workers: int
             images, _ = pipe.run()
             yield len(images)
 
-    return timed_epochs(epoch, epochs, lambda n: n)
+    holder = [pipe]
+    return Epoch(epoch, lambda n: n, holder.clear)
 
 
-def run_dataio(shards_folder: Path, *, batch_size: int, size: int, workers: int, epochs: int) -> list[float]:
+def make_dataio(shards_folder: Path, *, batch_size: int, size: int, workers: int) -> Epoch:
     from dataio import ImageLoader
 
-    with ImageLoader(shards_folder, batch_size=batch_size, image_size=size, num_workers=workers) as loader:
-        return timed_epochs(lambda: loader, epochs, lambda b: len(b[1]))
+    loader = ImageLoader(shards_folder, batch_size=batch_size, image_size=size, num_workers=workers)
+    return Epoch(lambda: loader, lambda b: len(b[1]), loader.close)
 
 
-def run_machine_limit(src: Path, samples: list[tuple[str, int]], *, size: int, limit: int = 1000,
-                      reps: int = 3) -> float:
-    """Single-thread images/s of full decode + fused crop-resize from memory (best of reps).
+def make_machine_limit(src: Path, samples: list[tuple[str, int]], *, size: int, limit: int = 1000) -> Epoch:
+    """Single thread: full decode + fused crop-resize of files already in memory.
 
-    The bare work with no loader around it: bytes already in memory, the full
-    image decoded (no DCT scaling), one antialiased ``resize(box=...)`` into a
-    preallocated array. Times the core count, it is the machine's limit.
+    The bare work with no loader around it (no DCT scaling, one antialiased
+    ``resize(box=...)`` into a preallocated array). Its rate times the core
+    count is the machine's limit.
     """
     from dataio.turbo_decode import decode_crop_into
 
@@ -171,10 +199,10 @@ def run_machine_limit(src: Path, samples: list[tuple[str, int]], *, size: int, l
         (0.08, 1.0), (3 / 4, 4 / 3),
     )
     out = np.empty((size, size, 3), dtype=np.uint8)
-    best = 0.0
-    for _ in range(reps):
-        start = time.perf_counter()
+
+    def one_pass() -> Iterable[int]:
         for data, box in zip(files, boxes):
             decode_crop_into(data, box, False, out, reduced_decode=False)
-        best = max(best, len(files) / (time.perf_counter() - start))
-    return best
+            yield 1
+
+    return Epoch(one_pass, lambda n: n)
