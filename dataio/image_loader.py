@@ -36,7 +36,6 @@ CHUNK = 32  # samples per decode task
 class _HostBatch:
     images: torch.Tensor  # (N, S, S, 3) uint8
     labels: torch.Tensor  # (N,) int64
-    keys: np.ndarray  # (N,) global sample indices
 
 
 class ImageLoader:
@@ -153,7 +152,7 @@ class ImageLoader:
                 (lambda lo=lo: self._decode_range(keys, boxes, flipped, pixels, lo, min(lo + CHUNK, len(keys))))
                 for lo in range(0, len(keys), CHUNK)
             ]
-            return _HostBatch(images, labels, keys), tasks
+            return _HostBatch(images, labels), tasks
 
         return make
 

@@ -71,6 +71,12 @@ def _field(data: dict[str, Any], name: str, kind: type | tuple[type, ...], where
     return value
 
 
+def _optional(data: dict[str, Any], name: str, kind: type, default: Any) -> Any:
+    """``data[name]`` if present with type ``kind``, else ``default``."""
+    value = data.get(name, default)
+    return value if isinstance(value, kind) and not isinstance(value, bool) else default
+
+
 def _safe_name(name: str, where: str) -> str:
     if not name or "/" in name or "\\" in name or name in (".", "..") or "\x00" in name:
         raise ManifestError(f"{where}: {name!r} is not a plain file name")
@@ -111,10 +117,8 @@ def parse_manifest(text: str, where: str = MANIFEST_NAME) -> Manifest:
         num_samples=_field(data, "num_samples", int, where),
         shards=tuple(shards),
         classes=tuple(classes),
-        num_rejected=int(data.get("num_rejected", 0)) if isinstance(data.get("num_rejected", 0), int) else 0,
-        sample_table=_safe_name(data.get("sample_table", SAMPLE_TABLE_NAME), where)
-        if isinstance(data.get("sample_table", SAMPLE_TABLE_NAME), str)
-        else SAMPLE_TABLE_NAME,
+        num_rejected=_optional(data, "num_rejected", int, 0),
+        sample_table=_safe_name(_optional(data, "sample_table", str, SAMPLE_TABLE_NAME), where),
         options=data["options"] if isinstance(data.get("options"), dict) else {},
     )
     if sum(s.num_samples for s in manifest.shards) != manifest.num_samples:
