@@ -8,7 +8,10 @@ A batch is ``(images, labels)``:
   ``config.device``. With ``normalize=True``: ``torch.float32``, normalised
   on the device with ``(x / 255 - mean) / std``.
 - ``labels``: ``torch.int64``, shape ``(N,)``, class indices in sorted
-  class-folder order (``ImageFolder``'s), on ``config.device``.
+  class-folder order (``ImageFolder``'s), on ``config.device``. With
+  ``config.mix`` (MixUp/CutMix): ``torch.float32`` soft targets of shape
+  ``(N, num_classes)`` whose rows sum to one.
+- With a resolution ``schedule``, ``S`` and ``batch_size`` are the epoch's.
 - ``N == batch_size`` for every batch except the last of an epoch when
   ``drop_last=False``; under the ``skip``/``warn`` error policy a batch can be
   smaller by the samples dropped.
@@ -23,14 +26,19 @@ import torch
 from dataio.image_loader_config import ImageLoaderConfig
 
 
-def check_batch(images: torch.Tensor, labels: torch.Tensor, config: ImageLoaderConfig) -> None:
-    """Raise AssertionError if a batch breaks the contract above."""
-    size = config.image_size
+def check_batch(images: torch.Tensor, labels: torch.Tensor, config: ImageLoaderConfig, epoch: int = 0) -> None:
+    """Raise AssertionError if a batch of ``epoch`` breaks the contract above."""
+    size = config.image_size_at(epoch)
     expected_dtype = torch.float32 if config.normalize else torch.uint8
     assert images.dtype == expected_dtype, f"images dtype {images.dtype}, expected {expected_dtype}"
     assert images.ndim == 4 and tuple(images.shape[1:]) == (3, size, size), f"images shape {tuple(images.shape)}"
-    assert labels.dtype == torch.int64 and labels.shape == (images.shape[0],), f"labels {labels.dtype} {labels.shape}"
-    assert 1 <= images.shape[0] <= config.batch_size, f"batch of {images.shape[0]}"
+    n = images.shape[0]
+    if config.mix is None:
+        assert labels.dtype == torch.int64 and labels.shape == (n,), f"labels {labels.dtype} {labels.shape}"
+    else:
+        assert labels.dtype == torch.float32 and labels.shape == (n, config.mix.num_classes), f"targets {labels.shape}"
+        assert torch.allclose(labels.sum(1), torch.ones(n, device=labels.device), atol=1e-4), "targets do not sum to 1"
+    assert 1 <= n <= config.batch_size_at(epoch), f"batch of {n}"
     if config.channels_last:
         assert images.is_contiguous(memory_format=torch.channels_last), "images not channels_last"
     else:

@@ -3,22 +3,33 @@
 On CUDA the host batch is pinned, copied on a side stream with
 ``non_blocking=True`` while the previous batch is being used, and converted to
 float and normalised on the GPU. On the CPU the batch is used in place. Both
-give the layout of ``dataio.contract``.
+give the layout of ``dataio.contract``. With device augmentation, the
+``augment.DeviceAugment`` chain runs on the same side stream after the copy,
+re-seeded for each batch from its ``SeedKey``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
 
 import torch
 
 from dataio.image_loader_config import ImageLoaderConfig
 
 
+class HostBatch(Protocol):
+    images: torch.Tensor  # (N, S, S, 3) uint8
+    labels: torch.Tensor  # (N,) int64
+    key: Any  # augment.SeedKey of this batch
+    crops: Any  # augment.CropBoxes for crop_on_device, else None
+
+
 class DeviceTransfer:
     """Turns host ``(images NHWC uint8, labels int64)`` into the contract's device tensors."""
 
-    def __init__(self, config: ImageLoaderConfig) -> None:
+    def __init__(self, config: ImageLoaderConfig, augment: Any = None) -> None:
+        self.augment = augment  # augment.DeviceAugment or None
         self.device = torch.device(config.device)
         self.normalize, self.channels_last = config.normalize, config.channels_last
         self.stream = torch.cuda.Stream(device=self.device) if self.device.type == "cuda" else None
@@ -26,8 +37,11 @@ class DeviceTransfer:
         self.mean = torch.tensor([m * 255 for m in config.mean], device=self.device).view(shape)
         self.std = torch.tensor([s * 255 for s in config.std], device=self.device).view(shape)
 
-    def _finish(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _finish(self, images: torch.Tensor, labels: torch.Tensor, batch: HostBatch) -> tuple[torch.Tensor, torch.Tensor]:
         images = images.permute(0, 3, 1, 2)  # NCHW view of NHWC memory: channels_last
+        if self.augment is not None and len(labels):  # an empty batch (all skipped) is dropped anyway
+            self.augment.seed_for(batch.key)
+            return self.augment(images, labels, batch.crops)
         if self.normalize:
             images = images.float().sub_(self.mean).div_(self.std)
         if self.channels_last:
@@ -36,18 +50,18 @@ class DeviceTransfer:
             images = images.contiguous()
         return images, labels
 
-    def __call__(self, batches: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def __call__(self, batches: Iterable[HostBatch]) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """Yield device batches; on CUDA, batch k+1 is copied while batch k is consumed."""
         if self.stream is None:
-            for images, labels in batches:
-                yield self._finish(images.to(self.device), labels.to(self.device))
+            for batch in batches:
+                yield self._finish(batch.images.to(self.device), batch.labels.to(self.device), batch)
             return
         ready: tuple[torch.Tensor, torch.Tensor] | None = None
-        for images, labels in batches:
+        for batch in batches:
             with torch.cuda.stream(self.stream):
-                images = images.to(self.device, non_blocking=True)
-                labels = labels.to(self.device, non_blocking=True)
-                nxt = self._finish(images, labels)
+                images = batch.images.to(self.device, non_blocking=True)
+                labels = batch.labels.to(self.device, non_blocking=True)
+                nxt = self._finish(images, labels, batch)
             if ready is not None:
                 yield ready
             torch.cuda.current_stream(self.device).wait_stream(self.stream)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from augment import CropBoxes, DeviceAugment, Normalize, RandomResizedCrop, SeedKey
 from dataio import crops, partition
 from dataio.buffer_pool import BufferPool
 from dataio.device_transfer import DeviceTransfer
@@ -36,6 +37,14 @@ CHUNK = 32  # samples per decode task
 class _HostBatch:
     images: torch.Tensor  # (N, S, S, 3) uint8
     labels: torch.Tensor  # (N,) int64
+    key: SeedKey  # seeds this batch's device augmentation
+    crops: CropBoxes | None = None  # crop_on_device: boxes in decoded pixels, and flips
+
+    def keep(self, mask: np.ndarray) -> "_HostBatch":
+        """The batch without the samples where ``mask`` is False."""
+        index = torch.from_numpy(mask)
+        crops = self.crops and CropBoxes(boxes=self.crops.boxes[mask], flipped=self.crops.flipped[mask])
+        return _HostBatch(self.images[index], self.labels[index], self.key, crops)
 
 
 class ImageLoader:
@@ -62,14 +71,31 @@ class ImageLoader:
         self._batches_done = 0
         threads = self.config.threads
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="dataio-decode") if threads else None
-        self._transfer = DeviceTransfer(self.config)
+        self._transfer = DeviceTransfer(self.config, self._device_augment())
         self._pin = self.config.pin_memory and torch.cuda.is_available()
         self._buffers = BufferPool(capacity=self.config.prefetch_batches * max(1, threads) + 4)
+
+    def _device_augment(self) -> DeviceAugment | None:
+        c = self.config
+        if not c.device_augments:
+            return None
+        crop = None
+        if c.crop_on_device:  # sizes come from the schedule per epoch; the boxes from make_batch
+            crop = _EpochSizedCrop(self)
+        return DeviceAugment(crop=crop, randaugment=c.randaugment, mix=c.mix,
+                             normalize=Normalize(c.mean, c.std) if c.normalize else None,
+                             channels_last=c.channels_last)
 
     # -- DataLoader-compatible surface -------------------------------------------------
     @property
     def batch_size(self) -> int:
-        return self.config.batch_size
+        """Batch size of the current epoch (it varies with a dynamic-batch schedule)."""
+        return self.config.batch_size_at(self.epoch)
+
+    @property
+    def image_size(self) -> int:
+        """Output resolution of the current epoch."""
+        return self.config.image_size_at(self.epoch)
 
     @property
     def drop_last(self) -> bool:
@@ -123,20 +149,27 @@ class ImageLoader:
         )
 
     def _bounds(self, samples: np.ndarray) -> list[tuple[int, int]]:
-        return partition.batch_bounds(len(samples), self.config.batch_size, self.config.drop_last)
+        return partition.batch_bounds(len(samples), self.batch_size, self.config.drop_last)
 
     def _make_batch(self, samples: np.ndarray, bounds: list[tuple[int, int]]) -> Callable:
         c = self.config
-        size = c.image_size
+        epoch = self.epoch
+        size = c.decode_size_at(epoch)
 
         def make(index: int) -> tuple[_HostBatch, list[Callable[[], list]]]:
             start, stop = bounds[index]
             keys = samples[start:stop]
-            rng = np.random.default_rng([c.seed, self.epoch, c.rank, index])
+            rng = np.random.default_rng([c.seed, epoch, c.rank, index])
             widths, heights = self.table.width[keys], self.table.height[keys]
+            device_crops = None
             if c.train:
                 boxes = crops.random_resized_crop_boxes(widths, heights, rng, c.crop_scale, c.crop_ratio)
                 flipped = crops.flips(len(keys), rng, c.hflip)
+                if c.crop_on_device:  # decode whole images; crop the mapped boxes on the device
+                    scale = np.stack([size / widths, size / heights] * 2, axis=1)
+                    device_crops = CropBoxes(boxes=boxes * scale, flipped=flipped)
+                    boxes = np.stack([np.zeros(len(keys)), np.zeros(len(keys)), widths, heights], 1).astype(float)
+                    flipped = np.zeros(len(keys), dtype=bool)
             else:
                 boxes = crops.center_crop_boxes(widths, heights, c.val_crop_ratio)
                 flipped = np.zeros(len(keys), dtype=bool)
@@ -152,7 +185,8 @@ class ImageLoader:
                 (lambda lo=lo: self._decode_range(keys, boxes, flipped, pixels, lo, min(lo + CHUNK, len(keys))))
                 for lo in range(0, len(keys), CHUNK)
             ]
-            return _HostBatch(images, labels), tasks
+            key = SeedKey(seed=c.seed, epoch=epoch, rank=c.rank, step=index)
+            return _HostBatch(images, labels, key, device_crops), tasks
 
         return make
 
@@ -172,7 +206,7 @@ class ImageLoader:
                 failures.append((i, error))
         return failures
 
-    def _host_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def _host_batches(self) -> Iterator[_HostBatch]:
         from dataio.threaded_batches import ThreadedBatches
 
         samples = self._rank_samples()
@@ -181,15 +215,14 @@ class ImageLoader:
         producer = ThreadedBatches(self._make_batch(samples, bounds), len(bounds), pool=self._pool,
                                    prefetch=self.config.prefetch_batches * max(1, self.config.threads), start=start)
         for batch, failures in producer:
-            images, labels = batch.images, batch.labels
             if failures:
                 for _, error in sorted(failures, key=lambda f: f[0]):
                     self.stats.handle(self.config.on_error, error)
-                keep = np.ones(len(labels), dtype=bool)
+                keep = np.ones(len(batch.labels), dtype=bool)
                 keep[[i for i, _ in failures]] = False
-                images, labels = images[torch.from_numpy(keep)], labels[torch.from_numpy(keep)]
-            self.stats.samples_ok += len(labels)
-            yield images, labels  # possibly empty under the skip policy; counted, then dropped
+                batch = batch.keep(keep)
+            self.stats.samples_ok += len(batch.labels)
+            yield batch  # possibly empty under the skip policy; counted, then dropped
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         self._batches_done = self._resume_batch
@@ -212,3 +245,16 @@ class ImageLoader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _EpochSizedCrop(RandomResizedCrop):
+    """The device crop of ``crop_on_device``: boxes from the loader, output size from its epoch."""
+
+    def __init__(self, loader: ImageLoader) -> None:
+        c = loader.config
+        super().__init__(c.image_size, c.crop_scale, c.crop_ratio, c.hflip)
+        self.loader = loader
+
+    def __call__(self, images: torch.Tensor, crops: CropBoxes | None = None) -> torch.Tensor:
+        self.size = self.loader.config.image_size_at(self.key.epoch)
+        return super().__call__(images, crops)

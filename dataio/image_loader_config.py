@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dataio.errors import ErrorPolicy
+
+if TYPE_CHECKING:
+    from augment import MixConfig, RandAugmentConfig, ResolutionSchedule
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -18,6 +22,13 @@ class ImageLoaderConfig:
     Train mode does RandomResizedCrop(``crop_scale``, ``crop_ratio``) and a
     horizontal flip with probability ``hflip``; val mode resizes and center
     crops with ratio ``val_crop_ratio``. ``shuffle`` defaults to ``train``.
+
+    Device augmentation (train only): ``randaugment`` and ``mix`` run batched
+    on ``device`` after the copy; ``crop_on_device`` decodes each image whole at
+    ``decode_size`` on the host and does the crop and flip on the device (for
+    when the CPU is the bottleneck). ``schedule`` sets the resolution (and,
+    with ``dynamic_batch``, the batch size) per epoch, overriding
+    ``image_size`` and ``batch_size``.
     """
 
     batch_size: int = 256
@@ -45,6 +56,11 @@ class ImageLoaderConfig:
     verify_checksums: bool = False
     world_size: int = 1
     rank: int = 0
+    randaugment: RandAugmentConfig | None = None
+    mix: MixConfig | None = None
+    crop_on_device: bool = False
+    decode_size: int | None = None  # crop_on_device: host decode size; default image_size * 8 / 7
+    schedule: ResolutionSchedule | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "on_error", ErrorPolicy(self.on_error))
@@ -70,6 +86,29 @@ class ImageLoaderConfig:
             raise ValueError(f"rank {self.rank} is not in 0..{self.world_size - 1}")
         if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
             raise ValueError("mean and std need 3 values, std positive")
+        if not self.train and (self.randaugment or self.mix or self.crop_on_device or self.schedule):
+            raise ValueError("randaugment, mix, crop_on_device and schedule are for train=True loaders")
+        if self.decode_size is not None and self.decode_size < 8:
+            raise ValueError(f"decode_size must be >= 8, got {self.decode_size}")
+
+    @property
+    def device_augments(self) -> bool:
+        """Whether batches go through ``augment.DeviceAugment`` after the copy."""
+        return bool(self.randaugment or self.mix or self.crop_on_device)
+
+    def image_size_at(self, epoch: int) -> int:
+        """Output resolution of ``epoch``."""
+        return self.schedule.image_size(epoch) if self.schedule else self.image_size
+
+    def batch_size_at(self, epoch: int) -> int:
+        """Batch size of ``epoch``."""
+        return self.schedule.batch_size_at(epoch) if self.schedule else self.batch_size
+
+    def decode_size_at(self, epoch: int) -> int:
+        """Side of the host decode: the output size, or the whole-image size for ``crop_on_device``."""
+        if not self.crop_on_device:
+            return self.image_size_at(epoch)
+        return self.decode_size or -(-self.image_size_at(epoch) * 8 // 7 // 8) * 8
 
     @property
     def shuffles(self) -> bool:

@@ -1,0 +1,105 @@
+"""The device side of a training batch: crop/flip, RandAugment, MixUp/CutMix, normalise.
+
+``DeviceAugment`` is what the loader runs on each uint8 batch after the copy
+to the device (on the copy stream, so it overlaps the model's work). It is
+also usable on its own: ``DeviceAugment(...).seed_for(key)`` then
+``images, targets = chain(images, labels)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from augment.geometry_ops import crop_resize_flip
+from augment.mix import MixConfig, MixUpCutMix
+from augment.randaugment import RandAugment, RandAugmentConfig
+from augment.seeding import RandomStage, SeedKey
+
+
+class Normalize:
+    """``(x - 255 * mean) / (255 * std)`` as float32, on the images' device."""
+
+    def __init__(self, mean: tuple[float, float, float], std: tuple[float, float, float]) -> None:
+        self.mean = torch.tensor([m * 255 for m in mean]).view(1, 3, 1, 1)
+        self.std = torch.tensor([s * 255 for s in std]).view(1, 3, 1, 1)
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        if self.mean.device != images.device:
+            self.mean, self.std = self.mean.to(images.device), self.std.to(images.device)
+        return images.float().sub_(self.mean).div_(self.std) if images.dtype == torch.uint8 else \
+            (images - self.mean).div_(self.std)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CropBoxes:
+    """Per-sample crops to apply on the device: (N, 4) x0, y0, x1, y1 in the batch's pixels, and flips."""
+
+    boxes: np.ndarray
+    flipped: np.ndarray
+
+
+class RandomResizedCrop(RandomStage):
+    """Device RandomResizedCrop + flip for batches of one size (torchvision's box algorithm).
+
+    Boxes can also come from the loader (``crops=``), which draws them against
+    each image's original size and maps them onto the fixed-size decode.
+    """
+
+    stream = 3
+
+    def __init__(self, size: int, scale: tuple[float, float] = (0.08, 1.0),
+                 ratio: tuple[float, float] = (3 / 4, 4 / 3), hflip: float = 0.5) -> None:
+        super().__init__()
+        self.size, self.scale, self.ratio, self.hflip = size, scale, ratio, hflip
+
+    def __call__(self, images: torch.Tensor, crops: CropBoxes | None = None) -> torch.Tensor:
+        from dataio.crops import flips, random_resized_crop_boxes
+
+        if crops is None:
+            n, _, height, width = images.shape
+            rng = self.numpy_rng()
+            boxes = random_resized_crop_boxes(np.full(n, width), np.full(n, height), rng, self.scale, self.ratio)
+            crops = CropBoxes(boxes=boxes, flipped=flips(n, rng, self.hflip))
+        out = crop_resize_flip(images.float(), torch.from_numpy(crops.boxes), torch.from_numpy(crops.flipped), self.size)
+        return out.clamp_(0, 255)
+
+
+class DeviceAugment:
+    """Optional crop, RandAugment and MixUp/CutMix, then optional normalisation and layout."""
+
+    def __init__(self, *, crop: RandomResizedCrop | None = None, randaugment: RandAugmentConfig | None = None,
+                 mix: MixConfig | None = None, normalize: Normalize | None = None, channels_last: bool = True) -> None:
+        self.crop = crop
+        # Stages pass floats along; the chain rounds once at the end (or normalises).
+        self.randaugment = RandAugment(dataclasses.replace(randaugment, output="float")) if randaugment else None
+        self.mix = MixUpCutMix(mix) if mix else None
+        self.normalize, self.channels_last = normalize, channels_last
+
+    @property
+    def stages(self) -> list[RandomStage]:
+        return [s for s in (self.crop, self.randaugment, self.mix) if s is not None]
+
+    def seed_for(self, key: SeedKey) -> None:
+        """Re-seed every random stage for one batch."""
+        for stage in self.stages:
+            stage.seed_for(key)
+
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor,
+                 crops: CropBoxes | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(N, 3, H, W) uint8 -> (images, labels or (N, K) soft targets)."""
+        if self.crop is not None:
+            images = self.crop(images, crops)
+        if self.randaugment is not None:
+            images = self.randaugment(images)
+        if self.mix is not None:
+            images, labels = self.mix(images, labels)
+        if self.normalize is not None:
+            images = self.normalize(images)
+        elif images.is_floating_point():
+            images = images.round().clamp_(0, 255).to(torch.uint8)
+        memory_format = torch.channels_last if self.channels_last else torch.contiguous_format
+        return images.contiguous(memory_format=memory_format), labels
