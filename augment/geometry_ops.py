@@ -63,8 +63,19 @@ def warp(x: torch.Tensor, forward: torch.Tensor, fill: float, mode: str = "bilin
     # with one grid_sample; kornia's "fill" mode samples a second, mask image.
     height, width = x.shape[-2:]
     theta = normalized_inverse(forward, height, width).to(x.device, x.dtype, non_blocking=True)
-    grid = F.affine_grid(theta, [x.shape[0], x.shape[1], height, width], align_corners=False)
+    grid = affine_grid(theta, height, width)
     return F.grid_sample(x - fill, grid, mode=mode, padding_mode="zeros", align_corners=False).add_(fill)
+
+
+def affine_grid(theta: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """``F.affine_grid(theta, ..., align_corners=False)`` as broadcast multiply-adds (bmm with K=3 is slow on CPU)."""
+    xs = torch.linspace(-1 + 1 / width, 1 - 1 / width, width, device=theta.device, dtype=theta.dtype).view(1, 1, width)
+    ys = torch.linspace(-1 + 1 / height, 1 - 1 / height, height, device=theta.device, dtype=theta.dtype).view(1, height, 1)
+    t = theta.view(-1, 6, 1, 1)
+    grid = torch.empty(theta.shape[0], height, width, 2, device=theta.device, dtype=theta.dtype)
+    torch.add(t[:, 0] * xs, t[:, 1] * ys + t[:, 2], out=grid[..., 0])
+    torch.add(t[:, 3] * xs, t[:, 4] * ys + t[:, 5], out=grid[..., 1])
+    return grid
 
 
 def normalized_inverse(forward: torch.Tensor, height: int, width: int) -> torch.Tensor:

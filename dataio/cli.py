@@ -65,6 +65,13 @@ def _parser() -> argparse.ArgumentParser:
     bench_images.add_argument("--warmup", type=int, default=1)
     bench_images.add_argument("--loaders", default="standard,webdataset,dali_cpu,dataio")
 
+    bench_augment = bench_kinds.add_parser("augment", help="device augmentation against kornia and a PIL loop")
+    bench_augment.add_argument("--out", type=Path, default=Path("bench/results"))
+    bench_augment.add_argument("--device", help="cpu or cuda (default: cuda when present)")
+    bench_augment.add_argument("--batch-size", type=_positive, default=256)
+    bench_augment.add_argument("--image-size", type=_positive, default=224)
+    bench_augment.add_argument("--repeats", type=_positive, default=5)
+
     synth = commands.add_parser("synth", help="generate a small ImageNet-layout folder")
     synth.add_argument("out", type=Path)
     synth.add_argument("--classes", type=_positive, default=10)
@@ -108,6 +115,15 @@ def _bench_images(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_augment(args: argparse.Namespace) -> int:
+    from bench.augment_bench import BenchAugmentConfig, bench_augment
+
+    options = {"device": args.device} if args.device else {}
+    bench_augment(BenchAugmentConfig(out=args.out, batch_size=args.batch_size, image_size=args.image_size,
+                                     repeats=args.repeats, **options))
+    return 0
+
+
 def _synth(args: argparse.Namespace) -> int:
     from formats.synthetic import SyntheticImagesConfig, write_image_folder
 
@@ -128,7 +144,8 @@ def _demo(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    handlers = {("convert", "images"): _convert_images, ("bench", "images"): _bench_images}
+    handlers = {("convert", "images"): _convert_images, ("bench", "images"): _bench_images,
+                ("bench", "augment"): _bench_augment}
     handler = handlers.get((args.command, getattr(args, "kind", None))) or {"synth": _synth, "demo": _demo}[args.command]
     try:
         return handler(args)

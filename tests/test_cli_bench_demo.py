@@ -69,3 +69,16 @@ def test_installed_pil_is_pillow_simd_with_turbo():
     assert build["libjpeg_turbo"], build
     if os.environ.get("DATAIO_REQUIRE_SIMD", "1") == "1":
         assert build["simd"], f"PIL is not pillow-simd: {build} (run `make test`, which installs it last)"
+
+
+def test_bench_augment_cli_reports_ratios(tmp_path, capsys):
+    args = ["bench", "augment", "--out", str(tmp_path), "--device", "cpu", "--batch-size", "16",
+            "--image-size", "64", "--repeats", "1"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "vs kornia" in out and "PIL RandAugment(2, 9) per-image loop" in out and "target mixup_vs_kornia" in out
+    result = json.loads((tmp_path / "augment-cpu.json").read_text())
+    assert [row["op"].split()[0] for row in result["rows"]] == ["randaugment", "mixup", "cutmix", "train"]
+    assert all(row["dataio_img_s"] > 0 and row["vs_kornia"] > 0 for row in result["rows"])
+    assert main(["bench", "augment", "--batch-size", "1"]) == 2
+    assert "batch_size >= 2" in capsys.readouterr().err

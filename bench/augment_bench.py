@@ -1,0 +1,175 @@
+"""``dataio bench augment``: batched device augmentation against kornia and a per-image PIL loop.
+
+All contenders get the same batch (default 256 x 3 x 224 x 224 of photo-like
+images) on the same device. RandAugment and the chain: dataio takes the uint8
+batch and returns uint8 (normalised floats for the chain), conversions
+included; kornia is given the batch already converted to float in [0, 1],
+which it requires (its conversion is not timed). MixUp and CutMix: both take
+that float batch, as they would after RandAugment in a chain. The PIL loop runs RandAugment image by image in one thread, as a
+Dataset transform inside one DataLoader worker does; its per-core rate is
+reported beside it. Times are medians of ``repeats`` after a warm-up, with
+CUDA synchronised around each.
+"""
+
+from __future__ import annotations
+
+import datetime
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from bench.report import format_table, machine_description, write_results
+
+TARGETS_CPU = {"randaugment_vs_kornia": 2.0, "randaugment_vs_pil_loop": 5.0, "mixup_vs_kornia": 3.0,
+               "cutmix_vs_kornia": 3.0}
+GPU_CHAIN_MS = 5.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchAugmentConfig:
+    """Options of the augmentation benchmark."""
+
+    out: Path = Path("bench/results")
+    device: str = "cuda" if torch.cuda.is_available() else "cpu"
+    batch_size: int = 256
+    image_size: int = 224
+    repeats: int = 5
+    pil_images: int = 256  # images timed through the per-image PIL loop
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "out", Path(self.out))
+        if self.batch_size < 2 or self.image_size < 32 or self.repeats < 1 or self.pil_images < 1:
+            raise ValueError("batch_size >= 2, image_size >= 32, repeats >= 1, pil_images >= 1")
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device {self.device!r} requested but CUDA is not available")
+
+
+def photo_batch(n: int, size: int) -> np.ndarray:
+    """(n, size, size, 3) uint8 photo-like images."""
+    from formats.synthetic import synthetic_image
+
+    rng = np.random.default_rng(0)
+    return np.stack([np.asarray(synthetic_image(i % 10, rng).convert("RGB").resize((size, size))) for i in range(n)])
+
+
+def timed(fn: Callable[[], Any], device: torch.device, repeats: int) -> float:
+    """Median seconds of ``fn`` over ``repeats`` runs after one warm-up."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _contenders(config: BenchAugmentConfig, pixels: np.ndarray) -> dict[str, dict[str, Callable[[], Any]]]:
+    import kornia.augmentation as K
+
+    from augment import DeviceAugment, MixConfig, MixUpCutMix, Normalize, RandAugment, RandAugmentConfig
+    from dataio.image_loader_config import IMAGENET_MEAN, IMAGENET_STD
+
+    device = torch.device(config.device)
+    batch = torch.from_numpy(pixels).to(device).permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
+    unit = batch.float().div(255)
+    labels = torch.randint(0, 1000, (len(batch),), device=device)
+    ra = RandAugment(RandAugmentConfig(num_ops=2, magnitude=9))
+    mixup = MixUpCutMix(MixConfig(num_classes=1000, cutmix_alpha=0.0))
+    cutmix = MixUpCutMix(MixConfig(num_classes=1000, mixup_alpha=0.0))
+    chain = DeviceAugment(randaugment=RandAugmentConfig(num_ops=2, magnitude=9), mix=MixConfig(num_classes=1000),
+                          normalize=Normalize(IMAGENET_MEAN, IMAGENET_STD))
+    k_ra = K.auto.RandAugment(n=2, m=9)
+    k_mixup, k_cutmix = K.RandomMixUpV2(p=1.0), K.RandomCutMixV2(p=1.0, use_correct_lambda=True)
+    k_norm = K.Normalize(mean=torch.tensor(IMAGENET_MEAN), std=torch.tensor(IMAGENET_STD))
+    k_chain = lambda: k_norm(k_mixup(k_ra(unit), labels)[0])  # noqa: E731
+    return {
+        "randaugment": {"dataio": lambda: ra(batch), "kornia": lambda: k_ra(unit)},
+        "mixup": {"dataio": lambda: mixup(unit, labels), "kornia": lambda: k_mixup(unit, labels)},
+        "cutmix": {"dataio": lambda: cutmix(unit, labels), "kornia": lambda: k_cutmix(unit, labels)},
+        "train chain (RA + MixUp/CutMix + normalise)": {"dataio": lambda: chain(batch, labels), "kornia": k_chain},
+    }
+
+
+def _pil_loop_rate(pixels: np.ndarray, count: int) -> float:
+    """Images/s of PIL RandAugment(2, 9) one image at a time, numpy in and out, one thread."""
+    from PIL import Image
+
+    from bench.pil_randaugment import PilRandAugment
+
+    ra = PilRandAugment(2, 9, seed=0)
+    images = [pixels[i % len(pixels)] for i in range(count)]
+    start = time.perf_counter()
+    for array in images:
+        np.asarray(ra(Image.fromarray(array)))
+    return count / (time.perf_counter() - start)
+
+
+def bench_augment(config: BenchAugmentConfig, log=print) -> dict[str, Any]:
+    """Time every contender, print the table, write JSON/PNG; returns the result dict."""
+    device = torch.device(config.device)
+    pixels = photo_batch(config.batch_size, config.image_size)
+    rows = []
+    for op, fns in _contenders(config, pixels).items():
+        seconds = {name: timed(fn, device, config.repeats) for name, fn in fns.items()}
+        rows.append({"op": op, "dataio_ms": seconds["dataio"] * 1e3, "kornia_ms": seconds["kornia"] * 1e3,
+                     "dataio_img_s": config.batch_size / seconds["dataio"],
+                     "kornia_img_s": config.batch_size / seconds["kornia"],
+                     "vs_kornia": seconds["kornia"] / seconds["dataio"]})
+    pil_rate = _pil_loop_rate(pixels, config.pil_images)
+    by_op = {row["op"]: row for row in rows}
+    by_op["randaugment"]["pil_img_s"] = pil_rate
+    by_op["randaugment"]["vs_pil"] = by_op["randaugment"]["dataio_img_s"] / pil_rate
+    machine = machine_description()
+    checks = {
+        "randaugment_vs_kornia": by_op["randaugment"]["vs_kornia"],
+        "randaugment_vs_pil_loop": by_op["randaugment"]["vs_pil"],
+        "mixup_vs_kornia": by_op["mixup"]["vs_kornia"],
+        "cutmix_vs_kornia": by_op["cutmix"]["vs_kornia"],
+    }
+    result = {
+        "benchmark": "augment",
+        "date": datetime.date.today().isoformat(),
+        "machine": machine,
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()},
+        "torch_threads": torch.get_num_threads(),
+        "rows": rows,
+        "pil_loop": {"img_s_one_thread": pil_rate, "img_s_all_cores_ideal": pil_rate * (machine["cores"] or 1)},
+        "checks": {k: {"value": v, "target": TARGETS_CPU[k], "met": v >= TARGETS_CPU[k]} for k, v in checks.items()},
+    }
+    if device.type == "cuda":
+        chain_ms = by_op["train chain (RA + MixUp/CutMix + normalise)"]["dataio_ms"]
+        result["checks"]["gpu_chain_ms"] = {"value": chain_ms, "target": GPU_CHAIN_MS, "met": chain_ms <= GPU_CHAIN_MS}
+    log(render(result))
+    paths = write_results(config.out, f"augment-{device.type}", result,
+                          {f"{r['op'][:24]} dataio": r["dataio_img_s"] for r in rows}
+                          | {f"{r['op'][:24]} kornia": r["kornia_img_s"] for r in rows}
+                          | {"randaugment PIL loop": pil_rate}, "images/s")
+    log("wrote " + ", ".join(str(p) for p in paths))
+    return result
+
+
+def render(result: dict[str, Any]) -> str:
+    """The printed report: machine line, table, PIL loop and target checks."""
+    m, c = result["machine"], result["config"]
+    head = (f"dataio bench augment, {result['date']}: {m['cpu']}, {m['cores']} cores, GPU: {m['gpu'] or 'none'}; "
+            f"device {c['device']}, batch {c['batch_size']}x3x{c['image_size']}x{c['image_size']} uint8, "
+            f"torch threads {result['torch_threads']}, median of {c['repeats']}")
+    table = format_table(result["rows"], [("op", "op", "s"), ("dataio_ms", "dataio ms", ",.1f"),
+                                          ("kornia_ms", "kornia ms", ",.1f"), ("dataio_img_s", "dataio img/s", ",.0f"),
+                                          ("kornia_img_s", "kornia img/s", ",.0f"), ("vs_kornia", "vs kornia", ".2f")])
+    pil = result["pil_loop"]
+    lines = [head, table, f"PIL RandAugment(2, 9) per-image loop: {pil['img_s_one_thread']:,.0f} img/s in one thread "
+             f"({pil['img_s_all_cores_ideal']:,.0f} img/s if spread perfectly over {m['cores']} cores)"]
+    for name, check in result["checks"].items():
+        op = "<=" if name == "gpu_chain_ms" else ">="
+        lines.append(f"target {name}: {check['value']:.2f} ({op} {check['target']}) {'met' if check['met'] else 'NOT met'}")
+    return "\n".join(lines)
