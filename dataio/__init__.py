@@ -13,6 +13,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "ImageLoader": "dataio.image_loader",
     "ImageLoaderConfig": "dataio.image_loader_config",
+    "TextLoader": "dataio.text_loader",
+    "TextLoaderConfig": "dataio.text_loader",
 }
 
 
@@ -24,4 +26,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'dataio' has no attribute {name!r}")
 
 
-__all__ = ["ImageLoader", "ImageLoaderConfig", "__version__"]
+__all__ = ["ImageLoader", "ImageLoaderConfig", "TextLoader", "TextLoaderConfig", "__version__"]

@@ -52,6 +52,22 @@ def _parser() -> argparse.ArgumentParser:
     images.add_argument("--overwrite", action="store_true")
     images.add_argument("--no-progress", action="store_true")
 
+    text = kinds.add_parser("text", help="text corpus -> pre-tokenised Arrow (or WebDataset) shards")
+    text.add_argument("src", type=Path, nargs="+", help=".txt/.jsonl/.parquet files or folders, then OUT")
+    text.add_argument("--tokenizer", type=Path, help="a HF tokenizers JSON file")
+    text.add_argument("--train-tokenizer", choices=["bpe"], help="train a byte-level BPE tokenizer on SRC")
+    text.add_argument("--vocab-size", type=_positive, default=8192)
+    text.add_argument("--bos", default="<s>", help="BOS token ('' for none)")
+    text.add_argument("--eos", default="</s>", help="EOS token ('' for none)")
+    text.add_argument("--pad", default="<pad>", help="padding token (falls back to EOS if the tokenizer lacks it)")
+    text.add_argument("--doc-sep", choices=["line", "blank"], default="line")
+    text.add_argument("--field", default="text", help="field of .jsonl records / column of .parquet files")
+    text.add_argument("--max-length", type=_positive, default=2048, help="longer documents are split into chunks")
+    text.add_argument("--format", choices=["arrow", "wds"], default="arrow")
+    text.add_argument("--shard-tokens", type=_positive, default=50_000_000)
+    text.add_argument("--overwrite", action="store_true")
+    text.add_argument("--no-progress", action="store_true")
+
     bench = commands.add_parser("bench", help="throughput benchmarks")
     bench_kinds = bench.add_subparsers(dest="kind", required=True)
     bench_images = bench_kinds.add_parser("images", help="image loaders on the same folder")
@@ -103,6 +119,26 @@ def _convert_images(args: argparse.Namespace) -> int:
     return 1 if config.strict and summary.num_rejected else 0
 
 
+def _convert_text(args: argparse.Namespace) -> int:
+    from formats.text_convert import ConvertTextConfig, convert_text
+    from formats.tokenizer_setup import TokenizerConfig
+
+    if len(args.src) < 2:
+        raise UsageError("give at least one source and the output folder: dataio convert text SRC... OUT")
+    *sources, out = args.src
+    tokenizer = TokenizerConfig(path=args.tokenizer, train=args.train_tokenizer, vocab_size=args.vocab_size,
+                                bos=args.bos or None, eos=args.eos or None, pad=args.pad)
+    summary = convert_text(ConvertTextConfig(
+        sources=tuple(sources), out=out, tokenizer=tokenizer, doc_sep=args.doc_sep, field=args.field,
+        max_length=args.max_length, format=args.format, shard_tokens=args.shard_tokens, overwrite=args.overwrite,
+        progress=not args.no_progress))
+    for kind, examples in sorted(summary.examples.items()):
+        print(f"skipped ({kind}): {', '.join(examples)}{' ...' if summary.skipped[kind] > len(examples) else ''}",
+              file=sys.stderr)
+    print(summary.line())
+    return 0
+
+
 def _bench_images(args: argparse.Namespace) -> int:
     from bench.images import BenchImagesConfig, bench_images
 
@@ -144,7 +180,8 @@ def _demo(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    handlers = {("convert", "images"): _convert_images, ("bench", "images"): _bench_images,
+    handlers = {("convert", "images"): _convert_images, ("convert", "text"): _convert_text,
+                ("bench", "images"): _bench_images,
                 ("bench", "augment"): _bench_augment}
     handler = handlers.get((args.command, getattr(args, "kind", None))) or {"synth": _synth, "demo": _demo}[args.command]
     try:

@@ -27,13 +27,14 @@ class ManifestError(DataioError):
 
 @dataclass(frozen=True, kw_only=True)
 class ShardEntry:
-    """One shard file: its name, its DALI index, sample count, size and sha256."""
+    """One shard file: its name, its DALI index (tar shards), sample count, size, sha256, tokens (text)."""
 
     file: str
-    index: str
     num_samples: int
     bytes: int
     sha256: str
+    index: str = ""
+    num_tokens: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,7 +102,8 @@ def parse_manifest(text: str, where: str = MANIFEST_NAME) -> Manifest:
             raise ManifestError(f"{at} is not an object")
         entry = ShardEntry(
             file=_safe_name(_field(raw, "file", str, at), at),
-            index=_safe_name(_field(raw, "index", str, at), at),
+            index=_safe_name(raw["index"], at) if _optional(raw, "index", str, "") else "",
+            num_tokens=_optional(raw, "num_tokens", int, 0),
             num_samples=_field(raw, "num_samples", int, at),
             bytes=_field(raw, "bytes", int, at),
             sha256=_field(raw, "sha256", str, at),
@@ -118,7 +120,7 @@ def parse_manifest(text: str, where: str = MANIFEST_NAME) -> Manifest:
         shards=tuple(shards),
         classes=tuple(classes),
         num_rejected=_optional(data, "num_rejected", int, 0),
-        sample_table=_safe_name(_optional(data, "sample_table", str, SAMPLE_TABLE_NAME), where),
+        sample_table=_safe_name(table, where) if (table := _optional(data, "sample_table", str, SAMPLE_TABLE_NAME)) else "",
         options=data["options"] if isinstance(data.get("options"), dict) else {},
     )
     if sum(s.num_samples for s in manifest.shards) != manifest.num_samples:

@@ -55,3 +55,6 @@ def coloured_shards(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("coloured_shards") / "out"
     convert_images(ConvertImagesConfig(src=root, out=out, max_shard_samples=7, workers=1, progress=False))
     return out
+
+
+from tests.text_fixtures import text_corpus, text_shards  # noqa: E402,F401  (fixtures)

@@ -1,0 +1,73 @@
+"""Memory-mapped access to the token shards of ``dataio convert text``.
+
+Shards are Arrow IPC files opened with ``pyarrow.memory_map``: the token ids
+are never copied into RAM as a whole; ``tokens(i)`` is a zero-copy numpy view
+of sample ``i``. Each shard is checked against the manifest first (present,
+right size, schema; sha256 with ``verify_checksums``), and an error names it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from dataio.errors import ShardError
+from formats.manifest import Manifest, read_manifest, sha256_file
+
+
+def _check_file(path: Path, expected_bytes: int, expected_sha: str, verify: bool) -> None:
+    if not path.is_file():
+        raise ShardError(str(path), "missing")
+    size = path.stat().st_size
+    if size != expected_bytes:
+        raise ShardError(str(path), f"size {size} bytes, manifest says {expected_bytes} (truncated or replaced)")
+    if verify and sha256_file(path) != expected_sha:
+        raise ShardError(str(path), "sha256 does not match the manifest")
+
+
+class TokenShards:
+    """Every sample's token ids (views into memory maps) and lengths, by global sample index."""
+
+    def __init__(self, source: str | Path, verify_checksums: bool = False) -> None:
+        self.folder, self.manifest = read_manifest(source)
+        m: Manifest = self.manifest
+        if m.kind != "text" or m.options.get("format", "arrow") != "arrow":
+            raise ShardError(str(self.folder), f"holds {m.kind!r} shards in format {m.options.get('format')!r}, "
+                                               "not Arrow token shards (convert with `dataio convert text`)")
+        self.tokenizer = dict(m.options.get("tokenizer", {}))
+        self.pad_id = int(self.tokenizer.get("pad_id", 0))
+        self._values: list[np.ndarray] = []
+        chunk_of, starts, lengths = [], [], []
+        for entry in m.shards:
+            path = self.folder / entry.file
+            _check_file(path, entry.bytes, entry.sha256, verify_checksums)
+            try:
+                reader = pa.ipc.open_file(pa.memory_map(str(path), "r"))
+                count = 0
+                for i in range(reader.num_record_batches):
+                    ids = reader.get_batch(i).column("input_ids")
+                    offsets = ids.offsets.to_numpy()
+                    chunk_of.append(np.full(len(ids), len(self._values), dtype=np.int32))
+                    starts.append(offsets[:-1].astype(np.int64) + 0)
+                    lengths.append(np.diff(offsets).astype(np.int64))
+                    self._values.append(ids.values.to_numpy(zero_copy_only=True))
+                    count += len(ids)
+            except (pa.ArrowException, KeyError, OSError) as e:
+                raise ShardError(str(path), f"not a readable token shard ({e})") from None
+            if count != entry.num_samples:
+                raise ShardError(str(path), f"{count} rows, manifest says {entry.num_samples}")
+        empty = np.zeros(0, dtype=np.int64)
+        self._chunk_of = np.concatenate(chunk_of) if chunk_of else np.zeros(0, dtype=np.int32)
+        self._starts = np.concatenate(starts) if starts else empty
+        self.lengths = np.concatenate(lengths) if lengths else empty
+        self.shard_of = np.repeat(np.arange(len(m.shards)), [e.num_samples for e in m.shards])
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def tokens(self, sample: int) -> np.ndarray:
+        """Token ids of ``sample``: a read-only view into the memory-mapped shard."""
+        start = self._starts[sample]
+        return self._values[self._chunk_of[sample]][start:start + self.lengths[sample]]

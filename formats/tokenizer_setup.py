@@ -1,0 +1,96 @@
+"""The tokenizer of a text conversion: a HF ``tokenizers`` JSON file, or one trained on the spot.
+
+A trained tokenizer is byte-level BPE (GPT-2 style: every string encodes,
+and decoding gives the text back) with the special tokens first. Either way
+the tokenizer is saved into OUT, so data and tokenizer travel together, and
+identified by the sha256 of its JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from dataio.errors import UsageError
+
+TOKENIZER_NAME = "tokenizer.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TokenizerConfig:
+    """Where the tokenizer comes from and which special tokens frame each document."""
+
+    path: Path | None = None  # a tokenizers JSON file
+    train: Literal["bpe"] | None = None
+    vocab_size: int = 8192
+    bos: str | None = "<s>"
+    eos: str | None = "</s>"
+    pad: str = "<pad>"
+
+    def __post_init__(self) -> None:
+        if (self.path is None) == (self.train is None):
+            raise UsageError("give exactly one of --tokenizer PATH or --train-tokenizer bpe")
+        if self.train is not None and self.train != "bpe":
+            raise UsageError(f"--train-tokenizer {self.train!r}: only 'bpe' is supported")
+        if self.vocab_size < 260:
+            raise UsageError(f"--vocab-size must be >= 260 (256 bytes + specials), got {self.vocab_size}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TokenizerInfo:
+    """What the manifest records about the tokenizer."""
+
+    file: str
+    sha256: str
+    vocab_size: int
+    bos_id: int | None
+    eos_id: int | None
+    pad_id: int
+
+
+def _specials(config: TokenizerConfig) -> list[str]:
+    return [t for t in (config.pad, config.bos, config.eos) if t]
+
+
+def train_bpe(texts: Iterable[str], config: TokenizerConfig):
+    """A byte-level BPE tokenizer trained on ``texts`` (deterministic for the same input)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=config.vocab_size, special_tokens=_specials(config),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tokenizer.train_from_iterator(texts, trainer)
+    return tokenizer
+
+
+def load_tokenizer(path: Path):
+    """Load a tokenizers JSON file; UsageError naming the file if it is not one."""
+    from tokenizers import Tokenizer
+
+    if not path.is_file():
+        raise UsageError(f"tokenizer {path} does not exist")
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as e:  # the Rust side raises a bare Exception for any parse error
+        raise UsageError(f"{path}: not a tokenizers JSON file ({str(e)[:200]})") from None
+
+
+def save_tokenizer(tokenizer, out: Path, config: TokenizerConfig) -> TokenizerInfo:
+    """Save into ``out/tokenizer.json`` and describe it (ids of the special tokens, hash)."""
+    text = tokenizer.to_str()
+    (out / TOKENIZER_NAME).write_text(text, encoding="utf-8")
+    ids = {name: tokenizer.token_to_id(token) if token else None
+           for name, token in (("bos", config.bos), ("eos", config.eos), ("pad", config.pad))}
+    for name in ("bos", "eos"):
+        token = getattr(config, name)
+        if token and ids[name] is None:
+            raise UsageError(f"the tokenizer has no {name.upper()} token {token!r} (set --{name} or --no-{name})")
+    pad_id = ids["pad"] if ids["pad"] is not None else (ids["eos"] if ids["eos"] is not None else 0)
+    return TokenizerInfo(file=TOKENIZER_NAME, sha256=hashlib.sha256(text.encode()).hexdigest(),
+                         vocab_size=tokenizer.get_vocab_size(with_added_tokens=True),
+                         bos_id=ids["bos"], eos_id=ids["eos"], pad_id=pad_id)
