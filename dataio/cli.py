@@ -88,6 +88,22 @@ def _parser() -> argparse.ArgumentParser:
     bench_augment.add_argument("--image-size", type=_positive, default=224)
     bench_augment.add_argument("--repeats", type=_positive, default=5)
 
+    bench_text = bench_kinds.add_parser("text", help="text batching against the usual on-the-fly recipe")
+    bench_text.add_argument("src", type=Path, nargs="+", help=".txt/.jsonl/.parquet corpus files")
+    bench_text.add_argument("--shards", type=Path, help="an existing `dataio convert text` of SRC")
+    bench_text.add_argument("--out", type=Path, default=Path("bench/results"))
+    bench_text.add_argument("--max-tokens", type=_positive, default=16384)
+    bench_text.add_argument("--max-length", type=_positive, default=1024)
+    bench_text.add_argument("--vocab-size", type=_positive, default=8192)
+    bench_text.add_argument("--workers", type=_positive)
+    bench_text.add_argument("--epochs", type=_positive, default=3)
+
+    synth_text = commands.add_parser("synth-text", help="generate a text corpus with a natural length spread")
+    synth_text.add_argument("out", type=Path, help="output .txt file")
+    synth_text.add_argument("--documents", type=_positive, default=20000)
+    synth_text.add_argument("--mean-words", type=_positive, default=250)
+    synth_text.add_argument("--seed", type=int, default=0)
+
     synth = commands.add_parser("synth", help="generate a small ImageNet-layout folder")
     synth.add_argument("out", type=Path)
     synth.add_argument("--classes", type=_positive, default=10)
@@ -160,6 +176,23 @@ def _bench_augment(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_text(args: argparse.Namespace) -> int:
+    from bench.text_bench import BenchTextConfig, bench_text
+
+    bench_text(BenchTextConfig(src=tuple(args.src), shards=args.shards, out=args.out, max_tokens=args.max_tokens,
+                               max_length=args.max_length, vocab_size=args.vocab_size,
+                               workers=args.workers or _default_workers(), epochs=args.epochs))
+    return 0
+
+
+def _synth_text(args: argparse.Namespace) -> int:
+    from formats.synthetic_text import write_text_corpus
+
+    write_text_corpus(args.out, args.documents, seed=args.seed, mean_words=args.mean_words)
+    print(f"wrote {args.documents} documents to {args.out}")
+    return 0
+
+
 def _synth(args: argparse.Namespace) -> int:
     from formats.synthetic import SyntheticImagesConfig, write_image_folder
 
@@ -182,8 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handlers = {("convert", "images"): _convert_images, ("convert", "text"): _convert_text,
                 ("bench", "images"): _bench_images,
-                ("bench", "augment"): _bench_augment}
-    handler = handlers.get((args.command, getattr(args, "kind", None))) or {"synth": _synth, "demo": _demo}[args.command]
+                ("bench", "augment"): _bench_augment, ("bench", "text"): _bench_text}
+    handler = handlers.get((args.command, getattr(args, "kind", None))) or {"synth": _synth, "synth-text": _synth_text,
+                                                                          "demo": _demo}[args.command]
     try:
         return handler(args)
     except (UsageError, ValueError) as e:

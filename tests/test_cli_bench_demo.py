@@ -82,3 +82,18 @@ def test_bench_augment_cli_reports_ratios(tmp_path, capsys):
     assert all(row["dataio_img_s"] > 0 and row["vs_kornia"] > 0 for row in result["rows"])
     assert main(["bench", "augment", "--batch-size", "1"]) == 2
     assert "batch_size >= 2" in capsys.readouterr().err
+
+
+def test_bench_text_cli_reports_padding_and_rates(tmp_path, capsys):
+    assert main(["synth-text", str(tmp_path / "corpus.txt"), "--documents", "400", "--mean-words", "60"]) == 0
+    args = ["bench", "text", str(tmp_path / "corpus.txt"), "--out", str(tmp_path), "--max-tokens", "2048",
+            "--max-length", "256", "--vocab-size", "500", "--workers", "1", "--epochs", "1"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "usual: tokenise on the fly" in out and "memory-mapped read rate" in out
+    result = json.loads((tmp_path / "text.json").read_text())
+    rows = {row["loader"]: row for row in result["rows"]}
+    assert rows["dataio budget"]["padding"] < rows["dataio fixed"]["padding"]
+    assert rows["dataio pack"]["padding"] == 0
+    assert rows["dataio budget"]["batch_max"] > rows["dataio budget"]["batch_min"]
+    assert main(["bench", "text", str(tmp_path / "corpus.txt"), "--max-tokens", "10", "--max-length", "100"]) == 2
