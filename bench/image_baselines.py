@@ -183,6 +183,22 @@ def make_dataio(shards_folder: Path, *, batch_size: int, size: int, workers: int
     return Epoch(lambda: loader, lambda b: len(b[1]), loader.close)
 
 
+def make_dataio_dali_gpu(shards_folder: Path, *, batch_size: int, size: int, workers: int) -> Epoch:
+    """dataio's DALI backend on the GPU (nvJPEG / hardware decoder); the batch is synchronised per step."""
+    import torch
+
+    from dataio import ImageLoader
+
+    loader = ImageLoader(shards_folder, batch_size=batch_size, image_size=size, num_workers=workers,
+                         decoder="dali", device="cuda")
+
+    def count(batch) -> int:
+        torch.cuda.current_stream().synchronize()
+        return len(batch[1])
+
+    return Epoch(lambda: loader, count, loader.close)
+
+
 def make_machine_limit(src: Path, samples: list[tuple[str, int]], *, size: int, limit: int = 1000) -> Epoch:
     """Single thread: full decode + fused crop-resize of files already in memory.
 

@@ -25,7 +25,8 @@ from bench.report import format_table, machine_description, write_results
 from formats.image_convert import ConvertImagesConfig, convert_images
 from formats.manifest import read_manifest
 
-TARGETS = {"vs_standard": 1.5, "vs_dali_cpu": 2.0, "of_machine_limit": 0.85}
+TARGETS = {"vs_standard": 1.5, "vs_dali_cpu": 2.0, "of_machine_limit": 0.85,
+           "dali_gpu_vs_turbo": 5.0, "dali_gpu_img_s": 8000.0}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,7 +41,7 @@ class BenchImagesConfig:
     workers: int = field(default_factory=lambda: __import__("os").cpu_count() or 1)
     epochs: int = 3
     warmup: int = 1
-    loaders: tuple[str, ...] = ("standard", "webdataset", "dali_cpu", "dataio")
+    loaders: tuple[str, ...] = field(default_factory=lambda: default_loaders())
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "src", Path(self.src))
@@ -57,7 +58,16 @@ _RUNNERS = {
     "webdataset": ("(b) webdataset .decode('pil') + DataLoader", "shard_list"),
     "dali_cpu": ("(c) DALI CPU pipeline", "shard_list"),
     "dataio": ("(d) dataio.ImageLoader (turbo)", "folder"),
+    "dataio_dali_gpu": ("(e) dataio.ImageLoader (DALI GPU)", "folder"),
 }
+
+
+def default_loaders() -> tuple[str, ...]:
+    """The four CPU loaders, plus dataio's DALI GPU backend when a GPU is present."""
+    import torch
+
+    base = ("standard", "webdataset", "dali_cpu", "dataio")
+    return base + ("dataio_dali_gpu",) if torch.cuda.is_available() else base
 
 
 def _make(name: str, config: BenchImagesConfig, folder: Path, shard_list: list[Path]) -> baselines.Epoch:
@@ -129,6 +139,10 @@ def _checks(by_name: dict[str, dict], limit: float) -> dict[str, dict[str, Any]]
         "vs_dali_cpu": ours / by_name["dali_cpu"]["img_s"] if ours and "dali_cpu" in by_name else None,
         "of_machine_limit": ours / limit if ours else None,
     }
+    gpu = by_name.get("dataio_dali_gpu", {}).get("img_s")
+    if gpu:
+        measured["dali_gpu_vs_turbo"] = gpu / ours if ours else None
+        measured["dali_gpu_img_s"] = gpu
     return {k: {"value": v, "target": TARGETS[k], "met": None if v is None else v >= TARGETS[k]} for k, v in measured.items()}
 
 

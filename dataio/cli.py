@@ -79,7 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     bench_images.add_argument("--workers", type=_positive)
     bench_images.add_argument("--epochs", type=_positive, default=3)
     bench_images.add_argument("--warmup", type=int, default=1)
-    bench_images.add_argument("--loaders", default="standard,webdataset,dali_cpu,dataio")
+    bench_images.add_argument("--loaders", help="comma-separated (default: standard,webdataset,dali_cpu,dataio, "
+                              "plus dataio_dali_gpu on a GPU machine)")
 
     bench_augment = bench_kinds.add_parser("augment", help="device augmentation against kornia and a PIL loop")
     bench_augment.add_argument("--out", type=Path, default=Path("bench/results"))
@@ -161,7 +162,7 @@ def _bench_images(args: argparse.Namespace) -> int:
     config = BenchImagesConfig(
         src=args.src, shards=args.shards, out=args.out, batch_size=args.batch_size, image_size=args.image_size,
         workers=args.workers or _default_workers(), epochs=args.epochs, warmup=args.warmup,
-        loaders=tuple(name.strip() for name in args.loaders.split(",") if name.strip()),
+        **({"loaders": tuple(name.strip() for name in args.loaders.split(",") if name.strip())} if args.loaders else {}),
     )
     bench_images(config)
     return 0

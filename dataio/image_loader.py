@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -29,6 +29,9 @@ from dataio.shard_files import ShardFiles
 from dataio.turbo_decode import decode_crop_into
 from formats.manifest import Manifest, read_manifest
 from formats.sample_table import SampleTable, read_sample_table
+
+if TYPE_CHECKING:
+    from dataio.dali_decode import DaliDecoder
 
 CHUNK = 32  # samples per decode task
 
@@ -70,10 +73,29 @@ class ImageLoader:
         self._resume_batch = 0
         self._batches_done = 0
         threads = self.config.threads
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="dataio-decode") if threads else None
+        self._dali = self._dali_decoder() if self.config.resolved_decoder == "dali" else None
+        if self._dali is not None:  # one pipeline run at a time, overlapped with the consumer
+            self._pool: ThreadPoolExecutor | None = ThreadPoolExecutor(1, thread_name_prefix="dataio-dali")
+        else:
+            self._pool = ThreadPoolExecutor(threads, thread_name_prefix="dataio-decode") if threads else None
         self._transfer = DeviceTransfer(self.config, self._device_augment())
         self._pin = self.config.pin_memory and torch.cuda.is_available()
         self._buffers = BufferPool(capacity=self.config.prefetch_batches * max(1, threads) + 4)
+
+    def _dali_decoder(self) -> "DaliDecoder":
+        from dataio.dali_decode import DaliDecoder
+
+        c = self.config
+        device = torch.device(c.device)
+        device_id = (device.index or 0) if device.type == "cuda" else None
+        max_batch = max(c.schedule.batch_size_at(e) for e in range(c.schedule.epochs)) if c.schedule else c.batch_size
+        return DaliDecoder(max_batch=max_batch, threads=c.threads or 1, device_id=device_id,
+                           hw_decoder_load=c.hw_decoder_load, seed=c.seed)
+
+    @property
+    def decoder(self) -> str:
+        """The decoder in use: 'turbo' or 'dali'."""
+        return "dali" if self._dali is not None else "turbo"
 
     def _device_augment(self) -> DeviceAugment | None:
         c = self.config
@@ -173,6 +195,11 @@ class ImageLoader:
             else:
                 boxes = crops.center_crop_boxes(widths, heights, c.val_crop_ratio)
                 flipped = np.zeros(len(keys), dtype=bool)
+            labels = torch.from_numpy(self.table.label[keys].astype(np.int64))
+            key = SeedKey(seed=c.seed, epoch=epoch, rank=c.rank, step=index)
+            if self._dali is not None:
+                batch = _HostBatch(torch.empty(0), labels, key, device_crops)
+                return batch, [lambda: self._decode_dali_batch(batch, keys, boxes, flipped, size)]
             shape = (len(keys), size, size, 3)
             if self._pin:  # torch's pinned host allocator caches and reuses these
                 images = torch.empty(shape, dtype=torch.uint8, pin_memory=True)
@@ -180,12 +207,10 @@ class ImageLoader:
             else:
                 pixels = self._buffers.get(shape)
                 images = torch.from_numpy(pixels)
-            labels = torch.from_numpy(self.table.label[keys].astype(np.int64))
             tasks = [
                 (lambda lo=lo: self._decode_range(keys, boxes, flipped, pixels, lo, min(lo + CHUNK, len(keys))))
                 for lo in range(0, len(keys), CHUNK)
             ]
-            key = SeedKey(seed=c.seed, epoch=epoch, rank=c.rank, step=index)
             return _HostBatch(images, labels, key, device_crops), tasks
 
         return make
@@ -204,6 +229,51 @@ class ImageLoader:
             except DATA_EXCEPTIONS as e:
                 error = SampleError(self.files.names[shard], self.table.key(sample), f"{type(e).__name__}: {e}")
                 failures.append((i, error))
+        return failures
+
+    def _decode_dali_batch(self, batch: _HostBatch, keys, boxes, flipped, size: int) -> list[tuple[int, SampleError]]:
+        """Fill ``batch.images`` with DALI; a failing batch is bisected to name the broken samples."""
+        from dataio.dali_decode import DaliError, first_line
+
+        encoded, failures = [], []
+        for i, sample in enumerate(keys.tolist()):
+            shard = int(self.table.shard[sample])
+            try:
+                data = self.files.read(shard, int(self.table.offset[sample]), int(self.table.size[sample]))
+            except DATA_EXCEPTIONS as e:
+                failures.append((i, SampleError(self.files.names[shard], self.table.key(sample), str(e))))
+                data = b""
+            encoded.append(np.frombuffer(data, dtype=np.uint8))
+        readable = [i for i in range(len(keys)) if i not in {f for f, _ in failures}]
+
+        def decode(positions: list[int]) -> tuple[torch.Tensor | None, list[tuple[int, str]]]:
+            try:
+                return self._dali.decode([encoded[i] for i in positions], boxes[positions], flipped[positions], size), []
+            except DaliError as e:
+                if len(positions) == 1:
+                    return None, [(positions[0], first_line(str(e)))]
+                half = len(positions) // 2
+                (left, bad_left), (right, bad_right) = decode(positions[:half]), decode(positions[half:])
+                parts = [(positions[:half], left), (positions[half:], right)]
+                images = torch.zeros((len(positions), size, size, 3), dtype=torch.uint8,
+                                     device=next((t.device for _, t in parts if t is not None), "cpu"))
+                offset = 0
+                for chunk, tensor in parts:
+                    if tensor is not None:
+                        images[offset:offset + len(chunk)] = tensor
+                    offset += len(chunk)
+                return images, bad_left + bad_right
+
+        images, bad = decode(readable) if readable else (None, [])
+        full = torch.zeros((len(keys), size, size, 3), dtype=torch.uint8,
+                           device=images.device if images is not None else "cpu")
+        if images is not None:
+            full[readable] = images
+        batch.images = full
+        for i, reason in bad:
+            sample = int(keys[i])
+            failures.append((i, SampleError(self.files.names[int(self.table.shard[sample])], self.table.key(sample),
+                                            f"DALI: {reason}")))
         return failures
 
     def _host_batches(self) -> Iterator[_HostBatch]:
@@ -238,6 +308,8 @@ class ImageLoader:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        if self._dali is not None:
+            self._dali.close()
         self.files.close()
 
     def __enter__(self) -> "ImageLoader":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from dataio.errors import ErrorPolicy
 
@@ -61,6 +61,8 @@ class ImageLoaderConfig:
     crop_on_device: bool = False
     decode_size: int | None = None  # crop_on_device: host decode size; default image_size * 8 / 7
     schedule: ResolutionSchedule | None = None
+    decoder: Literal["auto", "turbo", "dali"] = "auto"  # auto: DALI on a CUDA device, turbo otherwise
+    hw_decoder_load: float = 0.65  # DALI on A100/H100: share of images sent to the hardware JPEG decoder
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "on_error", ErrorPolicy(self.on_error))
@@ -88,8 +90,25 @@ class ImageLoaderConfig:
             raise ValueError("mean and std need 3 values, std positive")
         if not self.train and (self.randaugment or self.mix or self.crop_on_device or self.schedule):
             raise ValueError("randaugment, mix, crop_on_device and schedule are for train=True loaders")
+        if self.decoder not in ("auto", "turbo", "dali"):
+            raise ValueError(f"decoder must be auto|turbo|dali, got {self.decoder!r}")
+        if self.decoder == "dali" and self.crop_on_device:
+            raise ValueError("crop_on_device is for the turbo decoder (DALI crops while decoding)")
+        if not 0 <= self.hw_decoder_load <= 1:
+            raise ValueError(f"hw_decoder_load must be in [0, 1], got {self.hw_decoder_load}")
         if self.decode_size is not None and self.decode_size < 8:
             raise ValueError(f"decode_size must be >= 8, got {self.decode_size}")
+
+    @property
+    def resolved_decoder(self) -> str:
+        """'dali' or 'turbo': ``auto`` picks DALI when the loader's device is an available GPU."""
+        if self.decoder != "auto":
+            return self.decoder
+        if self.crop_on_device or not self.device.startswith("cuda"):
+            return "turbo"
+        import torch
+
+        return "dali" if torch.cuda.is_available() else "turbo"
 
     @property
     def device_augments(self) -> bool:
