@@ -23,6 +23,7 @@ from augment import CropBoxes, DeviceAugment, Normalize, RandomResizedCrop, Seed
 from dataio import crops, partition
 from dataio.buffer_pool import BufferPool
 from dataio.device_transfer import DeviceTransfer
+from dataio.epoch_position import EpochPosition
 from dataio.errors import DATA_EXCEPTIONS, ErrorStats, SampleError
 from dataio.image_loader_config import ImageLoaderConfig
 from dataio.shard_files import ShardFiles
@@ -69,9 +70,7 @@ class ImageLoader:
             raise ValueError(f"{self.folder}: sample table has {len(self.table)} rows, manifest {self.manifest.num_samples}")
         self.files = ShardFiles(self.folder, self.manifest, self.config.verify_checksums)
         self.stats = ErrorStats(max_errors=self.config.max_errors)
-        self.epoch = 0
-        self._resume_batch = 0
-        self._batches_done = 0
+        self.position = EpochPosition(seed=self.config.seed, world_size=self.config.world_size)
         threads = self.config.threads
         self._dali = self._dali_decoder() if self.config.resolved_decoder == "dali" else None
         if self._dali is not None:  # one pipeline run at a time, overlapped with the consumer
@@ -137,8 +136,7 @@ class ImageLoader:
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose order the next pass yields (as ``DistributedSampler``)."""
-        self.epoch = int(epoch)
-        self._resume_batch = 0
+        self.position.set_epoch(epoch)
 
     def __len__(self) -> int:
         return len(self._bounds(self._rank_samples()))
@@ -149,18 +147,17 @@ class ImageLoader:
 
     # -- resumable state ------------------------------------------------------------------
     def state_dict(self) -> dict[str, int]:
-        """Small JSON-safe position: the epoch and how many of its batches were yielded."""
-        return {"epoch": self.epoch, "batches_done": self._batches_done, "seed": self.config.seed,
-                "world_size": self.config.world_size}
+        """Small JSON-safe position (``EpochPosition.state_dict``)."""
+        return self.position.state_dict()
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         """Continue from ``state``: the next pass yields the rest of that epoch."""
-        if state.get("seed", self.config.seed) != self.config.seed:
-            raise ValueError(f"state was saved with seed {state['seed']}, loader has {self.config.seed}")
-        if state.get("world_size", self.config.world_size) != self.config.world_size:
-            raise ValueError("resuming with a different world size is not supported by this loader")
-        self.epoch = int(state["epoch"])
-        self._resume_batch = self._batches_done = int(state["batches_done"])
+        self.position.load_state_dict(state)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next (or current) pass yields."""
+        return self.position.epoch
 
     # -- iteration --------------------------------------------------------------------------
     def _rank_samples(self) -> np.ndarray:
@@ -281,7 +278,7 @@ class ImageLoader:
 
         samples = self._rank_samples()
         bounds = self._bounds(samples)
-        start = self._resume_batch
+        start = self.position.resume_batch
         producer = ThreadedBatches(self._make_batch(samples, bounds), len(bounds), pool=self._pool,
                                    prefetch=self.config.prefetch_batches * max(1, self.config.threads), start=start)
         for batch, failures in producer:
@@ -295,13 +292,12 @@ class ImageLoader:
             yield batch  # possibly empty under the skip policy; counted, then dropped
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        self._batches_done = self._resume_batch
+        self.position.begin()
         for images, labels in self._transfer(self._host_batches()):
-            self._batches_done += 1  # counted before the yield: state_dict() then covers this batch
+            self.position.advance()  # counted before the yield: state_dict() then covers this batch
             if len(labels):
                 yield images, labels
-        self.epoch += 1
-        self._resume_batch = self._batches_done = 0
+        self.position.end()
 
     def close(self) -> None:
         """Stop the decode threads and close the shard files."""

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from dataio import text_batches as plans
+from dataio.epoch_position import EpochPosition
 from dataio.text_collate import pack_rows, pad_rows
 from dataio.token_shards import TokenShards
 
@@ -68,8 +69,7 @@ class TextLoader:
         self.shards = TokenShards(source, self.config.verify_checksums)
         if len(self.shards) == 0:
             raise ValueError(f"{source} holds no samples")
-        self.epoch = 0
-        self._resume_batch = self._batches_done = 0
+        self.position = EpochPosition(seed=self.config.seed, world_size=self.config.world_size)
         self._plan_cache: tuple[int, Any] | None = None
         self.padding_tokens = self.real_tokens = 0  # counters over everything yielded
 
@@ -78,8 +78,7 @@ class TextLoader:
         return self.shards.pad_id
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
-        self._resume_batch = 0
+        self.position.set_epoch(epoch)
 
     def plan(self, epoch: int | None = None):
         """This rank's plan for ``epoch``: a ``BatchPlan``, or ``(PackStream, BatchPlan)`` when packing."""
@@ -108,17 +107,17 @@ class TextLoader:
         return len(plan[1] if isinstance(plan, tuple) else plan)
 
     def state_dict(self) -> dict[str, int]:
-        """Small JSON-safe position: epoch and batches of it yielded on this rank."""
-        return {"epoch": self.epoch, "batches_done": self._batches_done, "seed": self.config.seed,
-                "world_size": self.config.world_size}
+        """Small JSON-safe position (``EpochPosition.state_dict``)."""
+        return self.position.state_dict()
 
     def load_state_dict(self, state: dict[str, int]) -> None:
-        if state.get("seed", self.config.seed) != self.config.seed:
-            raise ValueError(f"state was saved with seed {state['seed']}, loader has {self.config.seed}")
-        if state.get("world_size", self.config.world_size) != self.config.world_size:
-            raise ValueError("resuming with a different world size is not supported by the text loader yet")
-        self.epoch = int(state["epoch"])
-        self._resume_batch = self._batches_done = int(state["batches_done"])
+        """Continue from ``state``: the next pass yields the rest of that epoch."""
+        self.position.load_state_dict(state)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next (or current) pass yields."""
+        return self.position.epoch
 
     def numpy_batch(self, index: int) -> dict[str, np.ndarray]:
         """Batch ``index`` of this rank's current epoch, as numpy arrays."""
@@ -144,14 +143,12 @@ class TextLoader:
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         count = len(self)
-        self._batches_done = self._resume_batch
-        for index in range(self._resume_batch, count):
+        for index in range(self.position.begin(), count):
             batch = self.numpy_batch(index)
             mask = batch["attention_mask"]
             real = int(mask.sum())
             self.real_tokens += real
             self.padding_tokens += mask.size - real
-            self._batches_done = index + 1
+            self.position.advance()
             yield self._to_device(batch)
-        self.epoch += 1
-        self._resume_batch = self._batches_done = 0
+        self.position.end()
