@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import torch
 
+from augment.chain import Normalize
 from dataio.image_loader_config import ImageLoaderConfig
 
 
@@ -31,19 +32,17 @@ class DeviceTransfer:
     def __init__(self, config: ImageLoaderConfig, augment: Any = None) -> None:
         self.augment = augment  # augment.DeviceAugment or None
         self.device = torch.device(config.device)
-        self.normalize, self.channels_last = config.normalize, config.channels_last
+        self.normalize = Normalize(config.mean, config.std) if config.normalize else None
+        self.channels_last = config.channels_last
         self.stream = torch.cuda.Stream(device=self.device) if self.device.type == "cuda" else None
-        shape = (1, 3, 1, 1)
-        self.mean = torch.tensor([m * 255 for m in config.mean], device=self.device).view(shape)
-        self.std = torch.tensor([s * 255 for s in config.std], device=self.device).view(shape)
 
     def _finish(self, images: torch.Tensor, labels: torch.Tensor, batch: HostBatch) -> tuple[torch.Tensor, torch.Tensor]:
         images = images.permute(0, 3, 1, 2)  # NCHW view of NHWC memory: channels_last
         if self.augment is not None and len(labels):  # an empty batch (all skipped) is dropped anyway
             self.augment.seed_for(batch.key)
             return self.augment(images, labels, batch.crops)
-        if self.normalize:
-            images = images.float().sub_(self.mean).div_(self.std)
+        if self.normalize is not None:
+            images = self.normalize(images)
         if self.channels_last:
             images = images.contiguous(memory_format=torch.channels_last)
         else:
