@@ -49,3 +49,26 @@ class EpochPosition:
                              f"{self.world_size}; resuming on a different world size is not supported yet")
         self.epoch = int(state["epoch"])
         self.resume_batch = self.batches_done = int(state["batches_done"])
+
+
+class ResumableLoader:
+    """The epoch and resume surface both loaders expose, over their ``self.position``."""
+
+    position: EpochPosition
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next (or current) pass yields."""
+        return self.position.epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch whose order the next pass yields (as ``DistributedSampler``)."""
+        self.position.set_epoch(epoch)
+
+    def state_dict(self) -> dict[str, int]:
+        """Small JSON-safe position (``EpochPosition.state_dict``)."""
+        return self.position.state_dict()
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Continue from ``state``: the next pass yields the rest of that epoch."""
+        self.position.load_state_dict(state)

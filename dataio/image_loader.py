@@ -23,7 +23,7 @@ from augment import CropBoxes, DeviceAugment, Normalize, RandomResizedCrop, Seed
 from dataio import crops, partition
 from dataio.buffer_pool import BufferPool
 from dataio.device_transfer import DeviceTransfer
-from dataio.epoch_position import EpochPosition
+from dataio.epoch_position import EpochPosition, ResumableLoader
 from dataio.errors import DATA_EXCEPTIONS, ErrorStats, SampleError
 from dataio.image_loader_config import ImageLoaderConfig
 from dataio.shard_files import ShardFiles
@@ -51,7 +51,7 @@ class _HostBatch:
         return _HostBatch(self.images[index], self.labels[index], self.key, crops)
 
 
-class ImageLoader:
+class ImageLoader(ResumableLoader):
     """Iterate ``(images, labels)`` batches over an image shard folder.
 
     ``ImageLoader(folder, batch_size=256, image_size=224, train=True, ...)``
@@ -134,30 +134,12 @@ class ImageLoader:
     def classes(self) -> tuple[str, ...]:
         return self.manifest.classes
 
-    def set_epoch(self, epoch: int) -> None:
-        """Select the epoch whose order the next pass yields (as ``DistributedSampler``)."""
-        self.position.set_epoch(epoch)
-
     def __len__(self) -> int:
         return len(self._bounds(self._rank_samples()))
 
     def num_samples(self) -> int:
         """Samples this rank reads per epoch."""
         return len(self._rank_samples())
-
-    # -- resumable state ------------------------------------------------------------------
-    def state_dict(self) -> dict[str, int]:
-        """Small JSON-safe position (``EpochPosition.state_dict``)."""
-        return self.position.state_dict()
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        """Continue from ``state``: the next pass yields the rest of that epoch."""
-        self.position.load_state_dict(state)
-
-    @property
-    def epoch(self) -> int:
-        """The epoch the next (or current) pass yields."""
-        return self.position.epoch
 
     # -- iteration --------------------------------------------------------------------------
     def _rank_samples(self) -> np.ndarray:
@@ -212,20 +194,26 @@ class ImageLoader:
 
         return make
 
+    def _read_sample(self, sample: int) -> bytes:
+        """The encoded image of ``sample`` from its shard."""
+        shard = int(self.table.shard[sample])
+        return self.files.read(shard, int(self.table.offset[sample]), int(self.table.size[sample]))
+
+    def _sample_error(self, sample: int, reason: str) -> SampleError:
+        """A data error naming ``sample`` by shard and key."""
+        return SampleError(self.files.names[int(self.table.shard[sample])], self.table.key(sample), reason)
+
     def _decode_range(self, keys, boxes, flipped, pixels, lo: int, hi: int) -> list[tuple[int, SampleError]]:
         """Decode samples lo..hi-1 of a batch; returns the data errors as (position, error)."""
         failures = []
         c = self.config
         for i in range(lo, hi):
             sample = int(keys[i])
-            shard = int(self.table.shard[sample])
             try:
-                data = self.files.read(shard, int(self.table.offset[sample]), int(self.table.size[sample]))
-                decode_crop_into(data, boxes[i], bool(flipped[i]), pixels[i],
+                decode_crop_into(self._read_sample(sample), boxes[i], bool(flipped[i]), pixels[i],
                                  fast_resize=c.fast_resize, reduced_decode=c.reduced_decode)
             except DATA_EXCEPTIONS as e:
-                error = SampleError(self.files.names[shard], self.table.key(sample), f"{type(e).__name__}: {e}")
-                failures.append((i, error))
+                failures.append((i, self._sample_error(sample, f"{type(e).__name__}: {e}")))
         return failures
 
     def _decode_dali_batch(self, batch: _HostBatch, keys, boxes, flipped, size: int) -> list[tuple[int, SampleError]]:
@@ -234,43 +222,35 @@ class ImageLoader:
 
         encoded, failures = [], []
         for i, sample in enumerate(keys.tolist()):
-            shard = int(self.table.shard[sample])
             try:
-                data = self.files.read(shard, int(self.table.offset[sample]), int(self.table.size[sample]))
+                encoded.append(np.frombuffer(self._read_sample(sample), dtype=np.uint8))
             except DATA_EXCEPTIONS as e:
-                failures.append((i, SampleError(self.files.names[shard], self.table.key(sample), str(e))))
-                data = b""
-            encoded.append(np.frombuffer(data, dtype=np.uint8))
-        readable = [i for i in range(len(keys)) if i not in {f for f, _ in failures}]
+                failures.append((i, self._sample_error(sample, str(e))))
+                encoded.append(np.zeros(0, dtype=np.uint8))
+        unreadable = {i for i, _ in failures}
+        images: torch.Tensor | None = None  # allocated on the device of the first decoded part
 
-        def decode(positions: list[int]) -> tuple[torch.Tensor | None, list[tuple[int, str]]]:
+        def decode(positions: list[int]) -> None:
+            nonlocal images
             try:
-                return self._dali.decode([encoded[i] for i in positions], boxes[positions], flipped[positions], size), []
+                part = self._dali.decode([encoded[i] for i in positions], boxes[positions], flipped[positions], size)
             except DaliError as e:
                 if len(positions) == 1:
-                    return None, [(positions[0], first_line(str(e)))]
+                    sample = int(keys[positions[0]])
+                    failures.append((positions[0], self._sample_error(sample, f"DALI: {first_line(str(e))}")))
+                    return
                 half = len(positions) // 2
-                (left, bad_left), (right, bad_right) = decode(positions[:half]), decode(positions[half:])
-                parts = [(positions[:half], left), (positions[half:], right)]
-                images = torch.zeros((len(positions), size, size, 3), dtype=torch.uint8,
-                                     device=next((t.device for _, t in parts if t is not None), "cpu"))
-                offset = 0
-                for chunk, tensor in parts:
-                    if tensor is not None:
-                        images[offset:offset + len(chunk)] = tensor
-                    offset += len(chunk)
-                return images, bad_left + bad_right
+                decode(positions[:half])
+                decode(positions[half:])
+                return
+            if images is None:
+                images = torch.zeros((len(keys), size, size, 3), dtype=torch.uint8, device=part.device)
+            images[positions] = part
 
-        images, bad = decode(readable) if readable else (None, [])
-        full = torch.zeros((len(keys), size, size, 3), dtype=torch.uint8,
-                           device=images.device if images is not None else "cpu")
-        if images is not None:
-            full[readable] = images
-        batch.images = full
-        for i, reason in bad:
-            sample = int(keys[i])
-            failures.append((i, SampleError(self.files.names[int(self.table.shard[sample])], self.table.key(sample),
-                                            f"DALI: {reason}")))
+        readable = [i for i in range(len(keys)) if i not in unreadable]
+        if readable:
+            decode(readable)
+        batch.images = images if images is not None else torch.zeros((len(keys), size, size, 3), dtype=torch.uint8)
         return failures
 
     def _host_batches(self) -> Iterator[_HostBatch]:

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from dataio import text_batches as plans
-from dataio.epoch_position import EpochPosition
+from dataio.epoch_position import EpochPosition, ResumableLoader
 from dataio.text_collate import pack_rows, pad_rows
 from dataio.token_shards import TokenShards
 
@@ -61,7 +61,7 @@ class TextLoaderConfig:
             raise ValueError(f"rank {self.rank} is not in 0..{self.world_size - 1}")
 
 
-class TextLoader:
+class TextLoader(ResumableLoader):
     """Iterate dict batches over a token shard folder: ``TextLoader(folder, mode="budget", max_tokens=...)``."""
 
     def __init__(self, source: str | Path, config: TextLoaderConfig | None = None, **options: Any) -> None:
@@ -76,9 +76,6 @@ class TextLoader:
     @property
     def pad_id(self) -> int:
         return self.shards.pad_id
-
-    def set_epoch(self, epoch: int) -> None:
-        self.position.set_epoch(epoch)
 
     def plan(self, epoch: int | None = None):
         """This rank's plan for ``epoch``: a ``BatchPlan``, or ``(PackStream, BatchPlan)`` when packing."""
@@ -105,19 +102,6 @@ class TextLoader:
     def __len__(self) -> int:
         plan = self.plan()
         return len(plan[1] if isinstance(plan, tuple) else plan)
-
-    def state_dict(self) -> dict[str, int]:
-        """Small JSON-safe position (``EpochPosition.state_dict``)."""
-        return self.position.state_dict()
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        """Continue from ``state``: the next pass yields the rest of that epoch."""
-        self.position.load_state_dict(state)
-
-    @property
-    def epoch(self) -> int:
-        """The epoch the next (or current) pass yields."""
-        return self.position.epoch
 
     def numpy_batch(self, index: int) -> dict[str, np.ndarray]:
         """Batch ``index`` of this rank's current epoch, as numpy arrays."""
