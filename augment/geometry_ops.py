@@ -116,6 +116,3 @@ def translate_pixels(magnitude: torch.Tensor, extent: int, max_fraction: float =
     """RandAugment's translation in pixels (timm's ``translate_pct``) for 0-10 magnitudes."""
     return magnitude / 10 * max_fraction * extent
 
-
-__all__ = ["ROTATE", "SHEAR_X", "SHEAR_Y", "TRANSLATE_X", "TRANSLATE_Y", "pil_inverse_maps", "forward_matrices",
-           "warp", "crop_resize_flip", "rotation_degrees", "shear_factor", "translate_pixels"]
