@@ -49,13 +49,13 @@ class DeviceTransfer:
             images = images.contiguous()
         return images, labels
 
-    def __call__(self, batches: Iterable[HostBatch]) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """Yield device batches; on CUDA, batch k+1 is copied while batch k is consumed."""
+    def __call__(self, batches: Iterable[HostBatch]) -> Iterator[tuple[torch.Tensor, torch.Tensor, HostBatch]]:
+        """Yield ``(images, labels, host batch)``; on CUDA, batch k+1 is copied while batch k is consumed."""
         if self.stream is None:
             for batch in batches:
-                yield self._finish(batch.images.to(self.device), batch.labels.to(self.device), batch)
+                yield *self._finish(batch.images.to(self.device), batch.labels.to(self.device), batch), batch
             return
-        ready: tuple[torch.Tensor, torch.Tensor] | None = None
+        ready: tuple[torch.Tensor, torch.Tensor, HostBatch] | None = None
         for batch in batches:
             with torch.cuda.stream(self.stream):
                 images = batch.images.to(self.device, non_blocking=True)
@@ -66,6 +66,6 @@ class DeviceTransfer:
             torch.cuda.current_stream(self.device).wait_stream(self.stream)
             for tensor in nxt:
                 tensor.record_stream(torch.cuda.current_stream(self.device))
-            ready = nxt
+            ready = (*nxt, batch)
         if ready is not None:
             yield ready

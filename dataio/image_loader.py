@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import torch
@@ -23,6 +23,7 @@ from augment import CropBoxes, DeviceAugment, Normalize, RandomResizedCrop, Seed
 from dataio import crops, partition
 from dataio.buffer_pool import BufferPool
 from dataio.device_transfer import DeviceTransfer
+from dataio.distributed import resolve_world
 from dataio.epoch_position import EpochPosition, ResumableLoader
 from dataio.errors import DATA_EXCEPTIONS, ErrorStats, SampleError
 from dataio.image_loader_config import ImageLoaderConfig
@@ -37,18 +38,31 @@ if TYPE_CHECKING:
 CHUNK = 32  # samples per decode task
 
 
+class ImageBatch(NamedTuple):
+    """A batch with its provenance, from ``ImageLoader.batches()``."""
+
+    images: torch.Tensor  # see dataio.contract
+    labels: torch.Tensor  # (N,) int64, or (N, classes) float soft labels with mix
+    samples: np.ndarray  # (N,) int64 global sample ids (rows of the sample table)
+    repeated: np.ndarray  # (N,) bool: padding repeats that evaluation should drop
+
+
 @dataclasses.dataclass
 class _HostBatch:
     images: torch.Tensor  # (N, S, S, 3) uint8
     labels: torch.Tensor  # (N,) int64
     key: SeedKey  # seeds this batch's device augmentation
+    samples: np.ndarray  # (N,) int64
+    repeated: np.ndarray  # (N,) bool
+    planned: int  # positions of the epoch order this batch covers (before any skipped sample)
     crops: CropBoxes | None = None  # crop_on_device: boxes in decoded pixels, and flips
 
     def keep(self, mask: np.ndarray) -> "_HostBatch":
         """The batch without the samples where ``mask`` is False."""
         index = torch.from_numpy(mask)
         crops = self.crops and CropBoxes(boxes=self.crops.boxes[mask], flipped=self.crops.flipped[mask])
-        return _HostBatch(self.images[index], self.labels[index], self.key, crops)
+        return _HostBatch(self.images[index], self.labels[index], self.key, self.samples[mask], self.repeated[mask],
+                          self.planned, crops)
 
 
 class ImageLoader(ResumableLoader):
@@ -57,7 +71,9 @@ class ImageLoader(ResumableLoader):
     ``ImageLoader(folder, batch_size=256, image_size=224, train=True, ...)``
     takes the fields of :class:`ImageLoaderConfig` as keywords, or a
     ``config=``. Each ``for`` pass is one epoch; the epoch advances by itself
-    after a full pass, or is set with ``set_epoch``.
+    after a full pass, or is set with ``set_epoch``. ``batches()`` yields
+    ``ImageBatch`` with sample ids and padding flags; ``state_dict()`` resumes
+    mid-epoch, on the same or another world size.
     """
 
     def __init__(self, source: str | Path, config: ImageLoaderConfig | None = None, **options: Any) -> None:
@@ -70,7 +86,11 @@ class ImageLoader(ResumableLoader):
             raise ValueError(f"{self.folder}: sample table has {len(self.table)} rows, manifest {self.manifest.num_samples}")
         self.files = ShardFiles(self.folder, self.manifest, self.config.verify_checksums)
         self.stats = ErrorStats(max_errors=self.config.max_errors)
-        self.position = EpochPosition(seed=self.config.seed, world_size=self.config.world_size)
+        self.world_size, self.rank = resolve_world(self.config.world_size, self.config.rank)
+        partition.check_world(len(self.table), self.world_size, drop_last=self.config.drop_last,
+                              multiple=self.config.batch_size_at(0))
+        self.position = EpochPosition(seed=self.config.seed, world_size=self.world_size)
+        self._order: tuple[int, np.ndarray] | None = None
         threads = self.config.threads
         self._dali = self._dali_decoder() if self.config.resolved_decoder == "dali" else None
         if self._dali is not None:  # one pipeline run at a time, overlapped with the consumer
@@ -135,24 +155,31 @@ class ImageLoader(ResumableLoader):
         return self.manifest.classes
 
     def __len__(self) -> int:
-        return len(self._bounds(self._rank_samples()))
+        """Batches of the next (or current) pass: the whole epoch, or its rest after a resume."""
+        return len(partition.batch_bounds(self.num_samples(), self.batch_size))
 
     def num_samples(self) -> int:
-        """Samples this rank reads per epoch."""
-        return len(self._rank_samples())
+        """Samples this rank reads in the next (or current) pass, padding repeats included."""
+        return len(self._share()[0])
 
     # -- iteration --------------------------------------------------------------------------
-    def _rank_samples(self) -> np.ndarray:
-        c = self.config
-        return partition.rank_samples(
-            len(self.table), world_size=c.world_size, rank=c.rank, seed=c.seed, epoch=self.epoch,
-            shuffle=c.shuffles, drop_last=c.drop_last,
-        )
+    def order(self, epoch: int | None = None) -> np.ndarray:
+        """The epoch's global sample order (``partition.epoch_order``), the same on every rank."""
+        epoch = self.epoch if epoch is None else epoch
+        if self._order is None or self._order[0] != epoch:
+            c = self.config
+            self._order = (epoch, partition.epoch_order(self.table.shard, seed=c.seed, epoch=epoch,
+                                                        shuffle=c.shuffles, window=c.shuffle_window))
+        return self._order[1]
 
-    def _bounds(self, samples: np.ndarray) -> list[tuple[int, int]]:
-        return partition.batch_bounds(len(samples), self.batch_size, self.config.drop_last)
+    def _share(self) -> tuple[np.ndarray, np.ndarray]:
+        """This rank's positions of the order in the pass from ``position.consumed``, and repeat flags."""
+        return partition.rank_share(len(self.table), world_size=self.world_size, rank=self.rank,
+                                    consumed=self.position.consumed, drop_last=self.config.drop_last,
+                                    multiple=self.batch_size)
 
-    def _make_batch(self, samples: np.ndarray, bounds: list[tuple[int, int]]) -> Callable:
+    def _make_batch(self, samples: np.ndarray, repeated: np.ndarray, bounds: list[tuple[int, int]],
+                    consumed: int) -> Callable:
         c = self.config
         epoch = self.epoch
         size = c.decode_size_at(epoch)
@@ -160,7 +187,9 @@ class ImageLoader(ResumableLoader):
         def make(index: int) -> tuple[_HostBatch, list[Callable[[], list]]]:
             start, stop = bounds[index]
             keys = samples[start:stop]
-            rng = np.random.default_rng([c.seed, epoch, c.rank, index])
+            # seeded by the global position of the batch: a resume on the same world redraws the same crops
+            step = consumed + self.world_size * start
+            rng = np.random.default_rng([c.seed, epoch, self.rank, step])
             widths, heights = self.table.width[keys], self.table.height[keys]
             device_crops = None
             if c.train:
@@ -175,9 +204,10 @@ class ImageLoader(ResumableLoader):
                 boxes = crops.center_crop_boxes(widths, heights, c.val_crop_ratio)
                 flipped = np.zeros(len(keys), dtype=bool)
             labels = torch.from_numpy(self.table.label[keys].astype(np.int64))
-            key = SeedKey(seed=c.seed, epoch=epoch, rank=c.rank, step=index)
+            key = SeedKey(seed=c.seed, epoch=epoch, rank=self.rank, step=step)
+            flags = repeated[start:stop]
             if self._dali is not None:
-                batch = _HostBatch(torch.empty(0), labels, key, device_crops)
+                batch = _HostBatch(torch.empty(0), labels, key, keys, flags, stop - start, device_crops)
                 return batch, [lambda: self._decode_dali_batch(batch, keys, boxes, flipped, size)]
             shape = (len(keys), size, size, 3)
             if self._pin:  # torch's pinned host allocator caches and reuses these
@@ -190,7 +220,7 @@ class ImageLoader(ResumableLoader):
                 (lambda lo=lo: self._decode_range(keys, boxes, flipped, pixels, lo, min(lo + CHUNK, len(keys))))
                 for lo in range(0, len(keys), CHUNK)
             ]
-            return _HostBatch(images, labels, key, device_crops), tasks
+            return _HostBatch(images, labels, key, keys, flags, stop - start, device_crops), tasks
 
         return make
 
@@ -253,14 +283,14 @@ class ImageLoader(ResumableLoader):
         batch.images = images if images is not None else torch.zeros((len(keys), size, size, 3), dtype=torch.uint8)
         return failures
 
-    def _host_batches(self) -> Iterator[_HostBatch]:
+    def _host_batches(self, consumed: int) -> Iterator[_HostBatch]:
         from dataio.threaded_batches import ThreadedBatches
 
-        samples = self._rank_samples()
-        bounds = self._bounds(samples)
-        start = self.position.resume_batch
-        producer = ThreadedBatches(self._make_batch(samples, bounds), len(bounds), pool=self._pool,
-                                   prefetch=self.config.prefetch_batches * max(1, self.config.threads), start=start)
+        positions, repeated = self._share()
+        samples = self.order()[positions]
+        bounds = partition.batch_bounds(len(samples), self.batch_size)
+        producer = ThreadedBatches(self._make_batch(samples, repeated, bounds, consumed), len(bounds),
+                                   pool=self._pool, prefetch=self.config.prefetch_batches * max(1, self.config.threads))
         for batch, failures in producer:
             if failures:
                 for _, error in sorted(failures, key=lambda f: f[0]):
@@ -271,13 +301,18 @@ class ImageLoader(ResumableLoader):
             self.stats.samples_ok += len(batch.labels)
             yield batch  # possibly empty under the skip policy; counted, then dropped
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        self.position.begin()
-        for images, labels in self._transfer(self._host_batches()):
-            self.position.advance()  # counted before the yield: state_dict() then covers this batch
+    def batches(self) -> Iterator[ImageBatch]:
+        """One pass (an epoch, or its rest after a resume) of ``ImageBatch``."""
+        consumed = self.position.begin(len(self.table))
+        for images, labels, host in self._transfer(self._host_batches(consumed)):
+            self.position.advance(host.planned)  # before the yield: state_dict() then covers this batch
             if len(labels):
-                yield images, labels
+                yield ImageBatch(images, labels, host.samples, host.repeated)
         self.position.end()
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for batch in self.batches():
+            yield batch.images, batch.labels
 
     def close(self) -> None:
         """Stop the decode threads and close the shard files."""

@@ -6,7 +6,9 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from dataio.distributed import check_rank_args
 from dataio.errors import ErrorPolicy
+from dataio.partition import DEFAULT_WINDOW
 
 if TYPE_CHECKING:
     from augment import MixConfig, RandAugmentConfig, ResolutionSchedule
@@ -54,8 +56,9 @@ class ImageLoaderConfig:
     on_error: ErrorPolicy = ErrorPolicy.RAISE
     max_errors: int | None = None
     verify_checksums: bool = False
-    world_size: int = 1
-    rank: int = 0
+    world_size: int | None = None  # None: from torch.distributed when initialised, else 1
+    rank: int | None = None
+    shuffle_window: int = DEFAULT_WINDOW  # samples shuffled together after the shard shuffle
     randaugment: RandAugmentConfig | None = None
     mix: MixConfig | None = None
     crop_on_device: bool = False
@@ -84,8 +87,9 @@ class ImageLoaderConfig:
             raise ValueError("prefetch_batches must be >= 1")
         if self.max_errors is not None and self.max_errors < 0:
             raise ValueError("max_errors must be >= 0")
-        if not 0 <= self.rank < self.world_size:
-            raise ValueError(f"rank {self.rank} is not in 0..{self.world_size - 1}")
+        check_rank_args(self.world_size, self.rank)
+        if self.shuffle_window < 1:
+            raise ValueError(f"shuffle_window must be >= 1, got {self.shuffle_window}")
         if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
             raise ValueError("mean and std need 3 values, std positive")
         if not self.train and (self.randaugment or self.mix or self.crop_on_device or self.schedule):

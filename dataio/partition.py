@@ -1,44 +1,155 @@
-"""Which samples each rank reads in an epoch, as pure functions of the arguments.
+"""Which samples each rank and worker reads in an epoch, as pure functions (MosaicML ``partition`` style).
 
-No processes, no state: the loader, the tests and any backend call these with
-the same arguments and get the same arrays.
+No processes, no state: the loaders, the tests and any backend call these
+with the same arguments and get the same arrays.
+
+1. ``epoch_order``: the epoch's global order, a permutation that depends on
+   (seed, epoch) only, never on the world size. Shuffling is two-level: the
+   shards are permuted, each shard's samples are permuted, and the resulting
+   sequence is shuffled again within windows of ``window`` positions, so a
+   window draws from about ``window / shard size`` shards (page-cache
+   locality) while neighbours in a batch rarely share a shard
+   (``same_shard_rate`` measures it).
+2. ``rank_share``: the positions of that order a rank reads, after the first
+   ``consumed`` positions, which were read before a resume. The remaining
+   positions are dealt strided (rank ``r`` takes ``r, r + W, r + 2W, ...``),
+   so after every rank has read ``k`` of them, exactly the first ``W * k``
+   remaining positions are consumed: the consumed set is always a prefix of
+   the order, whatever the world size, which is what makes resumption elastic.
+3. ``partition``: a rank's batches, split over its workers.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+DEFAULT_WINDOW = 65536  # samples shuffled together after the shard shuffle
 
-def epoch_order(num_samples: int, *, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
-    """Global sample order of an epoch: int64 array of shape (num_samples,), a permutation."""
+
+def epoch_order(sample_shards: np.ndarray | int, *, seed: int, epoch: int, shuffle: bool = True,
+                window: int = DEFAULT_WINDOW) -> np.ndarray:
+    """Global sample order of an epoch: int64 ``(N,)``, a permutation of ``0..N-1``.
+
+    ``sample_shards``: the shard of each sample, int ``(N,)``, or N for one shard.
+    """
+    if isinstance(sample_shards, (int, np.integer)):
+        sample_shards = np.zeros(int(sample_shards), dtype=np.int64)
+    num_samples = len(sample_shards)
     if not shuffle:
         return np.arange(num_samples, dtype=np.int64)
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
     rng = np.random.default_rng([seed, epoch, 0x5EED])
-    return rng.permutation(num_samples).astype(np.int64)
+    by_shard = np.argsort(sample_shards, kind="stable")  # sample ids grouped by shard
+    _, starts, counts = np.unique(sample_shards[by_shard], return_index=True, return_counts=True)
+    blocks = [by_shard[starts[i] + rng.permutation(counts[i])] for i in rng.permutation(len(starts))]
+    order = np.concatenate(blocks).astype(np.int64) if blocks else np.zeros(0, dtype=np.int64)
+    for lo in range(0, num_samples, window):
+        rng.shuffle(order[lo:lo + window])  # in place, on a view
+    return order
 
 
-def rank_samples(
-    num_samples: int, *, world_size: int, rank: int, seed: int, epoch: int, shuffle: bool, drop_last: bool
-) -> np.ndarray:
-    """The samples of ``rank``: int64 array of shape (ceil or floor of num_samples / world_size,).
+def rank_share(total: int, *, world_size: int, rank: int, consumed: int = 0, drop_last: bool,
+               multiple: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the epoch order that ``rank`` reads, and which of them are padding repeats.
 
-    Every rank gets the same count. With ``drop_last`` the remainder is dropped;
-    otherwise the order wraps around and repeats its first samples (as
-    ``DistributedSampler`` does). Ranks take strided positions of the order.
+    Returns ``(positions, repeated)``: int64 and bool arrays of shape
+    ``(per_rank,)``, the same length on every rank. Positions before
+    ``consumed`` are never dealt. With ``drop_last`` every rank reads a
+    multiple of ``multiple`` (its batch size) and the remainder is dropped;
+    otherwise the remainder is padded by repeating the epoch's first
+    positions, flagged in ``repeated`` so evaluation can drop them.
     """
-    if num_samples == 0:
-        raise ValueError("no samples to partition")
-    order = epoch_order(num_samples, seed=seed, epoch=epoch, shuffle=shuffle)
-    per_rank = num_samples // world_size if drop_last else -(-num_samples // world_size)
-    if per_rank == 0:
-        raise ValueError(f"{num_samples} samples cannot give each of {world_size} ranks one sample")
-    total = per_rank * world_size
-    if total > num_samples:
-        order = np.resize(order, total)  # repeats from the start
-    return order[rank:total:world_size]
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
+    if not 0 <= consumed <= total:
+        raise ValueError(f"consumed {consumed} is not in 0..{total}")
+    remaining = total - consumed
+    if drop_last:
+        per_rank = remaining // (world_size * multiple) * multiple
+    else:
+        per_rank = -(-remaining // world_size)
+    index = rank + world_size * np.arange(per_rank, dtype=np.int64)  # into the remaining positions
+    repeated = index >= remaining
+    # padding repeats the epoch's first positions, so a resumed pass pads as the uninterrupted one
+    positions = np.where(repeated, (index - remaining) % max(total, 1), consumed + index)
+    return positions, repeated
 
 
-def batch_bounds(count: int, batch_size: int, drop_last: bool) -> list[tuple[int, int]]:
+def check_world(total: int, world_size: int, *, drop_last: bool, multiple: int = 1, unit: str = "samples") -> None:
+    """Refuse, at start-up, an epoch that leaves the ranks nothing to read (rather than hang later)."""
+    needed = world_size * multiple if drop_last else 1
+    if total < needed:
+        what = f"a full batch of {multiple} for each of {world_size} ranks" if drop_last else "one for any rank"
+        raise ValueError(f"{total} {unit} cannot give {what}: the ranks would have no data")
+
+
+def consumed_after(total: int, *, world_size: int, consumed: int, per_rank_done: int) -> int:
+    """Global positions consumed once every rank has read ``per_rank_done`` of its share."""
+    return consumed + min(world_size * per_rank_done, total - consumed)
+
+
+def batch_bounds(count: int, batch_size: int, drop_last: bool = False) -> list[tuple[int, int]]:
     """(start, stop) positions of each batch over ``count`` samples."""
     stop = count - count % batch_size if drop_last else count
     return [(start, min(start + batch_size, stop)) for start in range(0, stop, batch_size)]
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A rank's batches split over its workers: batch ``j`` is worker ``j % W``, row ``j // W``.
+
+    ``samples``: int64 ``(num_workers, batches_per_worker, batch_size)``, -1 in
+    unused slots (a short last batch, or a worker with one batch fewer);
+    ``repeated``: bool, same shape, True for padding repeats.
+    """
+
+    samples: np.ndarray
+    repeated: np.ndarray
+
+    def worker_batches(self, worker: int) -> list[np.ndarray]:
+        """Worker ``worker``'s batches in order, without the unused slots."""
+        rows = self.samples[worker]
+        return [row[row >= 0] for row in rows if (row >= 0).any()]
+
+
+def partition(num_samples: int, *, world_size: int, rank: int, num_workers: int = 1, seed: int, epoch: int,
+              batch_size: int, drop_last: bool, shuffle: bool = True, consumed: int = 0,
+              sample_shards: np.ndarray | None = None, window: int = DEFAULT_WINDOW) -> Partition:
+    """The samples rank ``rank``'s workers read in ``epoch``, after ``consumed`` global positions."""
+    if batch_size < 1 or num_workers < 1:
+        raise ValueError("batch_size and num_workers must be >= 1")
+    check_world(num_samples, world_size, drop_last=drop_last, multiple=batch_size)
+    if sample_shards is not None and len(sample_shards) != num_samples:
+        raise ValueError(f"sample_shards has {len(sample_shards)} entries for {num_samples} samples")
+    order = epoch_order(num_samples if sample_shards is None else sample_shards, seed=seed, epoch=epoch,
+                        shuffle=shuffle, window=window)
+    positions, repeated = rank_share(num_samples, world_size=world_size, rank=rank, consumed=consumed,
+                                     drop_last=drop_last, multiple=batch_size)
+    num_batches = -(-len(positions) // batch_size)
+    per_worker = -(-num_batches // num_workers)
+    samples = np.full((per_worker * num_workers * batch_size,), -1, dtype=np.int64)
+    flags = np.zeros(samples.shape, dtype=bool)
+    samples[:len(positions)] = order[positions]
+    flags[:len(positions)] = repeated
+    # (batches, batch_size) -> (rows, workers, batch_size) -> (workers, rows, batch_size)
+    shape = (per_worker, num_workers, batch_size)
+    return Partition(samples.reshape(shape).transpose(1, 0, 2).copy(), flags.reshape(shape).transpose(1, 0, 2).copy())
+
+
+def same_shard_rate(batches: list[np.ndarray], sample_shards: np.ndarray) -> float:
+    """Share of adjacent pairs within a batch that come from the same shard (lower mixes better)."""
+    same = pairs = 0
+    for batch in batches:
+        shards = sample_shards[batch]
+        same += int((shards[1:] == shards[:-1]).sum())
+        pairs += max(0, len(batch) - 1)
+    return same / pairs if pairs else 0.0
+
+
+def random_same_shard_rate(sample_shards: np.ndarray) -> float:
+    """``same_shard_rate`` of a perfect global shuffle: the sum of squared shard shares."""
+    counts = np.bincount(sample_shards).astype(float)
+    return float(((counts / counts.sum()) ** 2).sum())

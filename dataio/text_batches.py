@@ -1,9 +1,12 @@
 """The batches of a text epoch, as pure functions of (lengths, options, seed, epoch).
 
-A plan is built for the whole epoch across all ranks, then dealt: batch ``i``
-goes to rank ``i % world_size``. Every rank therefore gets the same number of
-batches, even when batch sizes vary (token budget), which is what keeps DDP
-from hanging. Plans are CSR arrays:
+A plan is built for the whole epoch across all ranks, independent of the
+world size, then dealt batch by batch with ``dataio.partition.rank_share``:
+every rank gets the same number of batches, even when batch sizes vary
+(token budget), which is what keeps DDP from hanging, and the batches
+consumed are always a prefix of the plan, which makes resumption elastic.
+The base order is ``partition.epoch_order`` (shards, then windows). Plans
+are CSR arrays:
 
 - ``BatchPlan.samples``: int64 ``(total,)`` sample ids, batch after batch;
 - ``BatchPlan.offsets``: int64 ``(num_batches + 1,)``: batch ``b`` is
@@ -19,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from dataio import partition
 
 
 @dataclass(frozen=True)
@@ -53,24 +58,33 @@ def _from_batches(batches: list[np.ndarray]) -> BatchPlan:
     return BatchPlan(samples, offsets, np.zeros(len(batches), dtype=bool))
 
 
-def fixed_plan(num_samples: int, batch_size: int, *, rng: np.random.Generator | None, drop_last: bool) -> BatchPlan:
-    """Random (or in-order, ``rng=None``) batches of ``batch_size``."""
-    order = rng.permutation(num_samples) if rng is not None else np.arange(num_samples)
+def _base_order(num_samples: int, rng: np.random.Generator | None, order: np.ndarray | None) -> np.ndarray:
+    if order is not None:
+        return order
+    return rng.permutation(num_samples) if rng is not None else np.arange(num_samples)
+
+
+def fixed_plan(num_samples: int, batch_size: int, *, rng: np.random.Generator | None, drop_last: bool,
+               order: np.ndarray | None = None) -> BatchPlan:
+    """Batches of ``batch_size`` in ``order`` (default: random, or in order with ``rng=None``)."""
+    order = _base_order(num_samples, rng, order)
     stop = num_samples - num_samples % batch_size if drop_last else num_samples
     return _from_batches([order[i:i + batch_size] for i in range(0, stop, batch_size)])
 
 
-def _sorted_windows(lengths: np.ndarray, window: int, rng: np.random.Generator | None) -> list[np.ndarray]:
+def _sorted_windows(lengths: np.ndarray, window: int, rng: np.random.Generator | None,
+                    order: np.ndarray | None) -> list[np.ndarray]:
     """Shuffled order cut into windows, each sorted by length (the 'sortish' sampler)."""
-    order = rng.permutation(len(lengths)) if rng is not None else np.arange(len(lengths))
+    order = _base_order(len(lengths), rng, order)
     windows = [order[i:i + window] for i in range(0, len(order), window)]
     return [w[np.argsort(lengths[w], kind="stable")] for w in windows]
 
 
 def bucket_plan(lengths: np.ndarray, batch_size: int, *, window: int, rng: np.random.Generator | None,
-                drop_last: bool) -> BatchPlan:
+                drop_last: bool, order: np.ndarray | None = None) -> BatchPlan:
     """Batches of ``batch_size`` similar-length samples; batch order shuffled."""
-    batches = [w[i:i + batch_size] for w in _sorted_windows(lengths, window, rng) for i in range(0, len(w), batch_size)]
+    batches = [w[i:i + batch_size] for w in _sorted_windows(lengths, window, rng, order)
+               for i in range(0, len(w), batch_size)]
     if drop_last:
         batches = [b for b in batches if len(b) == batch_size]
     if rng is not None:
@@ -79,14 +93,14 @@ def bucket_plan(lengths: np.ndarray, batch_size: int, *, window: int, rng: np.ra
 
 
 def budget_plan(lengths: np.ndarray, max_tokens: int, *, window: int, pad_multiple: int,
-                rng: np.random.Generator | None) -> BatchPlan:
+                rng: np.random.Generator | None, order: np.ndarray | None = None) -> BatchPlan:
     """Batches whose rows x padded length stay within ``max_tokens``; batch order shuffled."""
     longest = int(round_up(int(lengths.max(initial=0)), pad_multiple))
     if longest > max_tokens:
         worst = int(np.argmax(lengths))
         raise ValueError(f"sample {worst} has {lengths[worst]} tokens (padded {longest}) > max_tokens {max_tokens}")
     batches = []
-    for w in _sorted_windows(lengths, window, rng):
+    for w in _sorted_windows(lengths, window, rng, order):
         padded = round_up(lengths[w], pad_multiple)  # ascending within the window
         start = 0
         while start < len(w):
@@ -101,22 +115,17 @@ def budget_plan(lengths: np.ndarray, max_tokens: int, *, window: int, pad_multip
     return _from_batches(batches)
 
 
-def deal(plan: BatchPlan, *, world_size: int, rank: int, drop_last: bool) -> BatchPlan:
-    """Rank ``rank``'s batches: ``plan`` batch ``i`` goes to rank ``i % world_size``.
+def deal(plan: BatchPlan, *, world_size: int, rank: int, drop_last: bool, consumed: int = 0) -> BatchPlan:
+    """Rank ``rank``'s batches of ``plan`` after its first ``consumed`` batches (``partition.rank_share``).
 
-    All ranks get ``len(plan) // world_size`` batches with ``drop_last``,
-    otherwise the ceiling, the missing ones repeating the epoch's first
-    batches (flagged in ``repeated``). A rank with nothing is an error.
+    The remaining batch ``i`` goes to rank ``i % world_size``. All ranks get
+    the same count: the floor with ``drop_last``, otherwise the ceiling, the
+    missing ones repeating the epoch's first batches (flagged in ``repeated``).
+    A plan that leaves the ranks nothing is an error.
     """
-    if not 0 <= rank < world_size:
-        raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
-    total = len(plan)
-    per_rank = total // world_size if drop_last else -(-total // world_size)
-    if per_rank == 0:
-        raise ValueError(f"{total} batches cannot give each of {world_size} ranks one batch")
-    indices = np.arange(rank, per_rank * world_size, world_size)
-    repeated = indices >= total
-    indices = indices % total
+    partition.check_world(len(plan), world_size, drop_last=drop_last, unit="batches")
+    indices, repeated = partition.rank_share(len(plan), world_size=world_size, rank=rank, consumed=consumed,
+                                             drop_last=drop_last)
     batches = [plan.batch(int(i)) for i in indices]
     dealt = _from_batches(batches)
     return BatchPlan(dealt.samples, dealt.offsets, repeated | plan.repeated[indices])
@@ -156,9 +165,9 @@ class PackStream:
 
 
 def pack_plan(lengths: np.ndarray, *, block_size: int, batch_size: int, rng: np.random.Generator | None,
-              world_size: int, rank: int, drop_last: bool) -> tuple[PackStream, BatchPlan]:
-    """The token stream and ``rank``'s batches of row starts (rows dealt in whole batches, as ``deal``)."""
-    order = rng.permutation(len(lengths)) if rng is not None else np.arange(len(lengths))
+              drop_last: bool, order: np.ndarray | None = None) -> tuple[PackStream, BatchPlan]:
+    """The token stream and the epoch's batches of row starts (deal them with ``deal``)."""
+    order = _base_order(len(lengths), rng, order)
     offsets = np.zeros(len(order) + 1, dtype=np.int64)
     np.cumsum(lengths[order], out=offsets[1:])
     total = int(offsets[-1])
@@ -167,5 +176,4 @@ def pack_plan(lengths: np.ndarray, *, block_size: int, batch_size: int, rng: np.
     batches = [starts[i:i + batch_size] for i in range(0, num_rows, batch_size)]
     if drop_last:
         batches = [b for b in batches if len(b) == batch_size]
-    plan = deal(_from_batches(batches), world_size=world_size, rank=rank, drop_last=drop_last)
-    return PackStream(order.astype(np.int64), offsets, block_size), plan
+    return PackStream(order.astype(np.int64), offsets, block_size), _from_batches(batches)

@@ -12,7 +12,9 @@ Modes (``TextLoaderConfig.mode``):
 
 Each epoch's plan is built globally and dealt to ranks (``dataio.text_batches``),
 so every rank gets the same number of batches. Batches are dicts of int64
-tensors (see ``dataio.text_collate``); ``state_dict`` resumes mid-epoch.
+tensors (see ``dataio.text_collate``) plus ``repeated`` (bool per row:
+padding repeats that evaluation should drop); ``state_dict`` resumes
+mid-epoch, on the same or another world size.
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from dataio import partition
 from dataio import text_batches as plans
+from dataio.distributed import check_rank_args, resolve_world
 from dataio.epoch_position import EpochPosition, ResumableLoader
 from dataio.text_collate import pack_rows, pad_rows
+from dataio.text_batches import BatchPlan
 from dataio.token_shards import TokenShards
 
 
@@ -43,10 +48,11 @@ class TextLoaderConfig:
     pad_multiple: int = 8
     window: int = 8192  # bucket/budget: samples sorted together
     shuffle: bool = True
+    shuffle_window: int = partition.DEFAULT_WINDOW  # samples shuffled together after the shard shuffle
     seed: int = 0
     drop_last: bool = False
-    world_size: int = 1
-    rank: int = 0
+    world_size: int | None = None  # None: from torch.distributed when initialised, else 1
+    rank: int | None = None
     device: str = "cpu"
     pin_memory: bool = False
     verify_checksums: bool = False
@@ -54,11 +60,10 @@ class TextLoaderConfig:
     def __post_init__(self) -> None:
         if self.mode not in ("fixed", "bucket", "budget", "pack"):
             raise ValueError(f"mode must be fixed|bucket|budget|pack, got {self.mode!r}")
-        for name in ("batch_size", "max_tokens", "block_size", "pad_multiple", "window", "world_size"):
+        for name in ("batch_size", "max_tokens", "block_size", "pad_multiple", "window", "shuffle_window"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not 0 <= self.rank < self.world_size:
-            raise ValueError(f"rank {self.rank} is not in 0..{self.world_size - 1}")
+        check_rank_args(self.world_size, self.rank)
 
 
 class TextLoader(ResumableLoader):
@@ -69,50 +74,80 @@ class TextLoader(ResumableLoader):
         self.shards = TokenShards(source, self.config.verify_checksums)
         if len(self.shards) == 0:
             raise ValueError(f"{source} holds no samples")
-        self.position = EpochPosition(seed=self.config.seed, world_size=self.config.world_size)
+        self.world_size, self.rank = resolve_world(self.config.world_size, self.config.rank)
+        self.position = EpochPosition(seed=self.config.seed, world_size=self.world_size)
         self._plan_cache: tuple[int, Any] | None = None
+        self._dealt_cache: tuple[int, int, BatchPlan] | None = None
         self.padding_tokens = self.real_tokens = 0  # counters over everything yielded
+        partition.check_world(len(self.global_plan(0)[1]), self.world_size, drop_last=self.config.drop_last,
+                              unit="batches")
 
     @property
     def pad_id(self) -> int:
         return self.shards.pad_id
 
-    def plan(self, epoch: int | None = None):
-        """This rank's plan for ``epoch``: a ``BatchPlan``, or ``(PackStream, BatchPlan)`` when packing."""
+    def global_plan(self, epoch: int | None = None) -> tuple[plans.PackStream | None, BatchPlan]:
+        """The epoch's batches over all ranks (and the token stream when packing); world-size independent."""
         epoch = self.epoch if epoch is None else epoch
         if self._plan_cache and self._plan_cache[0] == epoch:
             return self._plan_cache[1]
         c = self.config
         rng = plans.epoch_rng(c.seed, epoch) if c.shuffle else None
         lengths = self.shards.lengths
+        order = partition.epoch_order(self.shards.shard_of, seed=c.seed, epoch=epoch, shuffle=c.shuffle,
+                                      window=c.shuffle_window)
+        stream = None
         if c.mode == "pack":
-            result = plans.pack_plan(lengths, block_size=c.block_size, batch_size=c.batch_size, rng=rng,
-                                     world_size=c.world_size, rank=c.rank, drop_last=c.drop_last)
+            stream, full = plans.pack_plan(lengths, block_size=c.block_size, batch_size=c.batch_size, rng=rng,
+                                           drop_last=c.drop_last, order=order)
+        elif c.mode == "fixed":
+            full = plans.fixed_plan(len(lengths), c.batch_size, rng=rng, drop_last=c.drop_last, order=order)
+        elif c.mode == "bucket":
+            full = plans.bucket_plan(lengths, c.batch_size, window=c.window, rng=rng, drop_last=c.drop_last,
+                                     order=order)
         else:
-            if c.mode == "fixed":
-                full = plans.fixed_plan(len(lengths), c.batch_size, rng=rng, drop_last=c.drop_last)
-            elif c.mode == "bucket":
-                full = plans.bucket_plan(lengths, c.batch_size, window=c.window, rng=rng, drop_last=c.drop_last)
-            else:
-                full = plans.budget_plan(lengths, c.max_tokens, window=c.window, pad_multiple=c.pad_multiple, rng=rng)
-            result = plans.deal(full, world_size=c.world_size, rank=c.rank, drop_last=c.drop_last)
-        self._plan_cache = (epoch, result)
-        return result
+            full = plans.budget_plan(lengths, c.max_tokens, window=c.window, pad_multiple=c.pad_multiple, rng=rng,
+                                     order=order)
+        self._plan_cache = (epoch, (stream, full))
+        return stream, full
+
+    def plan(self) -> BatchPlan:
+        """This rank's batches in the next (or current) pass: the epoch, or its rest after a resume."""
+        key = (self.epoch, self.position.consumed)
+        if self._dealt_cache is None or self._dealt_cache[:2] != key:
+            full = self.global_plan()[1]
+            dealt = plans.deal(full, world_size=self.world_size, rank=self.rank, drop_last=self.config.drop_last,
+                               consumed=self.position.consumed)
+            self._dealt_cache = (*key, dealt)
+        return self._dealt_cache[2]
 
     def __len__(self) -> int:
-        plan = self.plan()
-        return len(plan[1] if isinstance(plan, tuple) else plan)
+        return len(self.plan())
+
+    def _samples_at(self, position: int) -> int:
+        """Samples (rows; block rows when packing) in the first ``position`` batches of the epoch's plan."""
+        return int(self.global_plan()[1].offsets[position])
+
+    def _position_of(self, samples: int, epoch: int) -> int:
+        offsets = self.global_plan(epoch)[1].offsets
+        position = int(np.searchsorted(offsets, samples))
+        if position >= len(offsets) or offsets[position] != samples:
+            raise ValueError(f"samples_consumed={samples} is not at a batch boundary of epoch {epoch}'s plan: "
+                             "was the state saved with other batching options?")
+        return position
 
     def numpy_batch(self, index: int) -> dict[str, np.ndarray]:
-        """Batch ``index`` of this rank's current epoch, as numpy arrays."""
+        """Batch ``index`` of this rank's current pass, as numpy arrays."""
+        stream, _ = self.global_plan()
         plan = self.plan()
-        if isinstance(plan, tuple):
-            stream, rows = plan
-            return pack_rows(rows.batch(index), stream, self.shards.tokens, pad_id=self.pad_id)
-        samples = plan.batch(index)
-        batch = pad_rows([self.shards.tokens(int(s)) for s in samples], pad_id=self.pad_id,
-                         pad_multiple=self.config.pad_multiple)
-        batch["sample_ids"] = samples
+        rows = plan.batch(index)
+        if stream is not None:
+            batch = pack_rows(rows, stream, self.shards.tokens, pad_id=self.pad_id)
+        else:
+            batch = pad_rows([self.shards.tokens(int(s)) for s in rows], pad_id=self.pad_id,
+                             pad_multiple=self.config.pad_multiple)
+            batch["sample_ids"] = rows
+        batch["repeated"] = np.full(len(batch["input_ids"]), bool(plan.repeated[index]))
         return batch
 
     def _to_device(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
@@ -126,13 +161,13 @@ class TextLoader(ResumableLoader):
         return out
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        count = len(self)
-        for index in range(self.position.begin(), count):
+        self.position.begin(len(self.global_plan()[1]))
+        for index in range(len(self)):
             batch = self.numpy_batch(index)
             mask = batch["attention_mask"]
             real = int(mask.sum())
             self.real_tokens += real
             self.padding_tokens += mask.size - real
-            self.position.advance()
+            self.position.advance(1)
             yield self._to_device(batch)
         self.position.end()
