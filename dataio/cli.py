@@ -99,6 +99,11 @@ def _parser() -> argparse.ArgumentParser:
     bench_text.add_argument("--workers", type=_positive)
     bench_text.add_argument("--epochs", type=_positive, default=3)
 
+    bench_sampler = bench_kinds.add_parser("sampler", help="shard mixing of the two-level shuffle")
+    bench_sampler.add_argument("--out", type=Path, default=Path("bench/results"))
+    bench_sampler.add_argument("--num-samples", type=_positive, default=1_281_167)
+    bench_sampler.add_argument("--num-shards", type=_positive, default=1024)
+
     synth_text = commands.add_parser("synth-text", help="generate a text corpus with a natural length spread")
     synth_text.add_argument("out", type=Path, help="output .txt file")
     synth_text.add_argument("--documents", type=_positive, default=20000)
@@ -186,6 +191,13 @@ def _bench_text(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_sampler(args: argparse.Namespace) -> int:
+    from bench.sampler_bench import BenchSamplerConfig, bench_sampler
+
+    bench_sampler(BenchSamplerConfig(out=args.out, num_samples=args.num_samples, num_shards=args.num_shards))
+    return 0
+
+
 def _synth_text(args: argparse.Namespace) -> int:
     from formats.synthetic_text import write_text_corpus
 
@@ -216,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handlers = {("convert", "images"): _convert_images, ("convert", "text"): _convert_text,
                 ("bench", "images"): _bench_images,
-                ("bench", "augment"): _bench_augment, ("bench", "text"): _bench_text}
+                ("bench", "augment"): _bench_augment, ("bench", "text"): _bench_text,
+                ("bench", "sampler"): _bench_sampler}
     handler = handlers.get((args.command, getattr(args, "kind", None))) or {"synth": _synth, "synth-text": _synth_text,
                                                                           "demo": _demo}[args.command]
     try:

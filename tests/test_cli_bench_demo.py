@@ -97,3 +97,12 @@ def test_bench_text_cli_reports_padding_and_rates(tmp_path, capsys):
     assert rows["dataio pack"]["padding"] == 0
     assert rows["dataio budget"]["batch_max"] > rows["dataio budget"]["batch_min"]
     assert main(["bench", "text", str(tmp_path / "corpus.txt"), "--max-tokens", "10", "--max-length", "100"]) == 2
+
+
+def test_bench_sampler_cli_reports_shard_mixing(tmp_path, capsys):
+    assert main(["bench", "sampler", "--out", str(tmp_path), "--num-samples", "20000", "--num-shards", "40"]) == 0
+    out = capsys.readouterr().out
+    assert "same-shard pairs" in out and "perfect global shuffle" in out
+    result = json.loads((tmp_path / "sampler.json").read_text())
+    rates = [row["same_shard_rate"] for row in result["rows"]]
+    assert rates[0] > 0.9 > rates[-1] and rates == sorted(rates, reverse=True)  # bigger windows mix better
