@@ -1,7 +1,8 @@
 """The ``dataio`` command line: each subcommand maps its flags onto a config dataclass.
 
 This is the only module that reads environment variables
-(``DATAIO_NUM_WORKERS``: default worker count). Bad invocations print one
+(``DATAIO_NUM_WORKERS``: default worker count; ``WORLD_SIZE``, ``RANK`` and
+``LOCAL_RANK`` from ``torchrun`` for ``dataio train``). Bad invocations print one
 line and exit 2; data errors print one line and exit 1.
 """
 
@@ -104,6 +105,37 @@ def _parser() -> argparse.ArgumentParser:
     bench_sampler.add_argument("--num-samples", type=_positive, default=1_281_167)
     bench_sampler.add_argument("--num-shards", type=_positive, default=1024)
 
+    fit = commands.add_parser("train", help="train a model on shards (torchrun for DDP)")
+    fit.add_argument("--train", type=Path, required=True, help="train shards (images or text)")
+    fit.add_argument("--val", type=Path, help="validation shards")
+    fit.add_argument("--model", default="small_cnn", help="resnet18, resnet50, small_cnn, small_gpt, tiny_gpt")
+    fit.add_argument("--epochs", type=_positive, default=10)
+    fit.add_argument("--image-size", type=_positive, default=224)
+    fit.add_argument("--batch-size", type=_positive, default=128, help="per rank (images; rows when packing text)")
+    fit.add_argument("--max-tokens", type=_positive, default=16384, help="text: tokens per batch (budget mode)")
+    fit.add_argument("--block-size", type=_positive, default=512, help="text: tokens per packed row")
+    fit.add_argument("--pack", action="store_true", help="text: pack documents into rows instead of budget batches")
+    fit.add_argument("--out", type=Path, default=Path("runs/train"))
+    fit.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
+    fit.add_argument("--lr", type=float, help="peak LR (default 0.1 x global batch / 256 for SGD, 3e-3 for AdamW)")
+    fit.add_argument("--weight-decay", type=float)
+    fit.add_argument("--warmup", type=float, default=0.1, help="share of steps warming up to the peak LR")
+    fit.add_argument("--label-smoothing", type=float, default=0.1)
+    fit.add_argument("--randaugment", type=int, default=0, help="RandAugment magnitude 1-10 (0: off)")
+    fit.add_argument("--mixup", type=float, default=0.0, help="MixUp alpha (0: off)")
+    fit.add_argument("--cutmix", type=float, default=0.0, help="CutMix alpha (0: off)")
+    fit.add_argument("--progressive", action="store_true", help="ramp the resolution up to --image-size")
+    fit.add_argument("--dynamic-batch", action="store_true", help="with --progressive: bigger batches at low res")
+    fit.add_argument("--amp", choices=["auto", "bf16", "fp16", "off"], default="auto")
+    fit.add_argument("--no-channels-last", action="store_true")
+    fit.add_argument("--compile", action="store_true", help="torch.compile the model")
+    fit.add_argument("--device", default="auto")
+    fit.add_argument("--workers", type=int, help="decode threads per rank")
+    fit.add_argument("--seed", type=int, default=0)
+    fit.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints (0: per epoch)")
+    fit.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    fit.add_argument("--halt-after-steps", type=_positive, help=argparse.SUPPRESS)  # fault injection for tests
+
     synth_text = commands.add_parser("synth-text", help="generate a text corpus with a natural length spread")
     synth_text.add_argument("out", type=Path, help="output .txt file")
     synth_text.add_argument("--documents", type=_positive, default=20000)
@@ -198,6 +230,37 @@ def _bench_sampler(args: argparse.Namespace) -> int:
     return 0
 
 
+def _world_from_environment() -> dict[str, int]:
+    """Rank and world size as torchrun (or SLURM through it) sets them."""
+    names = {"world_size": "WORLD_SIZE", "rank": "RANK", "local_rank": "LOCAL_RANK"}
+    world = {}
+    for field_name, variable in names.items():
+        value = os.environ.get(variable)
+        if value is not None:
+            try:
+                world[field_name] = int(value)
+            except ValueError:
+                raise UsageError(f"{variable}={value!r} is not an integer") from None
+    return world
+
+
+def _train(args: argparse.Namespace) -> int:
+    from dataio.train_config import TrainConfig
+    from dataio.trainer import train
+
+    train(TrainConfig(
+        train=args.train, val=args.val, model=args.model, out=args.out, epochs=args.epochs,
+        image_size=args.image_size, batch_size=args.batch_size, max_tokens=args.max_tokens,
+        block_size=args.block_size, pack=args.pack, optimizer=args.optimizer, lr=args.lr,
+        weight_decay=args.weight_decay, warmup=args.warmup, label_smoothing=args.label_smoothing,
+        randaugment=args.randaugment, mixup=args.mixup, cutmix=args.cutmix, progressive=args.progressive,
+        dynamic_batch=args.dynamic_batch, amp=args.amp, channels_last=not args.no_channels_last,
+        compile=args.compile, device=args.device, workers=args.workers, seed=args.seed,
+        checkpoint_every=args.checkpoint_every, resume=args.resume, halt_after_steps=args.halt_after_steps,
+        **_world_from_environment()))
+    return 0
+
+
 def _synth_text(args: argparse.Namespace) -> int:
     from formats.synthetic_text import write_text_corpus
 
@@ -230,8 +293,8 @@ def main(argv: list[str] | None = None) -> int:
                 ("bench", "images"): _bench_images,
                 ("bench", "augment"): _bench_augment, ("bench", "text"): _bench_text,
                 ("bench", "sampler"): _bench_sampler}
-    handler = handlers.get((args.command, getattr(args, "kind", None))) or {"synth": _synth, "synth-text": _synth_text,
-                                                                          "demo": _demo}[args.command]
+    handler = handlers.get((args.command, getattr(args, "kind", None))) or {
+        "synth": _synth, "synth-text": _synth_text, "demo": _demo, "train": _train}[args.command]
     try:
         return handler(args)
     except (UsageError, ValueError) as e:
