@@ -192,11 +192,12 @@ class Trainer:
                         "".join(f" {k}={v:.4f}" for k, v in summary.items() if k.startswith("val_")))
             if self.is_main:
                 self.chronometer.write(self.config.out, summary)
+            if dist.is_initialized():
+                dist.barrier()  # no rank tears the group down while another still uses it
             return summary
         finally:
             self.task.close()
             if self.config.world_size > 1 and dist.is_initialized():
-                dist.barrier()  # no rank tears the group down while another still uses it
                 dist.destroy_process_group()
 
 
