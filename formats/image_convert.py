@@ -3,7 +3,9 @@
 Output, in OUT: ``shard-NNNNNN.tar`` (samples ``KEY.jpg``, ``KEY.cls``,
 ``KEY.json`` with the source path), ``shard-NNNNNN.idx`` (DALI index),
 ``samples.arrow`` (sample table), ``rejected.jsonl`` (one line per rejected
-file, with its reason) and ``manifest.json``, written last.
+file, with its reason) and ``manifest.json``, written last. Killed at any
+point, the same command resumes from the last finished shard
+(``formats.convert_journal``), with byte-identical output.
 
 Images are prepared in ``workers`` processes with an ordered map, so the
 output is byte-identical whatever the worker count.
@@ -15,17 +17,18 @@ import json
 import multiprocessing
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tqdm import tqdm
 
 from dataio.errors import UsageError
 from formats.image_prepare import ImagePrepareConfig, PreparedImage, Rejection, prepare_image
-from formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, write_atomic
+from formats.convert_journal import Journal, ShardRecord, fingerprint
+from formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry, write_atomic
 from formats.sample_table import write_sample_table
 from formats.sizes import parse_size
-from formats.wds_shards import ShardWriter
+from formats.wds_shards import ShardWriter, scan_tar
 
 # What ImageFolder accepts (torchvision's IMG_EXTENSIONS), compared lower-case.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -126,53 +129,66 @@ def check_output_folder(out: Path, overwrite: bool, patterns: tuple[str, ...] = 
 
 
 def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
-    """Pack ``config.src`` into shards in ``config.out``; see the module docstring."""
+    """Pack ``config.src`` into shards in ``config.out``; resumes an interrupted run (see ``convert_journal``)."""
     classes, files = scan_image_folder(config.src)
-    check_output_folder(config.out, config.overwrite)
-    writer = ShardWriter(config.out, config.shard_size, config.max_shard_samples)
-    rejected: list[dict[str, str]] = []
-    accepted: list[tuple[str, int, int, int]] = []
-    converted = 0
-    bar = tqdm(total=len(files), unit="img", desc="convert", disable=not config.progress)
+    options = {"max_side": config.prepare.max_side, "quality": config.prepare.quality,
+               "max_pixels": config.prepare.max_pixels, "shard_size": config.shard_size}
+    journal = Journal(config.out, fingerprint({**options, "max_shard_samples": config.max_shard_samples,
+                                               "classes": classes}, files))
+    done = journal.start(config.out, config.overwrite, _OUTPUT_PATTERNS)
+    records = list(done)
+    accepted = [tuple(row) for record in done for row in record.rows]  # (path, label, width, height)
+    start = done[-1].files_end if done else 0
+    writer = ShardWriter(config.out, config.shard_size, config.max_shard_samples, first_index=len(done))
+    pending = ShardRecord(entry={}, files_end=start)
+    bar = tqdm(total=len(files), initial=start, unit="img", desc="convert", disable=not config.progress)
+
+    def finished(entry: ShardEntry, files_end: int) -> None:
+        nonlocal pending
+        pending.entry, pending.files_end = asdict(entry), files_end
+        journal.add(writer.next_index - 1, pending)
+        records.append(pending)
+        pending = ShardRecord(entry={}, files_end=files_end)
+
     try:
-        for (relative, label), result in zip(files, _prepared(config, files)):
-            bar.update()
-            if isinstance(result, Rejection):
-                rejected.append({"path": relative, "reason": result.reason})
-                continue
-            key = f"{len(accepted):09d}"
-            meta = {"path": relative, "label": label, "width": result.width, "height": result.height}
-            writer.write({"__key__": key, "jpg": result.jpeg, "cls": str(label), "json": json.dumps(meta)})
-            accepted.append((relative, label, result.width, result.height))
-            converted += result.converted
-        writer.close()
-    except BaseException:
-        writer.abort()
-        raise
+        with writer:
+            for position, ((relative, label), result) in enumerate(
+                    zip(files[start:], _prepared(config, files[start:])), start):
+                bar.update()
+                if isinstance(result, Rejection):
+                    pending.rejected.append({"path": relative, "reason": result.reason})
+                    continue
+                key = f"{len(accepted):09d}"
+                meta = {"path": relative, "label": label, "width": result.width, "height": result.height}
+                entry = writer.write({"__key__": key, "jpg": result.jpeg, "cls": str(label), "json": json.dumps(meta)})
+                if entry is not None:
+                    finished(entry, position)
+                row = (relative, label, result.width, result.height)
+                accepted.append(row)
+                pending.rows.append(list(row))
+                pending.converted += result.converted
+            entry = writer.close()
+            if entry is not None:
+                finished(entry, len(files))
     finally:
         bar.close()
-    _write_sample_table(config.out, writer, accepted)
+    records.append(pending)  # files after the last shard: rejected ones only
+    rejected = [r for record in records for r in record.rejected]
+    converted = sum(record.converted for record in records)
+    shards = [ShardEntry(**record.entry) for record in done] + writer.entries
+    locations = [scan_tar(config.out / e.file) for e in shards[:len(done)]] + writer.locations
+    _write_sample_table(config.out, locations, accepted)
     lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rejected)
     write_atomic(config.out / REJECTED_NAME, lines.encode())
-    Manifest(
-        kind="images",
-        num_samples=len(accepted),
-        shards=tuple(writer.entries),
-        classes=tuple(classes),
-        num_rejected=len(rejected),
-        options={
-            "max_side": config.prepare.max_side,
-            "quality": config.prepare.quality,
-            "max_pixels": config.prepare.max_pixels,
-            "shard_size": config.shard_size,
-        },
-    ).write(config.out)
-    return ConvertSummary(len(accepted), len(rejected), converted, len(writer.entries), config.out, tuple(rejected))
+    Manifest(kind="images", num_samples=len(accepted), shards=tuple(shards), classes=tuple(classes),
+             num_rejected=len(rejected), options=options).write(config.out)
+    journal.finish()
+    return ConvertSummary(len(accepted), len(rejected), converted, len(shards), config.out, tuple(rejected))
 
 
-def _write_sample_table(out: Path, writer: ShardWriter, accepted: list[tuple[str, int, int, int]]) -> None:
+def _write_sample_table(out: Path, locations: list, accepted: list[tuple[str, int, int, int]]) -> None:
     columns: dict[str, list] = {name: [] for name in ("key", "shard", "offset", "size")}
-    for shard_index, samples in enumerate(writer.locations):
+    for shard_index, samples in enumerate(locations):
         for components in samples:
             image = next(c for c in components if c.extension == "jpg")
             columns["key"].append(image.key)

@@ -94,19 +94,20 @@ class ShardWriter:
         self._bytes = 0
         self._count = 0
 
-    def write(self, sample: dict[str, Any]) -> None:
+    def write(self, sample: dict[str, Any]) -> ShardEntry | None:
+        """Add ``sample``; returns the entry of the shard this closed first (when it was full), else None."""
         size = sum(member_size_in_tar(len(v)) for k, v in sample.items() if not k.startswith("_"))
         full = self._count > 0 and (
             self._bytes + size > self.max_bytes or (self.max_count is not None and self._count >= self.max_count)
         )
-        if full:
-            self.finish_shard()
+        finished = self.finish_shard() if full else None
         if self._tar is None:
             self._open()
         assert self._tar is not None
         self._tar.write(sample)
         self._bytes += size
         self._count += 1
+        return finished
 
     def _open(self) -> None:
         self._tmp = self.folder / f".{shard_name(self.next_index)}.partial"
@@ -142,8 +143,16 @@ class ShardWriter:
         self.next_index += 1
         return entry
 
-    def close(self) -> None:
-        self.finish_shard()
+    def close(self) -> ShardEntry | None:
+        return self.finish_shard()
+
+    def __enter__(self) -> "ShardWriter":
+        return self
+
+    def __exit__(self, kind: type | None, *rest: object) -> None:
+        """On an exception (or interrupt), drop the partial shard; the finished ones stay."""
+        if kind is not None:
+            self.abort()
 
     def abort(self) -> None:
         """Drop the open shard's partial file (on error or interrupt)."""

@@ -1,0 +1,116 @@
+"""Resumable conversions: one small journal file per finished shard.
+
+After a shard is renamed into place, the converter writes
+``OUT/.journal/NNNNNN.json``: the shard's manifest entry, the rows it holds,
+the files rejected since the previous shard, and how many source files were
+consumed. Rerunning the same command after a crash or SIGKILL reads the
+journals in order, keeps each shard whose size and sha256 still match, drops
+everything after the first that does not (and every partial file), and
+continues from the source file after the last kept shard. Shard boundaries
+and sample keys only depend on the input sequence, so the result is
+byte-identical to an uninterrupted run. ``OUT/.journal/options.json``
+fingerprints the command; a rerun with other options is refused. The
+journal is removed once the manifest is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dataio.errors import UsageError
+from formats.manifest import MANIFEST_NAME, ShardEntry, sha256_file, write_atomic
+
+JOURNAL_DIR = ".journal"
+
+
+def fingerprint(options: dict[str, Any], files: list[tuple[str, int]]) -> str:
+    """sha256 of the options and the source file list: the identity of a conversion."""
+    payload = json.dumps({"options": options, "files": files}, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+@dataclass
+class ShardRecord:
+    """What one finished shard adds to the conversion."""
+
+    entry: dict[str, Any]
+    files_end: int  # source files consumed once this shard is finished
+    rows: list[list[Any]] = field(default_factory=list)  # converter-specific per-sample rows
+    rejected: list[dict[str, str]] = field(default_factory=list)
+    converted: int = 0
+
+
+class Journal:
+    """The journal folder of one output folder."""
+
+    def __init__(self, out: Path, identity: str) -> None:
+        self.folder = out / JOURNAL_DIR
+        self.identity = identity
+
+    def start(self, out: Path, overwrite: bool, patterns: tuple[str, ...]) -> list[ShardRecord]:
+        """Prepare OUT; returns the records of the shards a previous, interrupted run finished."""
+        if out.exists() and not out.is_dir():
+            raise UsageError(f"output {out} exists and is not a folder")
+        interrupted = self.folder.is_dir() and not (out / MANIFEST_NAME).exists()
+        if interrupted and not overwrite:
+            options = self.folder / "options.json"
+            saved = json.loads(options.read_text()) if options.is_file() else {"identity": self.identity}
+            if saved.get("identity") != self.identity:
+                raise UsageError(f"{out} holds an interrupted conversion with other options or source files "
+                                 "(pass --overwrite to start again)")
+            self._begin()
+            return self._kept(out, patterns)
+        if out.is_dir() and any(out.iterdir()):
+            if not overwrite:
+                raise UsageError(f"output folder {out} is not empty (pass --overwrite to replace it)")
+            _remove(out, patterns)
+            shutil.rmtree(self.folder, ignore_errors=True)
+        self._begin()
+        return []
+
+    def _begin(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.folder / "options.json", json.dumps({"identity": self.identity}).encode())
+
+    def _kept(self, out: Path, patterns: tuple[str, ...]) -> list[ShardRecord]:
+        """Records of intact finished shards, in order; removes every other output file."""
+        records: list[ShardRecord] = []
+        for index in range(len(list(self.folder.glob("[0-9]*.json")))):
+            path = self.folder / f"{index:06d}.json"
+            try:
+                record = ShardRecord(**json.loads(path.read_text()))
+            except (OSError, ValueError, TypeError):
+                break
+            shard = out / record.entry["file"]
+            if not (shard.is_file() and shard.stat().st_size == record.entry["bytes"]
+                    and sha256_file(shard) == record.entry["sha256"]):
+                break
+            records.append(record)
+        keep = {r.entry["file"] for r in records} | {r.entry.get("index") for r in records}
+        _remove(out, patterns, keep=keep)
+        for path in self.folder.glob("[0-9]*.json"):
+            if int(path.stem) >= len(records):
+                path.unlink()
+        return records
+
+    def add(self, index: int, record: ShardRecord) -> None:
+        write_atomic(self.folder / f"{index:06d}.json", json.dumps(asdict(record)).encode())
+
+    def finish(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _remove(out: Path, patterns: tuple[str, ...], keep: set = frozenset()) -> None:
+    for pattern in patterns:
+        for path in out.glob(pattern):
+            if path.name not in keep and path.is_file():
+                path.unlink()
+
+
+def entry_of(record: ShardRecord) -> ShardEntry:
+    return ShardEntry(**record.entry)
