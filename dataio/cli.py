@@ -69,6 +69,10 @@ def _parser() -> argparse.ArgumentParser:
     text.add_argument("--overwrite", action="store_true")
     text.add_argument("--no-progress", action="store_true")
 
+    check = commands.add_parser("verify", help="check a shard folder: checksums, counts, decodability")
+    check.add_argument("out", type=Path)
+    check.add_argument("--deep", action="store_true", help="decode every image / check every token id")
+
     bench = commands.add_parser("bench", help="throughput benchmarks")
     bench_kinds = bench.add_subparsers(dest="kind", required=True)
     bench_images = bench_kinds.add_parser("images", help="image loaders on the same folder")
@@ -230,6 +234,16 @@ def _bench_sampler(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify(args: argparse.Namespace) -> int:
+    from formats.verify import verify
+
+    report = verify(args.out, deep=args.deep)
+    for problem in report.problems:
+        print(problem, file=sys.stderr)
+    print(report.line())
+    return 0 if report.ok else 1
+
+
 def _world_from_environment() -> dict[str, int]:
     """Rank and world size as torchrun (or SLURM through it) sets them."""
     names = {"world_size": "WORLD_SIZE", "rank": "RANK", "local_rank": "LOCAL_RANK"}
@@ -294,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("bench", "augment"): _bench_augment, ("bench", "text"): _bench_text,
                 ("bench", "sampler"): _bench_sampler}
     handler = handlers.get((args.command, getattr(args, "kind", None))) or {
-        "synth": _synth, "synth-text": _synth_text, "demo": _demo, "train": _train}[args.command]
+        "synth": _synth, "synth-text": _synth_text, "demo": _demo, "train": _train, "verify": _verify}[args.command]
     try:
         return handler(args)
     except (UsageError, ValueError) as e:

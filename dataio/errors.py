@@ -38,6 +38,10 @@ class SampleError(DataioError):
         self.shard, self.key, self.reason = shard, key, reason
 
 
+class WorkerDied(DataioError):
+    """A worker process was killed or crashed; raised in the main process instead of hanging."""
+
+
 class TooManyErrors(DataioError):
     """The skip policy's error limit was exceeded: the data is mostly broken."""
 

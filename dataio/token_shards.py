@@ -47,7 +47,9 @@ class TokenShards:
                 reader = pa.ipc.open_file(pa.memory_map(str(path), "r"))
                 count = 0
                 for i in range(reader.num_record_batches):
-                    ids = reader.get_batch(i).column("input_ids")
+                    batch = reader.get_batch(i)
+                    batch.validate(full=True)  # offsets within bounds: a corrupt shard fails here, not later
+                    ids = batch.column("input_ids")
                     offsets = ids.offsets.to_numpy()
                     chunk_of.append(np.full(len(ids), len(self._values), dtype=np.int32))
                     starts.append(offsets[:-1].astype(np.int64) + 0)

@@ -15,6 +15,7 @@ import io
 import numpy as np
 from PIL import Image
 
+MAX_PIXELS = 89_478_485  # as the converter's default: a header claiming more is refused before decoding
 ANTIALIAS = Image.BILINEAR  # PIL's bilinear downscale is antialiased, as torchvision's on PIL images
 FAST = Image.NEAREST
 
@@ -33,8 +34,13 @@ def decode_crop_into(
     Raises OSError/ValueError (data errors) on bad bytes.
     """
     out_h, out_w = out.shape[:2]
-    image = Image.open(io.BytesIO(data))
+    try:
+        image = Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError as e:  # not an OSError: turn it into a data error
+        raise ValueError(f"decompression bomb: {e}") from None
     width, height = image.size
+    if width * height > MAX_PIXELS:  # a corrupted or hostile header: never allocate for it
+        raise ValueError(f"header claims {width}x{height} pixels (> {MAX_PIXELS}): decompression bomb")
     x0, y0, x1, y1 = (float(v) for v in box)
     x0, y0 = max(0.0, min(x0, width - 1.0)), max(0.0, min(y0, height - 1.0))
     x1, y1 = max(x0 + 1.0, min(x1, float(width))), max(y0 + 1.0, min(y1, float(height)))

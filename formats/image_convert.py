@@ -16,13 +16,16 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tqdm import tqdm
 
-from dataio.errors import UsageError
+from dataio.errors import UsageError, WorkerDied
 from formats.image_prepare import ImagePrepareConfig, PreparedImage, Rejection, prepare_image
 from formats.convert_journal import Journal, ShardRecord, fingerprint
 from formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry, write_atomic
@@ -105,14 +108,37 @@ def _prepare_file(job: tuple[str, str, ImagePrepareConfig]) -> PreparedImage | R
     return prepare_image(data, config)
 
 
+def _prepare_chunk(jobs: list[tuple[str, str, ImagePrepareConfig]]) -> list[PreparedImage | Rejection]:
+    return [_prepare_file(job) for job in jobs]
+
+
 def _prepared(config: ConvertImagesConfig, files: list[tuple[str, int]]) -> Iterator[PreparedImage | Rejection]:
-    jobs = ((str(config.src), relative, config.prepare) for relative, _ in files)
+    """Prepared images in ``files`` order. A worker that dies (OOM kill, decoder crash) raises, never hangs.
+
+    ``multiprocessing.Pool`` waits forever for the results of a killed
+    worker; ``ProcessPoolExecutor`` notices and fails the pending futures.
+    """
+    jobs = [(str(config.src), relative, config.prepare) for relative, _ in files]
     if config.workers == 1:
         yield from map(_prepare_file, jobs)
         return
+    chunks = [jobs[i:i + 8] for i in range(0, len(jobs), 8)]
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-    with context.Pool(config.workers) as pool:
-        yield from pool.imap(_prepare_file, jobs, chunksize=8)
+    with ProcessPoolExecutor(config.workers, mp_context=context) as pool:
+        pending: deque[Future] = deque()
+        try:
+            for chunk in chunks:
+                pending.append(pool.submit(_prepare_chunk, chunk))
+                if len(pending) >= 4 * config.workers:
+                    yield from pending.popleft().result()
+            while pending:
+                yield from pending.popleft().result()
+        except BrokenProcessPool:
+            raise WorkerDied("a convert worker process died (killed by a signal: out of memory, or a crash in an "
+                             "image decoder); finished shards are kept, rerun the command to resume") from None
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 def check_output_folder(out: Path, overwrite: bool, patterns: tuple[str, ...] = _OUTPUT_PATTERNS) -> None:
