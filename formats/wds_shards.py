@@ -156,6 +156,8 @@ class ShardWriter:
 
     def abort(self) -> None:
         """Drop the open shard's partial file (on error or interrupt)."""
+        if self._tar is not None:
+            self._tar.close()  # finish the tar stream first, so it never writes to a closed file later
         if self._file is not None:
             self._file.close()
         if self._tmp is not None:

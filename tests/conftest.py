@@ -8,8 +8,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from hypothesis import settings
+
 from formats.image_convert import ConvertImagesConfig, convert_images
 from formats.synthetic import SyntheticImagesConfig, add_faulty_files, write_image_folder
+
+# Fuzzing campaigns: short in `make test`, long in `make fuzz` (--hypothesis-profile=long).
+settings.register_profile("default", max_examples=25, deadline=None)
+settings.register_profile("long", max_examples=2000, deadline=None)
+settings.load_profile("default")
 
 NUM_COLOURED = 45
 COLOUR_STEP = 40

@@ -1,0 +1,137 @@
+"""Property-based fuzzing (hypothesis): mutated shards, manifests, token files and JPEG bytes.
+
+The only allowed outcomes are a correct result or a dataio error (for the
+decoder front-end: the data exceptions the loader turns into ``SampleError``).
+Never an interpreter crash, a hang or an unbounded allocation. ``make test``
+runs a short campaign; ``make fuzz`` a long one (``--hypothesis-profile=long``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dataio import ImageLoader
+from dataio.errors import DATA_EXCEPTIONS, DataioError
+from dataio.token_shards import TokenShards
+from dataio.turbo_decode import decode_crop_into
+from formats.manifest import MANIFEST_NAME, parse_manifest
+from formats.verify import count_tar_samples
+
+pytestmark = pytest.mark.fuzz
+FIXTURES = settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+def mutations(size: int) -> st.SearchStrategy:
+    """Lists of (position, xor byte) flips, a truncation point, and bytes appended."""
+    return st.tuples(st.lists(st.tuples(st.integers(0, size - 1), st.integers(1, 255)), max_size=8),
+                     st.one_of(st.none(), st.integers(0, size)), st.binary(max_size=64))
+
+
+def mutate(data: bytes, mutation, keep_size: bool = False) -> bytes:
+    flips, cut, tail = mutation
+    out = bytearray(data)
+    for position, xor in flips:
+        out[position] ^= xor
+    if not keep_size:
+        out = out[:cut] + tail if cut is not None else out + tail
+    return bytes(out)
+
+
+@pytest.fixture(scope="module")
+def jpeg_sample(coloured_shards) -> bytes:
+    shard = sorted(coloured_shards.glob("shard-*.tar"))[0]
+    import tarfile
+
+    with tarfile.open(shard) as tar:
+        member = next(m for m in tar if m.name.endswith(".jpg"))
+        return tar.extractfile(member).read()
+
+
+@FIXTURES
+@given(data=st.data())
+def test_decoder_front_end_gives_an_image_or_a_data_error(jpeg_sample, data):
+    mutated = mutate(jpeg_sample, data.draw(mutations(len(jpeg_sample))))
+    out = np.zeros((16, 16, 3), np.uint8)
+    try:
+        decode_crop_into(mutated, np.array([0.0, 0.0, 40.0, 40.0]), data.draw(st.booleans()), out)
+    except DATA_EXCEPTIONS:
+        pass
+
+
+@FIXTURES
+@given(data=st.data())
+def test_mutated_image_shard_gives_samples_or_dataio_errors(coloured_shards, tmp_path_factory, data):
+    folder = tmp_path_factory.mktemp("fuzz") / "shards"
+    shutil.copytree(coloured_shards, folder)
+    shard = sorted(folder.glob("shard-*.tar"))[data.draw(st.integers(0, 3))]
+    raw = shard.read_bytes()
+    shard.write_bytes(mutate(raw, data.draw(mutations(len(raw))), keep_size=data.draw(st.booleans())))
+    try:
+        count_tar_samples(shard)
+    except DataioError:
+        pass
+    try:
+        loader = ImageLoader(folder, batch_size=16, image_size=16, on_error="skip", num_workers=1)
+        seen = sum(len(b.samples) for b in loader.batches())
+        assert seen + len(loader.stats.errors) == 45  # every sample: read, or named as lost
+        loader.close()
+    except DataioError:
+        pass
+
+
+def _manifest_text(shards: Path) -> str:
+    return (shards / MANIFEST_NAME).read_text()
+
+
+@FIXTURES
+@given(data=st.data())
+def test_mutated_manifest_parses_or_raises_manifest_error(coloured_shards, data):
+    text = _manifest_text(coloured_shards).encode()
+    mutated = mutate(text, data.draw(mutations(len(text))))
+    try:
+        parse_manifest(mutated.decode("utf-8", errors="replace"))
+    except DataioError:
+        pass
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+                           lambda children: st.lists(children) | st.dictionaries(st.text(), children), max_leaves=20)
+
+
+@FIXTURES
+@given(value=json_values, key=st.sampled_from(["shards", "num_samples", "version", "classes", "kind", "options"]))
+def test_manifest_with_any_json_in_a_field_parses_or_raises(coloured_shards, value, key):
+    data = json.loads(_manifest_text(coloured_shards))
+    data[key] = value
+    try:
+        parse_manifest(json.dumps(data))
+    except DataioError:
+        pass
+
+
+@FIXTURES
+@given(data=st.data())
+def test_mutated_token_shard_reads_or_raises_shard_error(text_shards, tmp_path_factory, data):
+    folder = tmp_path_factory.mktemp("fuzz_text") / "shards"
+    shutil.copytree(text_shards, folder)
+    shard = sorted(folder.glob("text-*.arrow"))[0]
+    raw = shard.read_bytes()
+    shard.write_bytes(mutate(raw, data.draw(mutations(len(raw))), keep_size=True))
+    try:
+        shards = TokenShards(folder)
+    except DataioError:
+        return
+    for sample in range(len(shards)):  # views stay inside their buffers: nothing reads out of bounds
+        assert len(shards.tokens(sample)) == shards.lengths[sample]
+
+
+def test_fuzz_inputs_exist(jpeg_sample):
+    assert jpeg_sample[:2] == b"\xff\xd8" and io.BytesIO(jpeg_sample).getbuffer().nbytes > 100
