@@ -45,6 +45,17 @@ def mutate(data: bytes, mutation, keep_size: bool = False) -> bytes:
     return bytes(out)
 
 
+def mutated_copy(source: Path, pattern: str, tmp_path_factory, data, keep_size: bool) -> tuple[Path, Path]:
+    """A copy of the shard folder ``source`` with one shard matching ``pattern`` mutated: (folder, shard)."""
+    folder = tmp_path_factory.mktemp("fuzz") / "shards"
+    shutil.copytree(source, folder)
+    shards = sorted(folder.glob(pattern))
+    shard = shards[data.draw(st.integers(0, len(shards) - 1))]
+    raw = shard.read_bytes()
+    shard.write_bytes(mutate(raw, data.draw(mutations(len(raw))), keep_size=keep_size))
+    return folder, shard
+
+
 @pytest.fixture(scope="module")
 def jpeg_sample(coloured_shards) -> bytes:
     shard = sorted(coloured_shards.glob("shard-*.tar"))[0]
@@ -69,11 +80,7 @@ def test_decoder_front_end_gives_an_image_or_a_data_error(jpeg_sample, data):
 @FIXTURES
 @given(data=st.data())
 def test_mutated_image_shard_gives_samples_or_dataio_errors(coloured_shards, tmp_path_factory, data):
-    folder = tmp_path_factory.mktemp("fuzz") / "shards"
-    shutil.copytree(coloured_shards, folder)
-    shard = sorted(folder.glob("shard-*.tar"))[data.draw(st.integers(0, 3))]
-    raw = shard.read_bytes()
-    shard.write_bytes(mutate(raw, data.draw(mutations(len(raw))), keep_size=data.draw(st.booleans())))
+    folder, shard = mutated_copy(coloured_shards, "shard-*.tar", tmp_path_factory, data, data.draw(st.booleans()))
     try:
         count_tar_samples(shard)
     except DataioError:
@@ -120,11 +127,7 @@ def test_manifest_with_any_json_in_a_field_parses_or_raises(coloured_shards, val
 @FIXTURES
 @given(data=st.data())
 def test_mutated_token_shard_reads_or_raises_shard_error(text_shards, tmp_path_factory, data):
-    folder = tmp_path_factory.mktemp("fuzz_text") / "shards"
-    shutil.copytree(text_shards, folder)
-    shard = sorted(folder.glob("text-*.arrow"))[0]
-    raw = shard.read_bytes()
-    shard.write_bytes(mutate(raw, data.draw(mutations(len(raw))), keep_size=True))
+    folder, _ = mutated_copy(text_shards, "text-*.arrow", tmp_path_factory, data, keep_size=True)
     try:
         shards = TokenShards(folder)
     except DataioError:
