@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from dataio.errors import ShardError
-from formats.manifest import Manifest, sha256_file
+from formats.manifest import Manifest, check_shard_file
 
 
 class ShardFiles:
@@ -24,13 +24,7 @@ class ShardFiles:
         try:
             for entry in manifest.shards:
                 path = folder / entry.file
-                if not path.is_file():
-                    raise ShardError(str(path), "missing")
-                size = path.stat().st_size
-                if size != entry.bytes:
-                    raise ShardError(str(path), f"size {size} bytes, manifest says {entry.bytes} (truncated or replaced)")
-                if verify_checksums and sha256_file(path) != entry.sha256:
-                    raise ShardError(str(path), "sha256 does not match the manifest")
+                check_shard_file(path, entry, verify_checksums)
                 self._fds.append(os.open(path, os.O_RDONLY))
         except BaseException:
             self.close()

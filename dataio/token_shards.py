@@ -14,17 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from dataio.errors import ShardError
-from formats.manifest import Manifest, read_manifest, sha256_file
-
-
-def _check_file(path: Path, expected_bytes: int, expected_sha: str, verify: bool) -> None:
-    if not path.is_file():
-        raise ShardError(str(path), "missing")
-    size = path.stat().st_size
-    if size != expected_bytes:
-        raise ShardError(str(path), f"size {size} bytes, manifest says {expected_bytes} (truncated or replaced)")
-    if verify and sha256_file(path) != expected_sha:
-        raise ShardError(str(path), "sha256 does not match the manifest")
+from formats.manifest import Manifest, check_shard_file, read_manifest
 
 
 class TokenShards:
@@ -42,7 +32,7 @@ class TokenShards:
         chunk_of, starts, lengths = [], [], []
         for entry in m.shards:
             path = self.folder / entry.file
-            _check_file(path, entry.bytes, entry.sha256, verify_checksums)
+            check_shard_file(path, entry, verify_checksums)
             try:
                 reader = pa.ipc.open_file(pa.memory_map(str(path), "r"))
                 count = 0

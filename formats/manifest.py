@@ -142,6 +142,20 @@ def read_manifest(source: str | Path) -> tuple[Path, Manifest]:
     return path.parent, parse_manifest(text, where=str(path))
 
 
+def check_shard_file(path: Path, entry: ShardEntry, verify_checksum: bool = False) -> None:
+    """Raise ``ShardError`` naming ``path`` if it is missing, not the manifest's size, or (with
+    ``verify_checksum``) not its sha256."""
+    from dataio.errors import ShardError
+
+    if not path.is_file():
+        raise ShardError(str(path), "missing")
+    size = path.stat().st_size
+    if size != entry.bytes:
+        raise ShardError(str(path), f"size {size} bytes, manifest says {entry.bytes} (truncated or replaced)")
+    if verify_checksum and sha256_file(path) != entry.sha256:
+        raise ShardError(str(path), "sha256 does not match the manifest")
+
+
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     """Hex sha256 of a file, read in chunks."""
     digest = hashlib.sha256()

@@ -14,8 +14,8 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dataio.errors import DataioError
-from formats.manifest import Manifest, read_manifest, sha256_file
+from dataio.errors import DataioError, ShardError
+from formats.manifest import Manifest, check_shard_file, read_manifest
 
 
 @dataclass
@@ -64,23 +64,25 @@ def _count_arrow_rows(path: Path) -> int:
         raise DataioError(f"not a readable Arrow file ({e})") from None
 
 
-def _check_shard(folder: Path, manifest: Manifest, index: int) -> str | None:
+def _check_shard(folder: Path, manifest: Manifest, index: int) -> tuple[str | None, bool]:
+    """``(problem or None, decodable)``: a shard that is whole but changed (sha256) is still decoded,
+    to name its bad samples."""
     entry = manifest.shards[index]
     path = folder / entry.file
-    if not path.is_file():
-        return f"shard {entry.file}: missing"
-    size = path.stat().st_size
-    if size != entry.bytes:
-        return f"shard {entry.file}: {size} bytes, manifest says {entry.bytes} (truncated or replaced)"
-    if sha256_file(path) != entry.sha256:
-        return f"shard {entry.file}: sha256 does not match the manifest"
     try:
+        check_shard_file(path, entry)
         count = _count_arrow_rows(path) if path.suffix == ".arrow" else count_tar_samples(path)
+    except ShardError as e:
+        return str(e), False
     except DataioError as e:
-        return f"shard {entry.file}: {e}"
+        return f"shard {path}: {e}", False
     if count != entry.num_samples:
-        return f"shard {entry.file}: {count} samples, manifest says {entry.num_samples}"
-    return None
+        return f"shard {path}: {count} samples, manifest says {entry.num_samples}", False
+    try:
+        check_shard_file(path, entry, verify_checksum=True)
+    except ShardError as e:
+        return str(e), True
+    return None, True
 
 
 def _decode_images(folder: Path, manifest: Manifest, bad_shards: set[int], report: VerifyReport) -> None:
@@ -138,12 +140,12 @@ def verify(folder: str | Path, *, deep: bool = False) -> VerifyReport:
     report = VerifyReport(folder)
     bad = set()
     for index in range(len(manifest.shards)):
-        problem = _check_shard(folder, manifest, index)
+        problem, decodable = _check_shard(folder, manifest, index)
         report.shards_checked += 1
         if problem:
             report.problems.append(problem)
-            if "sha256" not in problem:  # a changed shard of the right size is still decoded, to name its samples
-                bad.add(index)
+        if not decodable:
+            bad.add(index)
     if deep:
         if manifest.kind == "images":
             _decode_images(folder, manifest, bad, report)
