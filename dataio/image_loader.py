@@ -29,7 +29,7 @@ from dataio.errors import DATA_EXCEPTIONS, ErrorStats, SampleError
 from dataio.image_loader_config import ImageLoaderConfig
 from dataio.shard_files import ShardFiles
 from dataio.turbo_decode import decode_crop_into
-from formats.manifest import Manifest, read_manifest
+from formats.manifest import read_manifest
 from formats.sample_table import SampleTable, read_sample_table
 
 if TYPE_CHECKING:

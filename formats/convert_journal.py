@@ -10,7 +10,8 @@ continues from the source file after the last kept shard. Shard boundaries
 and sample keys only depend on the input sequence, so the result is
 byte-identical to an uninterrupted run. ``OUT/.journal/options.json``
 fingerprints the command; a rerun with other options is refused. The
-journal is removed once the manifest is written.
+journal is removed once the manifest is written. ``check_output_folder``
+is the output-folder rule of every converter.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dataio.errors import UsageError
-from formats.manifest import MANIFEST_NAME, ShardEntry, sha256_file, write_atomic
+from formats.manifest import MANIFEST_NAME, sha256_file, write_atomic
 
 JOURNAL_DIR = ".journal"
 
@@ -54,8 +55,6 @@ class Journal:
 
     def start(self, out: Path, overwrite: bool, patterns: tuple[str, ...]) -> list[ShardRecord]:
         """Prepare OUT; returns the records of the shards a previous, interrupted run finished."""
-        if out.exists() and not out.is_dir():
-            raise UsageError(f"output {out} exists and is not a folder")
         interrupted = self.folder.is_dir() and not (out / MANIFEST_NAME).exists()
         if interrupted and not overwrite:
             options = self.folder / "options.json"
@@ -65,11 +64,8 @@ class Journal:
                                  "(pass --overwrite to start again)")
             self._begin()
             return self._kept(out, patterns)
-        if out.is_dir() and any(out.iterdir()):
-            if not overwrite:
-                raise UsageError(f"output folder {out} is not empty (pass --overwrite to replace it)")
-            _remove(out, patterns)
-            shutil.rmtree(self.folder, ignore_errors=True)
+        check_output_folder(out, overwrite, patterns)
+        shutil.rmtree(self.folder, ignore_errors=True)
         self._begin()
         return []
 
@@ -105,12 +101,19 @@ class Journal:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def check_output_folder(out: Path, overwrite: bool, patterns: tuple[str, ...]) -> None:
+    """Refuse a non-empty OUT unless ``overwrite``; then remove only dataio's own files (``patterns``)."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"output {out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise UsageError(f"output folder {out} is not empty (pass --overwrite to replace it)")
+        _remove(out, patterns)
+    out.mkdir(parents=True, exist_ok=True)
+
+
 def _remove(out: Path, patterns: tuple[str, ...], keep: set = frozenset()) -> None:
     for pattern in patterns:
         for path in out.glob(pattern):
             if path.name not in keep and path.is_file():
                 path.unlink()
-
-
-def entry_of(record: ShardRecord) -> ShardEntry:
-    return ShardEntry(**record.entry)

@@ -141,19 +141,6 @@ def _prepared(config: ConvertImagesConfig, files: list[tuple[str, int]]) -> Iter
                 future.cancel()
 
 
-def check_output_folder(out: Path, overwrite: bool, patterns: tuple[str, ...] = _OUTPUT_PATTERNS) -> None:
-    """Refuse a non-empty OUT unless ``overwrite``; then remove only dataio's own files (``patterns``)."""
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"output {out} exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()):
-        if not overwrite:
-            raise UsageError(f"output folder {out} is not empty (pass --overwrite to replace it)")
-        for pattern in patterns:
-            for path in out.glob(pattern):
-                path.unlink()
-    out.mkdir(parents=True, exist_ok=True)
-
-
 def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
     """Pack ``config.src`` into shards in ``config.out``; resumes an interrupted run (see ``convert_journal``)."""
     classes, files = scan_image_folder(config.src)

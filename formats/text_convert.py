@@ -25,7 +25,7 @@ import numpy as np
 from tqdm import tqdm
 
 from dataio.errors import UsageError
-from formats.image_convert import check_output_folder
+from formats.convert_journal import check_output_folder
 from formats.manifest import MANIFEST_NAME, Manifest, write_atomic
 from formats.text_shards import ArrowTokenWriter, token_dtype
 from formats.text_sources import Document, SourceStats, expand_sources, iter_documents
