@@ -9,13 +9,14 @@ summary calls a run "input-bound" when waiting is more than 10% of the total.
 from __future__ import annotations
 
 import json
-import os
 import resource
 import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from formats.manifest import write_atomic
 
 INPUT_BOUND_SHARE = 0.10
 
@@ -86,9 +87,7 @@ class Chronometer:
         """``out/log.json`` (every step and epoch, and the summary) and ``out/train.png``."""
         out.mkdir(parents=True, exist_ok=True)
         log = out / "log.json"
-        tmp = out / f".log.json.{os.getpid()}"
-        tmp.write_text(json.dumps({**self.as_dict(), "summary": summary}, indent=1) + "\n")
-        os.replace(tmp, log)
+        write_atomic(log, (json.dumps({**self.as_dict(), "summary": summary}, indent=1) + "\n").encode())
         return [log] + self._plot(out / "train.png")
 
     def _plot(self, path: Path) -> list[Path]:

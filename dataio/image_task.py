@@ -13,6 +13,7 @@ from augment import MixConfig, RandAugmentConfig, ResolutionSchedule
 from dataio.image_loader import ImageLoader
 from dataio.models import build_image_model
 from dataio.train_config import TrainConfig
+from formats.manifest import read_manifest
 
 
 def _schedule(c: TrainConfig) -> ResolutionSchedule | None:
@@ -34,9 +35,7 @@ class ImageTask:
         self.config, self.device = c, device
         common = dict(num_workers=c.workers, device=str(device), normalize=True, channels_last=c.channels_last,
                       pin_memory=device.type == "cuda", world_size=c.world_size, rank=c.rank, seed=c.seed)
-        probe = ImageLoader(c.train, batch_size=c.batch_size, num_workers=0)
-        self.num_classes = len(probe.classes)
-        probe.close()
+        self.num_classes = len(read_manifest(c.train)[1].classes)
         mix = None
         if c.mixup or c.cutmix:
             mix = MixConfig(num_classes=self.num_classes, mixup_alpha=c.mixup, cutmix_alpha=c.cutmix,

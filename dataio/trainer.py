@@ -53,9 +53,9 @@ def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimiz
 
 
 def _task(config: TrainConfig, device: torch.device):
-    from dataio.models import TEXT_MODELS
+    from dataio.models import is_text_model
 
-    if config.model in TEXT_MODELS:
+    if is_text_model(config.model):
         from dataio.text_task import TextTask
 
         return TextTask(config, device)
