@@ -2,11 +2,12 @@
 
 After a shard is renamed into place, the converter writes
 ``OUT/.journal/NNNNNN.json``: the shard's manifest entry, the rows it holds,
-the files rejected since the previous shard, and how many source files were
-consumed. Rerunning the same command after a crash or SIGKILL reads the
-journals in order, keeps each shard whose size and sha256 still match, drops
-everything after the first that does not (and every partial file), and
-continues from the source file after the last kept shard. Shard boundaries
+the files rejected since the previous shard, and where to continue reading
+(source files consumed, or the text converter's running totals). Rerunning
+the same command after a crash or SIGKILL reads the journals in order, keeps
+each shard whose size and sha256 still match, drops everything after the
+first that does not (and every partial file), and continues from the input
+position after the last kept shard. Shard boundaries
 and sample keys only depend on the input sequence, so the result is
 byte-identical to an uninterrupted run. ``OUT/.journal/options.json``
 fingerprints the command; a rerun with other options is refused. The
@@ -40,10 +41,11 @@ class ShardRecord:
     """What one finished shard adds to the conversion."""
 
     entry: dict[str, Any]
-    files_end: int  # source files consumed once this shard is finished
+    files_end: int = 0  # source files consumed once this shard is finished
     rows: list[list[Any]] = field(default_factory=list)  # converter-specific per-sample rows
     rejected: list[dict[str, str]] = field(default_factory=list)
     converted: int = 0
+    totals: dict[str, Any] = field(default_factory=dict)  # converter-specific running totals at this shard's end
 
 
 class Journal:
@@ -53,8 +55,13 @@ class Journal:
         self.folder = out / JOURNAL_DIR
         self.identity = identity
 
-    def start(self, out: Path, overwrite: bool, patterns: tuple[str, ...]) -> list[ShardRecord]:
-        """Prepare OUT; returns the records of the shards a previous, interrupted run finished."""
+    def start(self, out: Path, overwrite: bool, patterns: tuple[str, ...],
+              keep: tuple[str, ...] = ()) -> list[ShardRecord]:
+        """Prepare OUT; returns the records of the shards a previous, interrupted run finished.
+
+        On a resume, files matching ``patterns`` are removed except the kept
+        shards and the names in ``keep`` (which the converter re-checks itself).
+        """
         interrupted = self.folder.is_dir() and not (out / MANIFEST_NAME).exists()
         if interrupted and not overwrite:
             options = self.folder / "options.json"
@@ -63,7 +70,7 @@ class Journal:
                 raise UsageError(f"{out} holds an interrupted conversion with other options or source files "
                                  "(pass --overwrite to start again)")
             self._begin()
-            return self._kept(out, patterns)
+            return self._kept(out, patterns, set(keep))
         check_output_folder(out, overwrite, patterns)
         shutil.rmtree(self.folder, ignore_errors=True)
         self._begin()
@@ -73,7 +80,7 @@ class Journal:
         self.folder.mkdir(parents=True, exist_ok=True)
         write_atomic(self.folder / "options.json", json.dumps({"identity": self.identity}).encode())
 
-    def _kept(self, out: Path, patterns: tuple[str, ...]) -> list[ShardRecord]:
+    def _kept(self, out: Path, patterns: tuple[str, ...], keep: set[str]) -> list[ShardRecord]:
         """Records of intact finished shards, in order; removes every other output file."""
         records: list[ShardRecord] = []
         for index in range(len(list(self.folder.glob("[0-9]*.json")))):
@@ -87,7 +94,7 @@ class Journal:
                     and sha256_file(shard) == record.entry["sha256"]):
                 break
             records.append(record)
-        keep = {r.entry["file"] for r in records} | {r.entry.get("index") for r in records}
+        keep |= {r.entry["file"] for r in records} | {r.entry.get("index") for r in records}
         _remove(out, patterns, keep=keep)
         for path in self.folder.glob("[0-9]*.json"):
             if int(path.stem) >= len(records):
@@ -96,6 +103,17 @@ class Journal:
 
     def add(self, index: int, record: ShardRecord) -> None:
         write_atomic(self.folder / f"{index:06d}.json", json.dumps(asdict(record)).encode())
+
+    def note(self, name: str, value: Any) -> None:
+        """Remember a JSON value for a rerun (e.g. the hash of a tokenizer trained by this run)."""
+        write_atomic(self.folder / f"note-{name}.json", json.dumps(value).encode())
+
+    def noted(self, name: str) -> Any:
+        """A value ``note`` saved, or None."""
+        try:
+            return json.loads((self.folder / f"note-{name}.json").read_text())
+        except (OSError, ValueError):
+            return None
 
     def finish(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)

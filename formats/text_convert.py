@@ -8,15 +8,18 @@ count), framed with BOS/EOS, and split into ``max_length`` chunks; splits are
 counted, never silent truncation. Rows go to Arrow shards (default) or
 WebDataset shards; ``manifest.json`` records counts, a length histogram, the
 tokenizer's hash and per-shard checksums. Bad documents are counted and listed
-(a few examples each) in ``rejected.json``.
+(a few examples each) in ``rejected.json``. Killed at any point, the same
+command resumes from the last finished shard with byte-identical output
+(``formats.convert_journal``); a tokenizer trained by the interrupted run is
+reused, after checking its hash.
 """
 
 from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Literal
@@ -25,8 +28,8 @@ import numpy as np
 from tqdm import tqdm
 
 from dataio.errors import UsageError
-from formats.convert_journal import check_output_folder
-from formats.manifest import MANIFEST_NAME, Manifest, write_atomic
+from formats.convert_journal import Journal, ShardRecord, fingerprint
+from formats.manifest import MANIFEST_NAME, Manifest, ShardEntry, sha256_file, write_atomic
 from formats.text_shards import ArrowTokenWriter, token_dtype
 from formats.text_sources import Document, SourceStats, expand_sources, iter_documents
 from formats.tokenizer_setup import TOKENIZER_NAME, TokenizerConfig, load_tokenizer, save_tokenizer, train_bpe
@@ -84,13 +87,14 @@ class ConvertTextSummary:
                 f"skipped: {skipped}")
 
 
-def length_histogram(lengths: np.ndarray) -> list[list[int]]:
-    """[[lo, hi, count], ...] over power-of-two bins [lo, hi]."""
-    if len(lengths) == 0:
-        return []
-    bins = np.floor(np.log2(np.maximum(lengths, 1))).astype(np.int64)
-    counts = np.bincount(bins)
-    return [[1 << b, (1 << (b + 1)) - 1, int(c)] for b, c in enumerate(counts) if c]
+def length_bin(length: int) -> int:
+    """The power-of-two bin of a row length: floor(log2(length)), 0 for 0."""
+    return max(length, 1).bit_length() - 1
+
+
+def length_histogram(bin_counts: list[int]) -> list[list[int]]:
+    """[[lo, hi, count], ...] over the non-empty power-of-two bins [lo, hi]."""
+    return [[1 << b, (1 << (b + 1)) - 1, int(c)] for b, c in enumerate(bin_counts) if c]
 
 
 def frame_and_split(ids: list[int], bos: int | None, eos: int | None, max_length: int) -> list[np.ndarray]:
@@ -110,73 +114,131 @@ def _npy_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def convert_text(config: ConvertTextConfig) -> ConvertTextSummary:
-    """Tokenise ``config.sources`` into shards in ``config.out``; see the module docstring."""
-    files = expand_sources(list(config.sources))
+@dataclass
+class _Totals:
+    """Running totals of a conversion, journaled at each shard boundary so a rerun resumes from there."""
+
+    next_doc: int = 0  # position of the next row: document index ...
+    next_part: int = 0  # ... and chunk of it (a split document can straddle shards)
+    rows: int = 0
+    tokens: int = 0
+    split: int = 0
+    bins: list[int] = field(default_factory=lambda: [0] * 33)
+
+    def add_row(self, length: int, doc: int, part: int, parts: int) -> None:
+        self.rows += 1
+        self.tokens += length
+        self.bins[length_bin(length)] += 1
+        self.split += part == 0 and parts > 1
+        self.next_doc, self.next_part = (doc, part + 1) if part + 1 < parts else (doc + 1, 0)
+
+
+def _identity(config: ConvertTextConfig, files: list[Path]) -> str:
     tok = config.tokenizer
-    tokenizer = load_tokenizer(tok.path) if tok.path else None  # fail on a bad tokenizer before touching OUT
-    check_output_folder(config.out, config.overwrite, _TEXT_OUTPUTS)
+    options = {name: getattr(config, name) for name in ("doc_sep", "field", "max_length", "format", "shard_tokens")}
+    options["tokenizer"] = {"file_sha256": sha256_file(tok.path) if tok.path else None, "train": tok.train,
+                            "vocab_size": tok.vocab_size, "bos": tok.bos, "eos": tok.eos, "pad": tok.pad}
+    return fingerprint(options, [(str(f.resolve()), f.stat().st_size) for f in files])
+
+
+def _tokenizer_for(config: ConvertTextConfig, journal: Journal,
+                   train_on: Callable[[], Iterator[str]]) -> tuple[object, bool]:
+    """The given tokenizer, or the one this conversion trained before it was interrupted, or a new one.
+
+    Returns (tokenizer, reused): shards kept from an interrupted run are only
+    valid with the tokenizer that wrote them, whose hash the journal holds.
+    """
+    tok = config.tokenizer
+    if tok.path:
+        return load_tokenizer(tok.path), True
+    saved = config.out / TOKENIZER_NAME
+    if saved.is_file() and journal.noted("tokenizer_sha256") == sha256_file(saved):
+        return load_tokenizer(saved), True
+    return train_bpe(train_on(), tok), False
+
+
+def convert_text(config: ConvertTextConfig) -> ConvertTextSummary:
+    """Tokenise ``config.sources`` into shards in ``config.out``; see the module docstring.
+
+    Killed at any point, the same command resumes from the last finished
+    shard (``formats.convert_journal``), with byte-identical output.
+    """
+    files = expand_sources(list(config.sources))
+    if config.tokenizer.path:
+        load_tokenizer(config.tokenizer.path)  # fail on a bad tokenizer before touching OUT
+    journal = Journal(config.out, _identity(config, files))
+    done = journal.start(config.out, config.overwrite, _TEXT_OUTPUTS, keep=(TOKENIZER_NAME,))
 
     def documents(stats: SourceStats) -> Iterator[Document]:
         return iter_documents(files, doc_sep=config.doc_sep, field_name=config.field, stats=stats)
 
-    if tokenizer is None:
-        tokenizer = train_bpe((d.text for d in documents(SourceStats())), tok)
-    info = save_tokenizer(tokenizer, config.out, tok)
+    tokenizer, reused = _tokenizer_for(config, journal, lambda: (d.text for d in documents(SourceStats())))
+    if done and not reused:  # the tokenizer of the kept shards is gone: start again
+        done = journal.start(config.out, True, _TEXT_OUTPUTS)
+    info = save_tokenizer(tokenizer, config.out, config.tokenizer)
+    journal.note("tokenizer_sha256", info.sha256)
     dtype = token_dtype(info.vocab_size)
+    totals = _Totals(**done[-1].totals) if done else _Totals()
     if config.format == "arrow":
-        writer = ArrowTokenWriter(config.out, dtype, config.shard_tokens)
+        writer = ArrowTokenWriter(config.out, dtype, config.shard_tokens, first_index=len(done))
     else:
-        writer = ShardWriter(config.out, max_bytes=max(8192, config.shard_tokens * dtype.itemsize * 2))
+        writer = ShardWriter(config.out, max_bytes=max(8192, config.shard_tokens * dtype.itemsize * 2),
+                             first_index=len(done))
     stats = SourceStats()
-    lengths: list[int] = []
-    split = doc_index = 0
-    bar = tqdm(unit="doc", desc="tokenise", disable=not config.progress)
+    remaining = documents(stats)
+    for _ in islice(remaining, totals.next_doc):  # already in kept shards; read only to count skipped input
+        pass
+    resume_part = totals.next_part
+    bar = tqdm(unit="doc", desc="tokenise", initial=totals.next_doc, disable=not config.progress)
     try:
-        for chunk in _chunks(documents(stats), ENCODE_CHUNK):
-            encodings = tokenizer.encode_batch([d.text for d in chunk], add_special_tokens=False)
-            for encoding in encodings:
-                parts = frame_and_split(encoding.ids, info.bos_id, info.eos_id, config.max_length)
-                split += len(parts) > 1
-                for part, ids in enumerate(parts):
-                    if config.format == "arrow":
-                        writer.write(ids, doc_index, part)
-                    else:
-                        writer.write({"__key__": f"{doc_index:09d}_{part:04d}",
-                                      "input_ids.npy": _npy_bytes(ids.astype(dtype)),
-                                      "json": json.dumps({"length": len(ids), "doc": doc_index, "part": part})})
-                    lengths.append(len(ids))
-                doc_index += 1
-            bar.update(len(chunk))
-        writer.close()
-    except BaseException:
-        writer.abort()
-        raise
+        with writer:
+            for chunk in _chunks(remaining, ENCODE_CHUNK):
+                encodings = tokenizer.encode_batch([d.text for d in chunk], add_special_tokens=False)
+                for encoding in encodings:
+                    doc = totals.next_doc
+                    parts = frame_and_split(encoding.ids, info.bos_id, info.eos_id, config.max_length)
+                    for part in range(resume_part, len(parts)):
+                        ids = parts[part]
+                        if config.format == "arrow":
+                            entry = writer.write(ids, doc, part)
+                        else:
+                            entry = writer.write({"__key__": f"{doc:09d}_{part:04d}",
+                                                  "input_ids.npy": _npy_bytes(ids.astype(dtype)),
+                                                  "json": json.dumps({"length": len(ids), "doc": doc, "part": part})})
+                        if entry is not None:
+                            journal.add(writer.next_index - 1, ShardRecord(entry=asdict(entry),
+                                                                           totals=asdict(totals)))
+                        totals.add_row(len(ids), doc, part, len(parts))
+                    resume_part = 0
+                    totals.next_doc, totals.next_part = doc + 1, 0
+                bar.update(len(chunk))
+            writer.close()
     finally:
         bar.close()
     write_atomic(config.out / REJECTED_TEXT_NAME,
                  (json.dumps({"skipped": stats.skipped, "examples": stats.examples}, indent=1, sort_keys=True)
                   + "\n").encode())
-    length_array = np.array(lengths, dtype=np.int64)
+    shards = [ShardEntry(**record.entry) for record in done] + writer.entries
     Manifest(
         kind="text",
-        num_samples=len(lengths),
-        shards=tuple(writer.entries),
+        num_samples=totals.rows,
+        shards=tuple(shards),
         num_rejected=sum(stats.skipped.values()),
         sample_table="",
         options={
             "format": config.format,
-            "num_documents": doc_index,
-            "num_tokens": int(length_array.sum()),
+            "num_documents": totals.next_doc,
+            "num_tokens": totals.tokens,
             "max_length": config.max_length,
-            "split_documents": split,
+            "split_documents": totals.split,
             "skipped": stats.skipped,
-            "length_histogram": length_histogram(length_array),
+            "length_histogram": length_histogram(totals.bins),
             "token_dtype": dtype.name,
             "tokenizer": {"file": info.file, "sha256": info.sha256, "vocab_size": info.vocab_size,
                           "bos_id": info.bos_id, "eos_id": info.eos_id, "pad_id": info.pad_id},
             "doc_sep": config.doc_sep,
         },
     ).write(config.out)
-    return ConvertTextSummary(doc_index, len(lengths), int(length_array.sum()), split, dict(stats.skipped),
-                              len(writer.entries), config.out, stats.examples)
+    journal.finish()
+    return ConvertTextSummary(totals.next_doc, totals.rows, totals.tokens, totals.split, dict(stats.skipped),
+                              len(shards), config.out, stats.examples)

@@ -9,6 +9,9 @@ memory-mappable by plain ``pyarrow``) with columns:
   ``max_length`` chunk of it the row is.
 
 A shard is written to ``.text-NNNNNN.arrow.partial`` and renamed when complete.
+``ArrowTokenWriter`` has the interface of ``formats.wds_shards.ShardWriter``
+(``write`` returns the entry of a shard it closed, ``first_index``, context
+manager), so the text converter drives either the same way.
 """
 
 from __future__ import annotations
@@ -44,10 +47,11 @@ def schema(dtype: np.dtype) -> pa.Schema:
 class ArrowTokenWriter:
     """Writes token rows into shards of about ``max_tokens`` tokens each."""
 
-    def __init__(self, folder: Path, dtype: np.dtype, max_tokens: int) -> None:
+    def __init__(self, folder: Path, dtype: np.dtype, max_tokens: int, first_index: int = 0) -> None:
         if max_tokens < 1:
             raise ValueError("max_tokens must be >= 1")
         self.folder, self.dtype, self.max_tokens = folder, dtype, max_tokens
+        self.next_index = first_index
         self.schema = schema(dtype)
         self.entries: list[ShardEntry] = []
         self._rows: list[tuple[np.ndarray, int, int]] = []
@@ -55,20 +59,23 @@ class ArrowTokenWriter:
         self._tmp: Path | None = None
         self._samples = self._tokens = 0
 
-    def write(self, ids: np.ndarray, doc: int, part: int) -> None:
+    def write(self, ids: np.ndarray, doc: int, part: int) -> ShardEntry | None:
+        """Add a row; returns the entry of the shard this closed first (when it was full), else None."""
+        finished = None
         if self._samples and self._tokens + len(ids) > self.max_tokens:
-            self.finish_shard()
+            finished = self.finish_shard()
         self._rows.append((ids.astype(self.dtype, copy=False), doc, part))
         self._samples += 1
         self._tokens += len(ids)
         if len(self._rows) >= ROWS_PER_BATCH:
             self._flush()
+        return finished
 
     def _flush(self) -> None:
         if not self._rows:
             return
         if self._writer is None:
-            self._tmp = self.folder / f".{text_shard_name(len(self.entries))}.partial"
+            self._tmp = self.folder / f".{text_shard_name(self.next_index)}.partial"
             self._writer = pa.ipc.new_file(str(self._tmp), self.schema)
         lengths = np.array([len(ids) for ids, _, _ in self._rows], dtype=np.int64)
         offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
@@ -90,17 +97,26 @@ class ArrowTokenWriter:
         self._writer.close()
         with open(self._tmp, "rb+") as f:
             os.fsync(f.fileno())
-        name = text_shard_name(len(self.entries))
+        name = text_shard_name(self.next_index)
         entry = ShardEntry(file=name, num_samples=self._samples, bytes=self._tmp.stat().st_size,
                            sha256=sha256_file(self._tmp), num_tokens=self._tokens)
         os.replace(self._tmp, self.folder / name)
         self.entries.append(entry)
+        self.next_index += 1
         self._writer, self._tmp = None, None
         self._samples = self._tokens = 0
         return entry
 
-    def close(self) -> None:
-        self.finish_shard()
+    def close(self) -> ShardEntry | None:
+        return self.finish_shard()
+
+    def __enter__(self) -> "ArrowTokenWriter":
+        return self
+
+    def __exit__(self, kind: type | None, *rest: object) -> None:
+        """On an exception (or interrupt), drop the partial shard; the finished ones stay."""
+        if kind is not None:
+            self.abort()
 
     def abort(self) -> None:
         """Drop the open shard's partial file."""

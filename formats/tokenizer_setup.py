@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from dataio.errors import UsageError
+from formats.manifest import write_atomic
 
 TOKENIZER_NAME = "tokenizer.json"
 
@@ -83,7 +84,7 @@ def load_tokenizer(path: Path):
 def save_tokenizer(tokenizer, out: Path, config: TokenizerConfig) -> TokenizerInfo:
     """Save into ``out/tokenizer.json`` and describe it (ids of the special tokens, hash)."""
     text = tokenizer.to_str()
-    (out / TOKENIZER_NAME).write_text(text, encoding="utf-8")
+    write_atomic(out / TOKENIZER_NAME, text.encode("utf-8"))
     ids = {name: tokenizer.token_to_id(token) if token else None
            for name, token in (("bos", config.bos), ("eos", config.eos), ("pad", config.pad))}
     for name in ("bos", "eos"):
