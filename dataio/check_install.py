@@ -1,4 +1,9 @@
-"""Check that the imported PIL is pillow-simd built with libjpeg-turbo (run by the Makefile)."""
+"""Check the fast decode path (run by the Makefile): pillow-simd with libjpeg-turbo, and the region decoder.
+
+``dataio._jpeg_region`` is optional for a plain ``pip install`` (without a
+compiler or libjpeg headers PIL decodes whole images), but ``make`` installs
+the headers, so there its absence is an error.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +29,13 @@ def main() -> int:
               "Reinstall with: pip uninstall -y pillow pillow-simd && pip install --no-deps pillow-simd",
               file=sys.stderr)
         return 1
-    print(f"dataio: pillow-simd {build['version']} with libjpeg-turbo {build['jpeg']}")
+    from dataio.turbo_decode import REGION_DECODE
+
+    if not REGION_DECODE:
+        print("dataio: the region decoder dataio._jpeg_region was not built (needs a C compiler and libjpeg "
+              "headers, e.g. apt-get install libjpeg62-turbo-dev); reinstall dataio", file=sys.stderr)
+        return 1
+    print(f"dataio: pillow-simd {build['version']} with libjpeg-turbo {build['jpeg']}; region decoder built")
     return 0
 
 

@@ -241,7 +241,8 @@ class ImageLoader(ResumableLoader):
             sample = int(keys[i])
             try:
                 decode_crop_into(self._read_sample(sample), boxes[i], bool(flipped[i]), pixels[i],
-                                 fast_resize=c.fast_resize, reduced_decode=c.reduced_decode)
+                                 fast_resize=c.fast_resize, reduced_decode=c.reduced_decode,
+                                 region_decode=c.region_decode)
             except DATA_EXCEPTIONS as e:
                 failures.append((i, self._sample_error(sample, f"{type(e).__name__}: {e}")))
         return failures

@@ -52,6 +52,7 @@ class ImageLoaderConfig:
     hflip: float = 0.5
     fast_resize: bool = False  # nearest-neighbour instead of antialiased bilinear
     reduced_decode: bool = True  # JPEG DCT scaling when the crop is downscaled >= 2x
+    region_decode: bool = True  # decode only the crop's rows and columns (dataio._jpeg_region)
     prefetch_batches: int = 1  # batches in flight per decode thread
     on_error: ErrorPolicy = ErrorPolicy.RAISE
     max_errors: int | None = None

@@ -1,0 +1,194 @@
+/* Decode only a region of a JPEG with libjpeg-turbo, into a 4-byte-per-pixel buffer PIL can map.
+ *
+ * header(data) -> (width, height): the image size, from the header alone.
+ * decode_region(data, x0, y0, x1, y1, scale_denom, out) -> (width, height, left)
+ *
+ * (x0, y0, x1, y1) is the wanted box in pixels of the image decoded at 1/scale_denom
+ * (scale_denom in 1, 2, 4, 8: DCT scaling). Rows above y0 are skipped (entropy-decoded
+ * only), rows below y1 are never read, and columns outside [x0, x1) are not inverse-DCT'd
+ * or colour-converted (jpeg_crop_scanline widens the span to iMCU boundaries). The rows are
+ * written to the writable buffer out as width * height RGBX pixels (PIL's own layout for RGB
+ * images, so PIL can map it without a copy); the wanted box starts at column left. out must
+ * hold ceil(image width / scale_denom) * (y1 - y0) * 4 bytes. The GIL is released while decoding.
+ *
+ * Errors raise ValueError with libjpeg's message. A truncated file is an error (libjpeg
+ * only warns and pads with grey); other warnings (extraneous bytes, ...) are ignored, as PIL
+ * does. Colour spaces other than YCbCr/RGB/grayscale (CMYK, YCCK) raise NotImplementedError
+ * so the caller can fall back to PIL.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <string.h>
+#include <jpeglib.h>
+#include <jerror.h>
+
+typedef struct {
+    struct jpeg_error_mgr base;
+    jmp_buf escape;
+    int truncated;
+    char message[JMSG_LENGTH_MAX];
+} region_error_mgr;
+
+static void region_error_exit(j_common_ptr cinfo) {
+    region_error_mgr *err = (region_error_mgr *)cinfo->err;
+    (*cinfo->err->format_message)(cinfo, err->message);
+    longjmp(err->escape, 1);
+}
+
+static void region_emit_message(j_common_ptr cinfo, int level) {
+    region_error_mgr *err = (region_error_mgr *)cinfo->err;
+    if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF && !err->truncated) {
+        err->truncated = 1;
+        (*cinfo->err->format_message)(cinfo, err->message);
+    }
+}
+
+enum { OK = 0, LIBJPEG_ERROR, UNSUPPORTED, BAD_BOX, SMALL_BUFFER };
+
+static void start(struct jpeg_decompress_struct *cinfo, region_error_mgr *err) {
+    cinfo->err = jpeg_std_error(&err->base);
+    err->base.error_exit = region_error_exit;
+    err->base.emit_message = region_emit_message;
+    err->truncated = 0;
+    err->message[0] = '\0';
+}
+
+static int supported(const struct jpeg_decompress_struct *cinfo) {
+    return cinfo->jpeg_color_space == JCS_YCbCr || cinfo->jpeg_color_space == JCS_RGB ||
+           cinfo->jpeg_color_space == JCS_GRAYSCALE;
+}
+
+static int read_size(const unsigned char *data, size_t size, long *width, long *height, region_error_mgr *err) {
+    struct jpeg_decompress_struct cinfo;
+    start(&cinfo, err);
+    if (setjmp(err->escape)) {
+        jpeg_destroy_decompress(&cinfo);
+        return LIBJPEG_ERROR;
+    }
+    jpeg_create_decompress(&cinfo);
+    jpeg_mem_src(&cinfo, data, (unsigned long)size);
+    jpeg_read_header(&cinfo, TRUE);
+    *width = (long)cinfo.image_width;
+    *height = (long)cinfo.image_height;
+    int status = supported(&cinfo) ? OK : UNSUPPORTED;
+    jpeg_destroy_decompress(&cinfo);
+    return status;
+}
+
+static int decode(const unsigned char *data, size_t size, long x0, long y0, long x1, long y1, int denom,
+                  unsigned char *pixels, size_t capacity, long *width, long *height, long *left,
+                  region_error_mgr *err) {
+    struct jpeg_decompress_struct cinfo;
+    JSAMPROW row;
+    start(&cinfo, err);
+    if (setjmp(err->escape)) {
+        jpeg_destroy_decompress(&cinfo);
+        return LIBJPEG_ERROR;
+    }
+    jpeg_create_decompress(&cinfo);
+    jpeg_mem_src(&cinfo, data, (unsigned long)size);
+    jpeg_read_header(&cinfo, TRUE);
+    if (!supported(&cinfo)) {
+        jpeg_destroy_decompress(&cinfo);
+        return UNSUPPORTED;
+    }
+    cinfo.out_color_space = JCS_EXT_RGBX;
+    cinfo.scale_num = 1;
+    cinfo.scale_denom = (unsigned int)denom;
+    jpeg_start_decompress(&cinfo);
+    if (x0 < 0 || y0 < 0 || x1 <= x0 || y1 <= y0 || x1 > (long)cinfo.output_width ||
+        y1 > (long)cinfo.output_height) {
+        jpeg_destroy_decompress(&cinfo);
+        return BAD_BOX;
+    }
+    JDIMENSION xoffset = (JDIMENSION)x0, span = (JDIMENSION)(x1 - x0);
+    if (span < cinfo.output_width)
+        jpeg_crop_scanline(&cinfo, &xoffset, &span);
+    *left = x0 - (long)xoffset;
+    *width = (long)span;
+    *height = y1 - y0;
+    if ((size_t)span * (size_t)(y1 - y0) * 4 > capacity) {
+        jpeg_destroy_decompress(&cinfo);
+        return SMALL_BUFFER;
+    }
+    if (y0 > 0)
+        jpeg_skip_scanlines(&cinfo, (JDIMENSION)y0);
+    while (cinfo.output_scanline < (JDIMENSION)y1 && !err->truncated) {
+        row = pixels + (size_t)(cinfo.output_scanline - y0) * span * 4;
+        jpeg_read_scanlines(&cinfo, &row, 1);
+    }
+    jpeg_abort_decompress(&cinfo);
+    jpeg_destroy_decompress(&cinfo);
+    return err->truncated ? LIBJPEG_ERROR : OK;
+}
+
+/* Sets the Python exception for a failed status; returns NULL. */
+static PyObject *raise_for(int status, const region_error_mgr *err) {
+    switch (status) {
+    case LIBJPEG_ERROR:
+        PyErr_Format(PyExc_ValueError, "JPEG decode failed: %s", err->message);
+        break;
+    case UNSUPPORTED:
+        PyErr_SetString(PyExc_NotImplementedError, "JPEG colour space is not YCbCr, RGB or grayscale");
+        break;
+    case BAD_BOX:
+        PyErr_SetString(PyExc_ValueError, "region outside the (scaled) image");
+        break;
+    default:
+        PyErr_SetString(PyExc_ValueError, "output buffer too small for the region");
+    }
+    return NULL;
+}
+
+static PyObject *header(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    long width = 0, height = 0;
+    int status;
+    region_error_mgr err;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*:header", &data))
+        return NULL;
+    status = read_size(data.buf, (size_t)data.len, &width, &height, &err);
+    PyBuffer_Release(&data);
+    if (status != OK)
+        return raise_for(status, &err);
+    return Py_BuildValue("(ll)", width, height);
+}
+
+static PyObject *decode_region(PyObject *self, PyObject *args) {
+    Py_buffer data, out;
+    long x0, y0, x1, y1, width = 0, height = 0, left = 0;
+    int denom, status;
+    region_error_mgr err;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*lllliw*:decode_region", &data, &x0, &y0, &x1, &y1, &denom, &out))
+        return NULL;
+    if (denom != 1 && denom != 2 && denom != 4 && denom != 8) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&out);
+        PyErr_SetString(PyExc_ValueError, "scale_denom must be 1, 2, 4 or 8");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    status = decode(data.buf, (size_t)data.len, x0, y0, x1, y1, denom, out.buf, (size_t)out.len, &width, &height,
+                    &left, &err);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&out);
+    if (status != OK)
+        return raise_for(status, &err);
+    return Py_BuildValue("(lll)", width, height, left);
+}
+
+static PyMethodDef methods[] = {
+    {"header", header, METH_VARARGS, "header(data) -> (width, height)"},
+    {"decode_region", decode_region, METH_VARARGS,
+     "decode_region(data, x0, y0, x1, y1, scale_denom, out) -> (width, height, left)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_jpeg_region", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__jpeg_region(void) { return PyModule_Create(&module); }
