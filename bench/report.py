@@ -54,6 +54,7 @@ def write_results(out: Path, name: str, result: dict[str, Any], bars: dict[str, 
     for i, value in enumerate(bars.values()):
         ax.text(value, i, f" {value:,.0f}", va="center")
     ax.invert_yaxis()
+    ax.set_xlim(0, max(bars.values(), default=1) * 1.15)  # room for the value labels
     ax.set_xlabel(ylabel)
     machine = result.get("machine", {})
     ax.set_title(f"{name}: {machine.get('cpu', '')[:40]}, {machine.get('cores')} cores", fontsize=9)
