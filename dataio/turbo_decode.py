@@ -36,6 +36,7 @@ FAST = Image.NEAREST
 JPEG_START = b"\xff\xd8"
 REGION_DECODE = _jpeg_region is not None
 _scratch = threading.local()  # each decode thread's RGBX buffer
+KEPT_BUFFER_BYTES = 32 << 20  # a 2900x2900 region; larger ones are freed after use
 
 
 def decode_crop_into(
@@ -115,10 +116,12 @@ def _region_resized(data: bytes, box: np.ndarray, out_w: int, out_h: int, resamp
 
 
 def _buffer(size: int) -> bytearray:
-    """This thread's scratch buffer, grown to at least ``size`` bytes."""
+    """This thread's scratch buffer, grown to at least ``size`` bytes (one for a huge image is not kept)."""
     buffer = getattr(_scratch, "buffer", None)
     if buffer is None or len(buffer) < size:
-        buffer = _scratch.buffer = bytearray(max(size, 1 << 20))
+        buffer = bytearray(max(size, 1 << 20))
+        if size <= KEPT_BUFFER_BYTES:
+            _scratch.buffer = buffer
     return buffer
 
 

@@ -69,10 +69,15 @@ def jpeg_sample(coloured_shards) -> bytes:
 @FIXTURES
 @given(data=st.data())
 def test_decoder_front_end_gives_an_image_or_a_data_error(jpeg_sample, data):
+    """Both decode paths (region and whole image), any crop box (also outside the image) and output size."""
     mutated = mutate(jpeg_sample, data.draw(mutations(len(jpeg_sample))))
-    out = np.zeros((16, 16, 3), np.uint8)
+    size = data.draw(st.sampled_from([4, 16, 64]))
+    out = np.zeros((size, size, 3), np.uint8)
+    corner = st.floats(-50, 400, allow_nan=False)
+    box = np.array([data.draw(corner), data.draw(corner), data.draw(corner), data.draw(corner)])
     try:
-        decode_crop_into(mutated, np.array([0.0, 0.0, 40.0, 40.0]), data.draw(st.booleans()), out)
+        decode_crop_into(mutated, box, data.draw(st.booleans()), out, region_decode=data.draw(st.booleans()),
+                         reduced_decode=data.draw(st.booleans()))
     except DATA_EXCEPTIONS:
         pass
 
