@@ -32,7 +32,8 @@ from formats.convert_journal import Journal, ShardRecord, fingerprint
 from formats.manifest import MANIFEST_NAME, Manifest, ShardEntry, sha256_file, write_atomic
 from formats.text_shards import ArrowTokenWriter, token_dtype
 from formats.text_sources import Document, SourceStats, expand_sources, iter_documents
-from formats.tokenizer_setup import TOKENIZER_NAME, TokenizerConfig, load_tokenizer, save_tokenizer, train_bpe
+from formats.tokenizer_setup import (TOKENIZER_NAME, TokenizerConfig, TokenizerInfo, load_tokenizer,
+                                     save_tokenizer, train_bpe)
 from formats.wds_shards import ShardWriter
 
 REJECTED_TEXT_NAME = "rejected.json"
@@ -157,6 +158,22 @@ def _tokenizer_for(config: ConvertTextConfig, journal: Journal,
     return train_bpe(train_on(), tok), False
 
 
+def _writer(config: ConvertTextConfig, dtype: np.dtype, first_index: int) -> ArrowTokenWriter | ShardWriter:
+    if config.format == "arrow":
+        return ArrowTokenWriter(config.out, dtype, config.shard_tokens, first_index=first_index)
+    return ShardWriter(config.out, max_bytes=max(8192, config.shard_tokens * dtype.itemsize * 2),
+                       first_index=first_index)
+
+
+def _write_row(writer: ArrowTokenWriter | ShardWriter, ids: np.ndarray, doc: int, part: int,
+               dtype: np.dtype) -> ShardEntry | None:
+    """One row in the writer's format; returns the entry of a shard this closed."""
+    if isinstance(writer, ArrowTokenWriter):
+        return writer.write(ids, doc, part)
+    return writer.write({"__key__": f"{doc:09d}_{part:04d}", "input_ids.npy": _npy_bytes(ids.astype(dtype)),
+                         "json": json.dumps({"length": len(ids), "doc": doc, "part": part})})
+
+
 def convert_text(config: ConvertTextConfig) -> ConvertTextSummary:
     """Tokenise ``config.sources`` into shards in ``config.out``; see the module docstring.
 
@@ -179,11 +196,7 @@ def convert_text(config: ConvertTextConfig) -> ConvertTextSummary:
     journal.note("tokenizer_sha256", info.sha256)
     dtype = token_dtype(info.vocab_size)
     totals = _Totals(**done[-1].totals) if done else _Totals()
-    if config.format == "arrow":
-        writer = ArrowTokenWriter(config.out, dtype, config.shard_tokens, first_index=len(done))
-    else:
-        writer = ShardWriter(config.out, max_bytes=max(8192, config.shard_tokens * dtype.itemsize * 2),
-                             first_index=len(done))
+    writer = _writer(config, dtype, first_index=len(done))
     stats = SourceStats()
     remaining = documents(stats)
     for _ in islice(remaining, totals.next_doc):  # already in kept shards; read only to count skipped input
@@ -193,32 +206,33 @@ def convert_text(config: ConvertTextConfig) -> ConvertTextSummary:
     try:
         with writer:
             for chunk in _chunks(remaining, ENCODE_CHUNK):
-                encodings = tokenizer.encode_batch([d.text for d in chunk], add_special_tokens=False)
-                for encoding in encodings:
+                for encoding in tokenizer.encode_batch([d.text for d in chunk], add_special_tokens=False):
                     doc = totals.next_doc
                     parts = frame_and_split(encoding.ids, info.bos_id, info.eos_id, config.max_length)
                     for part in range(resume_part, len(parts)):
-                        ids = parts[part]
-                        if config.format == "arrow":
-                            entry = writer.write(ids, doc, part)
-                        else:
-                            entry = writer.write({"__key__": f"{doc:09d}_{part:04d}",
-                                                  "input_ids.npy": _npy_bytes(ids.astype(dtype)),
-                                                  "json": json.dumps({"length": len(ids), "doc": doc, "part": part})})
-                        if entry is not None:
-                            journal.add(writer.next_index - 1, ShardRecord(entry=asdict(entry),
-                                                                           totals=asdict(totals)))
-                        totals.add_row(len(ids), doc, part, len(parts))
+                        entry = _write_row(writer, parts[part], doc, part, dtype)
+                        if entry is not None:  # totals still end before this row: the resume point
+                            journal.add(writer.next_index - 1, ShardRecord(entry=asdict(entry), totals=asdict(totals)))
+                        totals.add_row(len(parts[part]), doc, part, len(parts))
                     resume_part = 0
                     totals.next_doc, totals.next_part = doc + 1, 0
                 bar.update(len(chunk))
             writer.close()
     finally:
         bar.close()
+    shards = [ShardEntry(**record.entry) for record in done] + writer.entries
+    _write_reports(config, stats, shards, totals, info, dtype)
+    journal.finish()
+    return ConvertTextSummary(totals.next_doc, totals.rows, totals.tokens, totals.split, dict(stats.skipped),
+                              len(shards), config.out, stats.examples)
+
+
+def _write_reports(config: ConvertTextConfig, stats: SourceStats, shards: list[ShardEntry], totals: _Totals,
+                   info: TokenizerInfo, dtype: np.dtype) -> None:
+    """``rejected.json``, then ``manifest.json`` (last: its presence marks a finished conversion)."""
     write_atomic(config.out / REJECTED_TEXT_NAME,
                  (json.dumps({"skipped": stats.skipped, "examples": stats.examples}, indent=1, sort_keys=True)
                   + "\n").encode())
-    shards = [ShardEntry(**record.entry) for record in done] + writer.entries
     Manifest(
         kind="text",
         num_samples=totals.rows,
@@ -239,6 +253,3 @@ def convert_text(config: ConvertTextConfig) -> ConvertTextSummary:
             "doc_sep": config.doc_sep,
         },
     ).write(config.out)
-    journal.finish()
-    return ConvertTextSummary(totals.next_doc, totals.rows, totals.tokens, totals.split, dict(stats.skipped),
-                              len(shards), config.out, stats.examples)
