@@ -60,26 +60,17 @@ static int supported(const struct jpeg_decompress_struct *cinfo) {
            cinfo->jpeg_color_space == JCS_GRAYSCALE;
 }
 
-static int read_size(const unsigned char *data, size_t size, long *width, long *height, region_error_mgr *err) {
-    struct jpeg_decompress_struct cinfo;
-    start(&cinfo, err);
-    if (setjmp(err->escape)) {
-        jpeg_destroy_decompress(&cinfo);
-        return LIBJPEG_ERROR;
-    }
-    jpeg_create_decompress(&cinfo);
-    jpeg_mem_src(&cinfo, data, (unsigned long)size);
-    jpeg_read_header(&cinfo, TRUE);
-    *width = (long)cinfo.image_width;
-    *height = (long)cinfo.image_height;
-    int status = supported(&cinfo) ? OK : UNSUPPORTED;
-    jpeg_destroy_decompress(&cinfo);
-    return status;
-}
+typedef struct {
+    long x0, y0, x1, y1; /* the box, in pixels of the image scaled by 1/denom */
+    int denom;
+    unsigned char *pixels;
+    size_t capacity;
+} region_request;
 
-static int decode(const unsigned char *data, size_t size, long x0, long y0, long x1, long y1, int denom,
-                  unsigned char *pixels, size_t capacity, long *width, long *height, long *left,
-                  region_error_mgr *err) {
+/* Decode the region of request into request->pixels, setting width, height and left; with no
+ * request, read the header only and set width and height to the image's size. */
+static int decode(const unsigned char *data, size_t size, const region_request *request, long *width,
+                  long *height, long *left, region_error_mgr *err) {
     struct jpeg_decompress_struct cinfo;
     JSAMPROW row;
     start(&cinfo, err);
@@ -90,13 +81,17 @@ static int decode(const unsigned char *data, size_t size, long x0, long y0, long
     jpeg_create_decompress(&cinfo);
     jpeg_mem_src(&cinfo, data, (unsigned long)size);
     jpeg_read_header(&cinfo, TRUE);
-    if (!supported(&cinfo)) {
+    int status = supported(&cinfo) ? OK : UNSUPPORTED;
+    if (status != OK || request == NULL) {
+        *width = (long)cinfo.image_width;
+        *height = (long)cinfo.image_height;
         jpeg_destroy_decompress(&cinfo);
-        return UNSUPPORTED;
+        return status;
     }
+    long x0 = request->x0, y0 = request->y0, x1 = request->x1, y1 = request->y1;
     cinfo.out_color_space = JCS_EXT_RGBX;
     cinfo.scale_num = 1;
-    cinfo.scale_denom = (unsigned int)denom;
+    cinfo.scale_denom = (unsigned int)request->denom;
     jpeg_start_decompress(&cinfo);
     if (x0 < 0 || y0 < 0 || x1 <= x0 || y1 <= y0 || x1 > (long)cinfo.output_width ||
         y1 > (long)cinfo.output_height) {
@@ -109,14 +104,14 @@ static int decode(const unsigned char *data, size_t size, long x0, long y0, long
     *left = x0 - (long)xoffset;
     *width = (long)span;
     *height = y1 - y0;
-    if ((size_t)span * (size_t)(y1 - y0) * 4 > capacity) {
+    if ((size_t)span * (size_t)(y1 - y0) * 4 > request->capacity) {
         jpeg_destroy_decompress(&cinfo);
         return SMALL_BUFFER;
     }
     if (y0 > 0)
         jpeg_skip_scanlines(&cinfo, (JDIMENSION)y0);
     while (cinfo.output_scanline < (JDIMENSION)y1 && !err->truncated) {
-        row = pixels + (size_t)(cinfo.output_scanline - y0) * span * 4;
+        row = request->pixels + (size_t)(cinfo.output_scanline - y0) * span * 4;
         jpeg_read_scanlines(&cinfo, &row, 1);
     }
     jpeg_abort_decompress(&cinfo);
@@ -150,7 +145,7 @@ static PyObject *header(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "y*:header", &data))
         return NULL;
-    status = read_size(data.buf, (size_t)data.len, &width, &height, &err);
+    status = decode(data.buf, (size_t)data.len, NULL, &width, &height, NULL, &err);
     PyBuffer_Release(&data);
     if (status != OK)
         return raise_for(status, &err);
@@ -172,8 +167,8 @@ static PyObject *decode_region(PyObject *self, PyObject *args) {
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    status = decode(data.buf, (size_t)data.len, x0, y0, x1, y1, denom, out.buf, (size_t)out.len, &width, &height,
-                    &left, &err);
+    region_request request = {x0, y0, x1, y1, denom, out.buf, (size_t)out.len};
+    status = decode(data.buf, (size_t)data.len, &request, &width, &height, &left, &err);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&data);
     PyBuffer_Release(&out);
