@@ -84,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     bench_images.add_argument("--workers", type=_positive)
     bench_images.add_argument("--epochs", type=_positive, default=3)
     bench_images.add_argument("--warmup", type=int, default=1)
+    bench_images.add_argument("--rounds", type=_positive, default=1,
+                              help="run the whole loader sequence this many times (medians over all rounds)")
     bench_images.add_argument("--loaders", help="comma-separated (default: standard,webdataset,dali_cpu,dataio, "
                               "plus dataio_dali_gpu on a GPU machine)")
 
@@ -202,7 +204,7 @@ def _bench_images(args: argparse.Namespace) -> int:
 
     config = BenchImagesConfig(
         src=args.src, shards=args.shards, out=args.out, batch_size=args.batch_size, image_size=args.image_size,
-        workers=args.workers or _default_workers(), epochs=args.epochs, warmup=args.warmup,
+        workers=args.workers or _default_workers(), epochs=args.epochs, warmup=args.warmup, rounds=args.rounds,
         **({"loaders": tuple(name.strip() for name in args.loaders.split(",") if name.strip())} if args.loaders else {}),
     )
     bench_images(config)

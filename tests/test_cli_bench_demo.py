@@ -54,6 +54,18 @@ def test_bench_images_writes_table_json_and_png(image_folder, tmp_path):
     assert (tmp_path / "images.png").stat().st_size > 1000
 
 
+def test_bench_images_rounds_repeat_the_sequence(image_folder, tmp_path):
+    result = _run("bench", "images", str(image_folder[0]), "--out", str(tmp_path), "--batch-size", "16",
+                  "--epochs", "2", "--warmup", "0", "--image-size", "32", "--rounds", "2",
+                  "--loaders", "standard,dataio")
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "images.json").read_text())
+    for row in report["rows"]:
+        assert len(row["epochs"]) == 4 and len(row["round_img_s"]) == 2
+    assert len(report["round_checks"]) == 2 and "rounds: " in result.stdout
+    assert "x 2 rounds" in result.stdout and "dataio's own path" in result.stdout
+
+
 @pytest.mark.slow
 def test_demo_runs_end_to_end(tmp_path):
     result = _run("demo", "--out", str(tmp_path / "demo"), "--classes", "2", "--per-class", "24", "--epochs", "1")
