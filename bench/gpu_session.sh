@@ -5,8 +5,9 @@
 #   bench/gpu_session.sh run     # on the device (carry .whl): GPU tests, augment bench, a GPU training run
 #
 # The device image has CUDA torch, numpy, pillow, pyarrow, tokenizers, pytest and matplotlib, but
-# no kornia or webdataset, and nothing can be fetched there. DALI (~790 MB installed) is over the
-# 64 MiB a call can carry, so the DALI GPU rows cannot run on it. Results go to $OUT (one folder
+# no kornia or webdataset, and nothing can be fetched there. DALI's wheel (~790 MB installed) is
+# far over the 64 MiB one call can carry: it would have to travel in pieces over several calls to
+# a machine kept warm, so this script leaves the DALI GPU rows out. Results go to $OUT (one folder
 # down, as the device tool returns them); copy them to bench/results/<date>-<device>/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
