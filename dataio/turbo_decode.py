@@ -82,11 +82,17 @@ def _clamped(box: np.ndarray, width: int, height: int) -> tuple[float, float, fl
     return x0, y0, max(x0 + 1.0, min(x1, float(width))), max(y0 + 1.0, min(y1, float(height)))
 
 
-def dct_scale(width: int, height: int, box: tuple[float, ...], out_w: int, out_h: int) -> int:
-    """The JPEG DCT scale denominator (1, 2, 4 or 8) PIL's ``draft`` picks so the crop keeps >= out pixels."""
+def draft_size(width: int, height: int, box: tuple[float, ...], out_w: int, out_h: int) -> tuple[int, int] | None:
+    """The smallest decode size in which the crop still has >= out pixels; None when under 2x (decode full size)."""
     x0, y0, x1, y1 = box
     need = (max(1, int(width * out_w / (x1 - x0))), max(1, int(height * out_h / (y1 - y0))))
-    if need[0] * 2 > width or need[1] * 2 > height:
+    return need if need[0] * 2 <= width and need[1] * 2 <= height else None
+
+
+def dct_scale(width: int, height: int, box: tuple[float, ...], out_w: int, out_h: int) -> int:
+    """The JPEG DCT scale denominator (1, 2, 4 or 8) PIL's ``draft`` picks for ``draft_size``."""
+    need = draft_size(width, height, box, out_w, out_h)
+    if need is None:
         return 1
     most = min(width // need[0], height // need[1])
     return next(scale for scale in (8, 4, 2, 1) if most >= scale)
@@ -134,13 +140,11 @@ def _whole_resized(data: bytes, box: np.ndarray, out_w: int, out_h: int, resampl
     width, height = image.size
     _check_pixels(width, height)
     x0, y0, x1, y1 = _clamped(box, width, height)
-    if reduced_decode and image.format == "JPEG":
-        # Ask for the smallest decode in which the crop still has >= out pixels.
-        need = (max(1, int(width * out_w / (x1 - x0))), max(1, int(height * out_h / (y1 - y0))))
-        if need[0] * 2 <= width and need[1] * 2 <= height:
-            image.draft("RGB", need)
-            sx, sy = image.size[0] / width, image.size[1] / height
-            x0, x1, y0, y1 = x0 * sx, x1 * sx, y0 * sy, y1 * sy
+    need = draft_size(width, height, (x0, y0, x1, y1), out_w, out_h) if reduced_decode else None
+    if need is not None and image.format == "JPEG":
+        image.draft("RGB", need)
+        sx, sy = image.size[0] / width, image.size[1] / height
+        x0, x1, y0, y1 = x0 * sx, x1 * sx, y0 * sy, y1 * sy
     if image.mode != "RGB":
         image = image.convert("RGB")
     return image.resize((out_w, out_h), resample, box=(x0, y0, x1, y1))

@@ -142,20 +142,17 @@ def _identity(config: ConvertTextConfig, files: list[Path]) -> str:
     return fingerprint(options, [(str(f.resolve()), f.stat().st_size) for f in files])
 
 
-def _tokenizer_for(config: ConvertTextConfig, journal: Journal,
-                   train_on: Callable[[], Iterator[str]]) -> tuple[object, bool]:
-    """The given tokenizer, or the one this conversion trained before it was interrupted, or a new one.
+def _trained_tokenizer(config: ConvertTextConfig, journal: Journal,
+                       train_on: Callable[[], Iterator[str]]) -> tuple[object, bool]:
+    """The tokenizer this conversion trained before it was interrupted, or a new one.
 
     Returns (tokenizer, reused): shards kept from an interrupted run are only
     valid with the tokenizer that wrote them, whose hash the journal holds.
     """
-    tok = config.tokenizer
-    if tok.path:
-        return load_tokenizer(tok.path), True
     saved = config.out / TOKENIZER_NAME
     if saved.is_file() and journal.noted("tokenizer_sha256") == sha256_file(saved):
         return load_tokenizer(saved), True
-    return train_bpe(train_on(), tok), False
+    return train_bpe(train_on(), config.tokenizer), False
 
 
 def _writer(config: ConvertTextConfig, dtype: np.dtype, first_index: int) -> ArrowTokenWriter | ShardWriter:
@@ -181,18 +178,20 @@ def convert_text(config: ConvertTextConfig) -> ConvertTextSummary:
     shard (``formats.convert_journal``), with byte-identical output.
     """
     files = expand_sources(list(config.sources))
-    if config.tokenizer.path:
-        load_tokenizer(config.tokenizer.path)  # fail on a bad tokenizer before touching OUT
+    tok = config.tokenizer
+    tokenizer = load_tokenizer(tok.path) if tok.path else None  # fail on a bad tokenizer before touching OUT
     journal = Journal(config.out, _identity(config, files))
     done = journal.start(config.out, config.overwrite, _TEXT_OUTPUTS, keep=(TOKENIZER_NAME,))
 
     def documents(stats: SourceStats) -> Iterator[Document]:
         return iter_documents(files, doc_sep=config.doc_sep, field_name=config.field, stats=stats)
 
-    tokenizer, reused = _tokenizer_for(config, journal, lambda: (d.text for d in documents(SourceStats())))
+    reused = tokenizer is not None  # a given tokenizer is part of the journal's identity
+    if tokenizer is None:
+        tokenizer, reused = _trained_tokenizer(config, journal, lambda: (d.text for d in documents(SourceStats())))
     if done and not reused:  # the tokenizer of the kept shards is gone: start again
         done = journal.start(config.out, True, _TEXT_OUTPUTS)
-    info = save_tokenizer(tokenizer, config.out, config.tokenizer)
+    info = save_tokenizer(tokenizer, config.out, tok)
     journal.note("tokenizer_sha256", info.sha256)
     dtype = token_dtype(info.vocab_size)
     totals = _Totals(**done[-1].totals) if done else _Totals()
