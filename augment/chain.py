@@ -93,6 +93,8 @@ class DeviceAugment:
         """(N, 3, H, W) uint8 -> (images, labels or (N, K) soft targets)."""
         if self.crop is not None:
             images = self.crop(images, crops)
+            if self.randaugment is not None and self.randaugment.uses_kernel(images.device, torch.uint8):
+                images = images.round_().to(torch.uint8)  # on the CPU: the kernel's uint8 path (PIL rounds per op too)
         if self.randaugment is not None:
             images = self.randaugment(images)
         if self.mix is not None:

@@ -5,7 +5,9 @@ torchvision and its own magnitudes (optionally with Gaussian noise, timm's
 ``magnitude_std``). To avoid a per-image loop, each op slot sorts the batch by
 the chosen op, so every op runs once on a contiguous slice with a tensor of
 per-sample parameters; the five geometric ops share one warp. Choices are
-drawn on the host, so the sort costs no device synchronisation.
+drawn on the host, so the sort costs no device synchronisation. uint8 batches
+on the CPU take the C kernel instead (``augment.cpu_kernel``): the same draws,
+applied image by image in cache with PIL's uint8 rounding.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import torch
 
 from augment import color_ops as color
+from augment import cpu_kernel
 from augment import geometry_ops as geometry
 from augment.seeding import RandomStage
 
@@ -36,12 +40,15 @@ class RandAugmentConfig:
     fill: float = 128.0  # value of pixels uncovered by geometric ops (timm's gray)
     interpolation: Literal["bilinear", "nearest"] = "bilinear"
     output: Literal["uint8", "float"] = "uint8"  # float: [0, 255], no rounding
+    cpu_kernel: bool = True  # uint8 CPU batches go through the C kernel (PIL rounding) when it is built
 
     def __post_init__(self) -> None:
         if self.num_ops < 0:
             raise ValueError(f"num_ops must be >= 0, got {self.num_ops}")
         if not 0 <= self.magnitude <= MAX_MAGNITUDE:
             raise ValueError(f"magnitude must be in [0, {MAX_MAGNITUDE}], got {self.magnitude}")
+        if not 0 <= self.fill <= 255:
+            raise ValueError(f"fill must be in [0, 255], got {self.fill}")
         if self.magnitude_std < 0:
             raise ValueError("magnitude_std must be >= 0")
         unknown = sorted(set(self.ops) - set(OPS))
@@ -56,22 +63,48 @@ def _factor(magnitude: torch.Tensor, sign: torch.Tensor) -> torch.Tensor:
     return 1 + sign * magnitude / MAX_MAGNITUDE * 0.9
 
 
+def photometric_parameter(name: str, magnitude: torch.Tensor, sign: torch.Tensor) -> torch.Tensor:
+    """The op's per-sample parameter: solarize threshold, posterize bits or enhance factor (0 if none)."""
+    if name == "Solarize":
+        return 256 - magnitude / MAX_MAGNITUDE * 256
+    if name == "Posterize":
+        return 8 - torch.round(magnitude / MAX_MAGNITUDE * 4)
+    if name in ("Color", "Contrast", "Brightness", "Sharpness"):
+        return _factor(magnitude, sign)
+    return torch.zeros_like(magnitude)
+
+
 def photometric(name: str, x: torch.Tensor, magnitude: torch.Tensor, sign: torch.Tensor) -> torch.Tensor:
     """Apply photometric op ``name`` to a float [0, 255] slice with per-sample host parameters.
 
     Returns the result, which may be ``x`` itself, overwritten."""
-    to = lambda t: t.to(x.device, x.dtype, non_blocking=True)  # noqa: E731
+    parameter = photometric_parameter(name, magnitude, sign).to(x.device, x.dtype, non_blocking=True)
     if name == "AutoContrast":
         return color.autocontrast_(x)
     if name == "Equalize":
         return color.equalize(x)
-    if name == "Solarize":
-        return color.solarize(x, to(256 - magnitude / MAX_MAGNITUDE * 256))
-    if name == "Posterize":
-        return color.posterize_(x, to(8 - torch.round(magnitude / MAX_MAGNITUDE * 4)))
-    enhance = {"Color": color.color_, "Contrast": color.contrast_, "Brightness": color.brightness_,
-               "Sharpness": color.sharpness_}[name]
-    return enhance(x, to(_factor(magnitude, sign)))
+    ops = {"Solarize": color.solarize, "Posterize": color.posterize_, "Color": color.color_,
+           "Contrast": color.contrast_, "Brightness": color.brightness_, "Sharpness": color.sharpness_}
+    return ops[name](x, parameter)
+
+
+def kernel_plan(ops: torch.Tensor, magnitude: torch.Tensor, sign: torch.Tensor, height: int,
+                width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The C kernel's inputs for (N, K) host draws: int32 codes and (N, K, 6) float64 parameters.
+
+    Codes 0-8 are ``OPS[0:9]``; every geometric op is code 9 with PIL's six
+    AFFINE coefficients; a photometric op's parameter is in column 0.
+    """
+    first_geometric = len(OPS) - len(GEOMETRIC)
+    codes = ops.clamp(max=first_geometric).to(torch.int32)
+    params = torch.zeros(*ops.shape, 6, dtype=torch.float64)
+    for index, name in enumerate(OPS[1:first_geometric], start=1):
+        picked = ops == index
+        params[..., 0][picked] = photometric_parameter(name, magnitude[picked], sign[picked]).double()
+    geometric = ops >= first_geometric
+    maps = geometric_maps(ops[geometric] - first_geometric, magnitude[geometric], sign[geometric], height, width)
+    params[geometric] = maps[:, :2, :].reshape(-1, 6)
+    return codes.numpy(), params.numpy()
 
 
 def geometric_maps(ops: torch.Tensor, magnitude: torch.Tensor, sign: torch.Tensor, height: int, width: int):
@@ -111,6 +144,10 @@ class RandAugment(RandomStage):
             raise ValueError(f"RandAugment expects (N, 3, H, W) images, got {tuple(images.shape)}")
         n, _, height, width = images.shape
         ops, magnitude, sign = self.draw(n)
+        if self.uses_kernel(images.device, images.dtype):
+            codes, params = kernel_plan(ops, magnitude, sign, height, width)
+            out = cpu_kernel.apply(images, codes, params, fill=int(round(self.config.fill)))
+            return out.float() if self.config.output == "float" else out
         channels_last = images.is_contiguous(memory_format=torch.channels_last) and not images.is_contiguous()
         x = images
         order = torch.arange(n)  # x[i] holds sample order[i]
@@ -122,6 +159,12 @@ class RandAugment(RandomStage):
         x = x.float() if self.config.output == "float" else x.round_().to(torch.uint8) if x.is_floating_point() else x
         x = x.index_select(0, torch.argsort(order).to(x.device, non_blocking=True))
         return x.contiguous(memory_format=torch.channels_last) if channels_last else x
+
+    def uses_kernel(self, device: torch.device, dtype: torch.dtype) -> bool:
+        """Whether images of this device and dtype go through the C kernel (uint8 on the CPU, bilinear)."""
+        c = self.config
+        return (c.cpu_kernel and cpu_kernel.AVAILABLE and device.type == "cpu" and dtype == torch.uint8
+                and c.interpolation == "bilinear")
 
     def _apply_slot(self, x: torch.Tensor, ops: torch.Tensor, magnitude: torch.Tensor, sign: torch.Tensor) -> None:
         """Apply each op to its contiguous run of ``x`` (sorted by ``ops``), in place."""

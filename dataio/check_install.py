@@ -1,8 +1,9 @@
-"""Check the fast decode path (run by the Makefile): pillow-simd with libjpeg-turbo, and the region decoder.
+"""Check the fast CPU paths (run by the Makefile): pillow-simd with libjpeg-turbo and the two C extensions.
 
-``dataio._jpeg_region`` is optional for a plain ``pip install`` (without a
-compiler or libjpeg headers PIL decodes whole images), but ``make`` installs
-the headers, so there its absence is an error.
+``dataio._jpeg_region`` (region decoding) and ``augment._randaugment_cpu``
+(RandAugment on uint8 CPU batches) are optional for a plain ``pip install``:
+without a compiler or libjpeg headers, PIL decodes whole images and RandAugment
+uses torch ops. ``make`` installs the headers, so there their absence is an error.
 """
 
 from __future__ import annotations
@@ -35,7 +36,14 @@ def main() -> int:
         print("dataio: the region decoder dataio._jpeg_region was not built (needs a C compiler and libjpeg "
               "headers, e.g. apt-get install libjpeg62-turbo-dev); reinstall dataio", file=sys.stderr)
         return 1
-    print(f"dataio: pillow-simd {build['version']} with libjpeg-turbo {build['jpeg']}; region decoder built")
+    from augment.cpu_kernel import AVAILABLE
+
+    if not AVAILABLE:
+        print("dataio: the RandAugment kernel augment._randaugment_cpu was not built (needs a C compiler); "
+              "reinstall dataio", file=sys.stderr)
+        return 1
+    print(f"dataio: pillow-simd {build['version']} with libjpeg-turbo {build['jpeg']}; region decoder and "
+          "RandAugment kernel built")
     return 0
 
 

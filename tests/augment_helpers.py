@@ -22,3 +22,27 @@ def to_pil(image: torch.Tensor) -> Image.Image:
 
 def from_pil(image: Image.Image) -> torch.Tensor:
     return torch.from_numpy(np.array(image.convert("RGB"))).permute(2, 0, 1).contiguous()
+
+
+def pil_op(image: Image.Image, name: str, magnitude: float, sign: float, fill: int = 128) -> Image.Image:
+    """RandAugment op ``name`` on one PIL image with exactly the parameters the batch version draws."""
+    from PIL import ImageEnhance, ImageOps
+
+    from augment.randaugment import GEOMETRIC, OPS, geometric_maps, photometric_parameter
+
+    m, s = torch.tensor([float(magnitude)]), torch.tensor([float(sign)])
+    if name in GEOMETRIC:
+        width, height = image.size
+        maps = geometric_maps(torch.tensor([GEOMETRIC.index(name)]), m, s, height, width)[0]
+        return image.transform(image.size, Image.AFFINE, tuple(maps[:2].flatten().tolist()),
+                               resample=Image.BILINEAR, fillcolor=(fill,) * 3)
+    p = float(photometric_parameter(name, m, s)[0])
+    ops = {"Identity": lambda: image, "AutoContrast": lambda: ImageOps.autocontrast(image),
+           "Equalize": lambda: ImageOps.equalize(image), "Solarize": lambda: ImageOps.solarize(image, p),
+           "Posterize": lambda: ImageOps.posterize(image, int(p)),
+           "Color": lambda: ImageEnhance.Color(image).enhance(p),
+           "Contrast": lambda: ImageEnhance.Contrast(image).enhance(p),
+           "Brightness": lambda: ImageEnhance.Brightness(image).enhance(p),
+           "Sharpness": lambda: ImageEnhance.Sharpness(image).enhance(p)}
+    assert set(ops) | set(GEOMETRIC) == set(OPS)
+    return ops[name]()

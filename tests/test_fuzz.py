@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -143,3 +144,24 @@ def test_mutated_token_shard_reads_or_raises_shard_error(text_shards, tmp_path_f
 
 def test_fuzz_inputs_exist(jpeg_sample):
     assert jpeg_sample[:2] == b"\xff\xd8" and io.BytesIO(jpeg_sample).getbuffer().nbytes > 100
+
+
+@given(data=st.data())
+def test_randaugment_kernel_with_any_plan_gives_an_image_or_a_value_error(data):
+    """Any op codes and parameters (NaN, huge, out of range) on any small image: a result or ValueError."""
+    from augment import cpu_kernel
+
+    if not cpu_kernel.AVAILABLE:
+        pytest.skip("augment._randaugment_cpu not built")
+    n, height, width, num_ops = (data.draw(st.integers(lo, hi)) for lo, hi in ((1, 3), (3, 24), (3, 24), (0, 4)))
+    images = torch.from_numpy(np.random.default_rng(0).integers(0, 256, (n, 3, height, width), dtype=np.uint8))
+    codes = np.array(data.draw(st.lists(st.integers(-2, 11), min_size=n * num_ops, max_size=n * num_ops)),
+                     np.int32).reshape(n, num_ops)
+    values = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.floats(-3, 3), st.integers(-2, 10))
+    params = np.array(data.draw(st.lists(values, min_size=6 * n * num_ops, max_size=6 * n * num_ops)),
+                      np.float64).reshape(n, num_ops, 6)
+    try:
+        out = cpu_kernel.apply(images, codes, params, fill=data.draw(st.integers(0, 255)))
+    except ValueError:
+        return
+    assert out.shape == images.shape and out.dtype == torch.uint8

@@ -32,7 +32,8 @@ def apply_one_by_one(image: torch.Tensor, ops, magnitude, sign, fill: float = 12
 
 def test_batch_equals_per_image_application() -> None:
     images = photo_batch(40, size=(48, 64))
-    ra = RandAugment(RandAugmentConfig(num_ops=3, magnitude=8, magnitude_std=1.0, output="float"))
+    # the torch-ops path (what runs on a GPU); the CPU kernel is tested against PIL in test_randaugment_kernel
+    ra = RandAugment(RandAugmentConfig(num_ops=3, magnitude=8, magnitude_std=1.0, output="float", cpu_kernel=False))
     key = SeedKey(seed=5, epoch=1, rank=0, step=3)
     ra.seed_for(key)
     batch = ra(images)
@@ -110,7 +111,7 @@ def test_config_validation(bad: dict) -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_matches_cpu() -> None:
     images = photo_batch(32, size=(64, 64))
-    ra = RandAugment(RandAugmentConfig(output="float"))
+    ra = RandAugment(RandAugmentConfig(output="float", cpu_kernel=False))  # the same torch ops on both devices
     ra.seed_for(SeedKey(seed=3))
     on_cpu = ra(images)
     ra.seed_for(SeedKey(seed=3))
