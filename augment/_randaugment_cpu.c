@@ -220,7 +220,7 @@ static int pointwise_lut(int code, double param, const uint8_t *s, const geometr
 
 /* ImageEnhance.Color: blend with the L image. */
 VECTOR_CLONES
-static void color(const uint8_t *s, uint8_t *d, const geometry *g, float f) {
+static void color(const uint8_t *restrict s, uint8_t *restrict d, const geometry *g, float f) {
     const size_t row = g->row; /* locals: the loop bounds must not be re-read through g */
     const uint8_t *spread = g->spread;
     for (int y = 0; y < g->h; y++) {
@@ -234,7 +234,7 @@ static void color(const uint8_t *s, uint8_t *d, const geometry *g, float f) {
 /* ImageEnhance.Sharpness: blend with ImageFilter.SMOOTH ([1 1 1; 1 5 1; 1 1 1] / 13, rounded);
  * the one-pixel border is the image itself. */
 VECTOR_CLONES
-static void sharpness(const uint8_t *s, uint8_t *d, const geometry *g, float f) {
+static void sharpness(const uint8_t *restrict s, uint8_t *restrict d, const geometry *g, float f) {
     size_t row = g->row;
     memcpy(d, s, row);
     memcpy(d + (g->h - 1) * row, s + (g->h - 1) * row, row);
@@ -296,7 +296,7 @@ static void inside_span(double b, double m, double limit, int n, int *lo, int *h
 }
 
 VECTOR_CLONES
-static void affine(const uint8_t *s, uint8_t *d, const geometry *g, const double *a) {
+static void affine(const uint8_t *restrict s, uint8_t *restrict d, const geometry *g, const double *a) {
     for (int y = 0; y < g->h; y++) {
         uint8_t *out = d + y * g->row;
         /* pixel x samples (bx + a0 x, by + a3 x) in "minus half a pixel" coordinates */
@@ -324,7 +324,7 @@ static void affine(const uint8_t *s, uint8_t *d, const geometry *g, const double
 /* The map when it only shifts rows (ShearX, TranslateX: a = [1, a1, a2, 0, 1, 0]): each row is a
  * 1-D interpolation with one fraction; its interior is a plain vectorisable loop. */
 VECTOR_CLONES
-static void shift_rows(const uint8_t *s, uint8_t *d, const geometry *g, const double *a) {
+static void shift_rows(const uint8_t *restrict s, uint8_t *restrict d, const geometry *g, const double *a) {
     for (int y = 0; y < g->h; y++) {
         double shift = a[1] * (y + 0.5) + a[2], whole = floor(shift);
         int k = (int)whole;
@@ -353,7 +353,7 @@ static void blend_rows(const uint8_t *top, const uint8_t *bottom, const double *
     for (size_t j = 0; j < row; j++) out[j] = lerp(top[j], bottom[j], t[j]);
 }
 
-static void shift_columns(const uint8_t *s, uint8_t *d, const geometry *g, const double *a) {
+static void shift_columns(const uint8_t *restrict s, uint8_t *restrict d, const geometry *g, const double *a) {
     const size_t row = g->row;
     for (int x = 0; x < g->w; x++) {
         double shift = a[3] * (x + 0.5) + a[5], whole = floor(shift);
@@ -395,23 +395,33 @@ static void warp(const uint8_t *s, uint8_t *d, const geometry *g, const double *
 
 /* ---- one image, many ops ---- */
 
-/* Run one image's ops from src into dst, through scratch; src is never written. */
+static inline int is_pointwise(int code) {
+    return code == AUTOCONTRAST || code == EQUALIZE || code == SOLARIZE || code == POSTERIZE || code == CONTRAST ||
+           code == BRIGHTNESS;
+}
+
+/* Run one image's ops from src into dst, through scratch; src is never written. Pointwise ops run
+ * in place; every other op (and the first, since src is read-only) moves the image to the other
+ * buffer. The first move goes to scratch when the number of moves is even, so the last lands in dst. */
 static void augment_one(const uint8_t *src, uint8_t *dst, uint8_t *scratch, const geometry *g, const int32_t *codes,
                         const double *params, int num_ops) {
     size_t pixels = (size_t)g->w * g->h;
+    int moves = 0;
+    for (int i = 0; i < num_ops; i++)
+        if (codes[i] != IDENTITY) moves += moves == 0 || !is_pointwise(codes[i]);
     const uint8_t *current = src;
-    uint8_t lut[3][256];
+    uint8_t *other = moves % 2 ? dst : scratch, lut[3][256];
     for (int i = 0; i < num_ops; i++) {
         int code = codes[i];
         const double *p = params + 6 * i;
         if (code == IDENTITY) continue;
         int pointwise = pointwise_lut(code, p[0], current, g, lut);
-        /* pointwise ops may write in place; the others need a buffer that is not current */
-        uint8_t *target = current == src ? dst : pointwise ? (uint8_t *)current : current == dst ? scratch : dst;
+        uint8_t *target = pointwise && current != src ? (uint8_t *)current : other;
         if (pointwise) apply_lut(current, target, pixels, lut);
         else if (code == COLOR) color(current, target, g, (float)p[0]);
         else if (code == SHARPNESS) sharpness(current, target, g, (float)p[0]);
         else warp(current, target, g, p);
+        if (target != current) other = current == src ? (target == dst ? scratch : dst) : (uint8_t *)current;
         current = target;
     }
     if (current != dst) memcpy(dst, current, pixels * 3);

@@ -4,7 +4,9 @@ Whole-batch tensor ops are the right shape for a GPU, but on a CPU each op is
 several passes over a 38 MB batch converted to float: slower than PIL image by
 image (see ``dataio bench augment``). The kernel instead takes each image through
 its own ops while it sits in cache, in uint8 with PIL's rounding, with the GIL
-released; the batch is split into one contiguous slice per torch thread. The
+released; the batch is cut into slices that ``torch.get_num_threads()`` threads
+share. The output is allocated through numpy, which asks the kernel for
+transparent huge pages (about a third of the page-fault cost). The
 per-sample parameters are the ones ``RandAugment.draw`` made, so the torch and
 kernel paths apply the same ops and magnitudes and differ only in rounding.
 """
@@ -22,6 +24,7 @@ except ImportError:  # built without a C compiler: RandAugment uses torch ops
     _randaugment_cpu = None
 
 AVAILABLE = _randaugment_cpu is not None
+SLICES_PER_THREAD = 8
 _pool: ThreadPoolExecutor | None = None
 
 
@@ -49,6 +52,9 @@ def apply(images: torch.Tensor, codes: np.ndarray, params: np.ndarray, fill: int
     else:
         if _pool is None or _pool._max_workers < threads:  # noqa: SLF001 (grown once, then reused)
             _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dataio-randaugment")
-        for future in [_pool.submit(_randaugment_cpu.apply, *args, lo, hi) for lo, hi in _slices(n, threads)]:
+        # several slices per thread, taken as threads come free: ops differ in cost (a rotation is
+        # 10x a posterize) and a shared machine's core can stall, so equal halves finish unevenly
+        slices = _slices(n, min(n, threads * SLICES_PER_THREAD))
+        for future in [_pool.submit(_randaugment_cpu.apply, *args, lo, hi) for lo, hi in slices]:
             future.result()
     return out.contiguous() if planar else out

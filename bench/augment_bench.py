@@ -7,8 +7,9 @@ included; kornia is given the batch already converted to float in [0, 1],
 which it requires (its conversion is not timed). MixUp and CutMix: both take
 that float batch, as they would after RandAugment in a chain. The PIL loop runs RandAugment image by image in one thread, as a
 Dataset transform inside one DataLoader worker does; its per-core rate is
-reported beside it. Times are medians of ``repeats`` after a warm-up, with
-CUDA synchronised around each.
+reported beside it. Times (the PIL loop's too) are medians of ``repeats`` after
+a warm-up, with CUDA synchronised around each. On the CPU, dataio's RandAugment
+runs its C kernel (``augment.cpu_kernel``); on a GPU, batched torch ops.
 """
 
 from __future__ import annotations
@@ -99,18 +100,20 @@ def _contenders(config: BenchAugmentConfig, pixels: np.ndarray) -> dict[str, dic
     }
 
 
-def _pil_loop_rate(pixels: np.ndarray, count: int) -> float:
-    """Images/s of PIL RandAugment(2, 9) one image at a time, numpy in and out, one thread."""
+def _pil_loop_rate(pixels: np.ndarray, count: int, repeats: int) -> float:
+    """Images/s of PIL RandAugment(2, 9) one image at a time, numpy in and out, one thread (median of repeats)."""
     from PIL import Image
 
     from bench.pil_randaugment import PilRandAugment
 
     ra = PilRandAugment(2, 9, seed=0)
     images = [pixels[i % len(pixels)] for i in range(count)]
-    start = time.perf_counter()
-    for array in images:
-        np.asarray(ra(Image.fromarray(array)))
-    return count / (time.perf_counter() - start)
+
+    def loop() -> None:
+        for array in images:
+            np.asarray(ra(Image.fromarray(array)))
+
+    return count / timed(loop, torch.device("cpu"), repeats)
 
 
 def bench_augment(config: BenchAugmentConfig, log=print) -> dict[str, Any]:
@@ -124,7 +127,7 @@ def bench_augment(config: BenchAugmentConfig, log=print) -> dict[str, Any]:
                      "dataio_img_s": config.batch_size / seconds["dataio"],
                      "kornia_img_s": config.batch_size / seconds["kornia"],
                      "vs_kornia": seconds["kornia"] / seconds["dataio"]})
-    pil_rate = _pil_loop_rate(pixels, config.pil_images)
+    pil_rate = _pil_loop_rate(pixels, config.pil_images, config.repeats)
     by_op = {row["op"]: row for row in rows}
     by_op["randaugment"]["pil_img_s"] = pil_rate
     by_op["randaugment"]["vs_pil"] = by_op["randaugment"]["dataio_img_s"] / pil_rate
