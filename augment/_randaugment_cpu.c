@@ -46,6 +46,7 @@ typedef struct {
     uint8_t *spread;
     uint8_t *rows;
     int32_t *taps;  /* 5 rows of 3 w: luma_taps */
+    double *wide;   /* the whole image as doubles (affine) */
 } geometry;
 
 static inline uint8_t clip_trunc(float v) { return v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)v; }
@@ -297,6 +298,9 @@ static void inside_span(double b, double m, double limit, int n, int *lo, int *h
 
 VECTOR_CLONES
 static void affine(const uint8_t *restrict s, uint8_t *restrict d, const geometry *g, const double *a) {
+    double *restrict wide = g->wide; /* the image as doubles, converted in one vector pass, not 12 times a pixel */
+    const size_t values = g->row * g->h;
+    for (size_t j = 0; j < values; j++) wide[j] = s[j];
     for (int y = 0; y < g->h; y++) {
         uint8_t *out = d + y * g->row;
         /* pixel x samples (bx + a0 x, by + a3 x) in "minus half a pixel" coordinates */
@@ -310,10 +314,10 @@ static void affine(const uint8_t *restrict s, uint8_t *restrict d, const geometr
             double xs = bx + a[0] * x, ys = by + a[3] * x;
             int x0 = (int)xs, y0 = (int)ys;
             double dx = xs - x0, dy = ys - y0;
-            const uint8_t *p = s + y0 * g->row + 3 * x0, *q = p + g->row;
+            const double *p = wide + y0 * g->row + 3 * x0, *q = p + g->row;
             for (int c = 0; c < 3; c++) {
-                double top = p[c] + (double)(p[c + 3] - p[c]) * dx;
-                double bottom = q[c] + (double)(q[c + 3] - q[c]) * dx;
+                double top = p[c] + (p[c + 3] - p[c]) * dx;
+                double bottom = q[c] + (q[c + 3] - q[c]) * dx;
                 out[3 * x + c] = (uint8_t)(top + (bottom - top) * dy);
             }
         }
@@ -344,8 +348,22 @@ static void shift_rows(const uint8_t *restrict s, uint8_t *restrict d, const geo
  * pixel x of source row clamp(r + k[x]) (gathered a row at a time) turns every output row into
  * a flat interpolation between two gathered rows; the clamping is PIL's edge rule. Pixels whose
  * source is outside the image (a span at each end of the row: the shift is linear) get the fill. */
-static void gather_row(const uint8_t *s, uint8_t *out, const geometry *g, int r) {
-    for (int x = 0; x < g->w; x++) memcpy(out + 3 * x, s + clampi(r + g->k[x], g->h - 1) * g->row + 3 * x, 3);
+static void gather_row(const uint8_t *restrict s, uint8_t *restrict out, const geometry *g, int r, int k_lo,
+                       int k_hi) {
+    const int *k = g->k;
+    const int w = g->w, last = g->h - 1;
+    const size_t row = g->row;
+    if (r + k_lo >= 0 && r + k_hi <= last) { /* no column needs clamping */
+        const uint8_t *base = s + (ptrdiff_t)r * (ptrdiff_t)row;
+        for (int x = 0; x < w; x++) {
+            const uint8_t *from = base + (ptrdiff_t)k[x] * (ptrdiff_t)row + 3 * x;
+            out[3 * x] = from[0];
+            out[3 * x + 1] = from[1];
+            out[3 * x + 2] = from[2];
+        }
+        return;
+    }
+    for (int x = 0; x < w; x++) memcpy(out + 3 * x, s + clampi(r + k[x], last) * row + 3 * x, 3);
 }
 
 VECTOR_CLONES
@@ -360,16 +378,19 @@ static void shift_columns(const uint8_t *restrict s, uint8_t *restrict d, const 
         g->k[x] = (int)whole;
         g->t[3 * x] = g->t[3 * x + 1] = g->t[3 * x + 2] = shift - whole;
     }
+    int k_lo = g->k[0], k_hi = g->k[0]; /* the shift is linear in x: its extremes are at the ends */
+    k_lo = g->k[g->w - 1] < k_lo ? g->k[g->w - 1] : k_lo;
+    k_hi = g->k[g->w - 1] > k_hi ? g->k[g->w - 1] : k_hi;
     const int translate = a[3] == 0.0; /* one shift for all columns: the source rows need no gathering */
     uint8_t *top = g->rows, *bottom = g->rows + row;
-    if (!translate) gather_row(s, top, g, 0);
+    if (!translate) gather_row(s, top, g, 0, k_lo, k_hi);
     for (int y = 0; y < g->h; y++) {
         uint8_t *out = d + y * row;
         if (translate)
             blend_rows(s + clampi(y + g->k[0], g->h - 1) * row, s + clampi(y + g->k[0] + 1, g->h - 1) * row, g->t, out,
                        row);
         else {
-            gather_row(s, bottom, g, y + 1);
+            gather_row(s, bottom, g, y + 1, k_lo, k_hi);
             blend_rows(top, bottom, g->t, out, row);
         }
         int lo = 0, hi = g->w;
@@ -457,16 +478,17 @@ static PyObject *apply(PyObject *self, PyObject *args) {
     else if (first < 0 || last > n || first > last) error = "bad sample range";
     else if (fill < 0 || fill > 255) error = "fill must be in [0, 255]";
     else error = check_plan((const int32_t *)codes.buf, (const double *)params.buf, (size_t)n * num_ops);
-    geometry g = {w, h, (size_t)w * 3, fill, NULL, NULL, NULL, NULL, NULL};
+    geometry g = {w, h, (size_t)w * 3, fill, NULL, NULL, NULL, NULL, NULL, NULL};
     uint8_t *scratch = NULL;
     if (!error) {
         scratch = malloc(image_bytes);
         g.k = malloc(sizeof(int) * w);
         g.t = malloc(sizeof(double) * 3 * w);
         g.rows = malloc((size_t)w * 3 * 2);
+        g.wide = malloc(sizeof(double) * image_bytes);
         g.spread = malloc((size_t)w * 3);
         g.taps = malloc(sizeof(int32_t) * 5 * 3 * w);
-        if (!scratch || !g.k || !g.t || !g.spread || !g.taps || !g.rows) error = "out of memory";
+        if (!scratch || !g.k || !g.t || !g.spread || !g.taps || !g.rows || !g.wide) error = "out of memory";
         else luma_taps(g.taps, g.row);
     }
     if (!error) {
@@ -483,6 +505,7 @@ static PyObject *apply(PyObject *self, PyObject *args) {
     free(g.spread);
     free(g.taps);
     free(g.rows);
+    free(g.wide);
     PyBuffer_Release(&src);
     PyBuffer_Release(&dst);
     PyBuffer_Release(&codes);
