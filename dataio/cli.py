@@ -94,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     bench_augment.add_argument("--device", help="cpu or cuda (default: cuda when present)")
     bench_augment.add_argument("--batch-size", type=_positive, default=256)
     bench_augment.add_argument("--image-size", type=_positive, default=224)
-    bench_augment.add_argument("--repeats", type=_positive, default=5)
+    bench_augment.add_argument("--repeats", type=_positive, default=7)
 
     bench_text = bench_kinds.add_parser("text", help="text batching against the usual on-the-fly recipe")
     bench_text.add_argument("src", type=Path, nargs="+", help=".txt/.jsonl/.parquet corpus files")
