@@ -144,3 +144,18 @@ def test_loader_batches_are_the_same_with_and_without_region_decode(image_shards
 
     for region, whole in zip(epoch(True), epoch(False)):
         np.testing.assert_array_equal(region, whole)
+
+
+@pytest.mark.parametrize("size", [(1, 1), (3, 2), (5, 7), (224, 224)])
+def test_pack_rgbx_packs_and_mirrors_exactly(size):
+    """The decoder's output step: PIL's RGBX bytes to RGB in the batch slot, mirrored when flipped."""
+    width, height = size
+    pixels = np.random.default_rng(width).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    rgbx = Image.fromarray(pixels).tobytes("raw", "RGBX")
+    out = np.full_like(pixels, 7)
+    _jpeg_region.pack_rgbx(rgbx, out, width, height, False)
+    assert np.array_equal(out, pixels)
+    _jpeg_region.pack_rgbx(rgbx, out, width, height, True)
+    assert np.array_equal(out, pixels[:, ::-1])
+    with pytest.raises(ValueError, match="pack_rgbx"):
+        _jpeg_region.pack_rgbx(rgbx[:-1], out, width, height, False)
