@@ -13,7 +13,9 @@ Two paths give the same pixels (tested bit-identical on the same libjpeg-turbo):
 
 Either way pillow-simd's antialiased resize does the one fused crop-and-resize
 (``resize(box=...)``), and when the crop is downscaled 2x or more, the JPEG is
-decoded at reduced size through DCT scaling, with PIL's ``draft`` rule.
+decoded at reduced size through DCT scaling, with PIL's ``draft`` rule. The
+extension's ``pack_rgbx`` then writes the result into the batch slot as RGB,
+mirrored for a flip, in one pass.
 """
 
 from __future__ import annotations

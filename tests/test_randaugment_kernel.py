@@ -128,3 +128,13 @@ def test_bad_buffers_are_refused() -> None:
         _randaugment_cpu.apply(pixels, pixels.copy(), 2, 8, 8, codes[:1], params, 1, 128, 0, 2)
     with pytest.raises(ValueError, match="sample range"):
         _randaugment_cpu.apply(pixels, pixels.copy(), 2, 8, 8, codes, params, 1, 128, 0, 3)
+
+
+def test_no_ops_empty_batch_and_restricted_op_sets() -> None:
+    images = photo_batch(4, size=(16, 16))
+    assert torch.equal(RandAugment(RandAugmentConfig(num_ops=0))(images), images)
+    assert RandAugment(RandAugmentConfig())(images[:0]).shape == (0, 3, 16, 16)
+    for ops in (("Color", "Solarize"), ("Rotate",)):  # no geometric draws / only geometric draws
+        ra = RandAugment(RandAugmentConfig(ops=ops, magnitude=9))
+        out = ra(images)
+        assert out.shape == images.shape and not torch.equal(out, images)
