@@ -13,6 +13,7 @@ kernel paths apply the same ops and magnitudes and differ only in rounding.
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -26,6 +27,15 @@ except ImportError:  # built without a C compiler: RandAugment uses torch ops
 AVAILABLE = _randaugment_cpu is not None
 SLICES_PER_THREAD = 8
 _pool: ThreadPoolExecutor | None = None
+
+
+def _forget_pool() -> None:
+    """In a forked child (a DataLoader worker, say) the parent's pool threads do not exist: start afresh."""
+    global _pool
+    _pool = None
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _slices(n: int, parts: int) -> list[tuple[int, int]]:

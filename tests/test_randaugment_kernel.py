@@ -138,3 +138,26 @@ def test_no_ops_empty_batch_and_restricted_op_sets() -> None:
         ra = RandAugment(RandAugmentConfig(ops=ops, magnitude=9))
         out = ra(images)
         assert out.shape == images.shape and not torch.equal(out, images)
+
+
+def test_a_forked_child_gets_its_own_threads() -> None:
+    """After the parent used the kernel's thread pool, a forked child (a DataLoader worker) must not hang."""
+    import multiprocessing
+
+    images = photo_batch(16, size=(24, 24))
+    ra = RandAugment(RandAugmentConfig(num_ops=2, magnitude=9))
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)  # the parent's pool exists with 2 threads
+    try:
+        ra(images)
+        context = multiprocessing.get_context("fork")
+        with context.Pool(1) as pool:
+            shape = pool.apply_async(_augment_in_child, (images,)).get(timeout=60)
+    finally:
+        torch.set_num_threads(previous)
+    assert shape == (16, 3, 24, 24)
+
+
+def _augment_in_child(images: torch.Tensor) -> tuple[int, ...]:
+    torch.set_num_threads(2)
+    return tuple(RandAugment(RandAugmentConfig(num_ops=2, magnitude=9))(images).shape)
