@@ -87,3 +87,20 @@ def test_schedule_changes_size_and_batch_per_epoch(coloured_shards):
 def test_augmentation_is_for_training_loaders(image_shards):
     with pytest.raises(ValueError, match="train=True"):
         ImageLoader(image_shards, train=False, randaugment=RandAugmentConfig())
+
+
+def test_device_crop_then_randaugment_takes_the_cpu_kernel(image_shards, monkeypatch):
+    """On the CPU the device crop's floats are rounded to uint8 so RandAugment runs its C kernel."""
+    from augment import cpu_kernel
+
+    if not cpu_kernel.AVAILABLE:
+        pytest.skip("augment._randaugment_cpu not built")
+    calls = []
+    original = cpu_kernel.apply
+    monkeypatch.setattr(cpu_kernel, "apply", lambda *a, **k: calls.append(1) or original(*a, **k))
+    first = [(i.clone(), t.clone()) for i, t in augmented(image_shards, crop_on_device=True)]
+    again = [(i.clone(), t.clone()) for i, t in augmented(image_shards, crop_on_device=True)]
+    assert len(calls) == 2 * len(first) > 0
+    for (images, targets), (images2, targets2) in zip(first, again):
+        assert images.shape[1:] == (3, 48, 48) and images.dtype == torch.float32
+        assert torch.equal(images, images2) and torch.equal(targets, targets2)
