@@ -330,7 +330,8 @@ static void affine(const uint8_t *restrict s, uint8_t *restrict d, const geometr
 VECTOR_CLONES
 static void shift_rows(const uint8_t *restrict s, uint8_t *restrict d, const geometry *g, const double *a) {
     for (int y = 0; y < g->h; y++) {
-        double shift = a[1] * (y + 0.5) + a[2], whole = floor(shift);
+        /* beyond +-(w + 2) every pixel is fill anyway; the clamp keeps the int conversion defined */
+        double shift = fmin(fmax(a[1] * (y + 0.5) + a[2], -(g->w + 2.0)), g->w + 2.0), whole = floor(shift);
         int k = (int)whole;
         double t = shift - whole;
         int lo = clampi(-k, g->w), hi = clampi(g->w - 1 - k, g->w); /* x + k and x + k + 1 inside */
@@ -374,8 +375,8 @@ static void blend_rows(const uint8_t *top, const uint8_t *bottom, const double *
 static void shift_columns(const uint8_t *restrict s, uint8_t *restrict d, const geometry *g, const double *a) {
     const size_t row = g->row;
     for (int x = 0; x < g->w; x++) {
-        double shift = a[3] * (x + 0.5) + a[5], whole = floor(shift);
-        g->k[x] = (int)whole;
+        double shift = fmin(fmax(a[3] * (x + 0.5) + a[5], -(g->h + 2.0)), g->h + 2.0), whole = floor(shift);
+        g->k[x] = (int)whole; /* clamped as in shift_rows */
         g->t[3 * x] = g->t[3 * x + 1] = g->t[3 * x + 2] = shift - whole;
     }
     int k_lo = g->k[0], k_hi = g->k[0]; /* the shift is linear in x: its extremes are at the ends */

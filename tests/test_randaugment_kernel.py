@@ -161,3 +161,18 @@ def test_a_forked_child_gets_its_own_threads() -> None:
 def _augment_in_child(images: torch.Tensor) -> tuple[int, ...]:
     torch.set_num_threads(2)
     return tuple(RandAugment(RandAugmentConfig(num_ops=2, magnitude=9))(images).shape)
+
+
+@pytest.mark.parametrize("height,width,coefficients", [
+    (3000, 3, (1, 1e6, 0, 0, 1, 0)), (3000, 3, (1, -1e6, -1e6, 0, 1, 0)),  # row shifts past the int range
+    (3, 3000, (1, 0, 0, 1e6, 1, 0)), (3, 3000, (1, 0, 0, -1e6, 1, -1e6)),  # column shifts
+])
+def test_shifts_far_outside_the_image_are_all_fill(height: int, width: int, coefficients: tuple) -> None:
+    """The largest coefficients the kernel accepts, on tall or wide images: fill, and no int overflow (UBSan-checked)."""
+    from augment import _randaugment_cpu
+
+    src = np.random.default_rng(0).integers(0, 256, (1, height, width, 3), dtype=np.uint8)
+    dst = np.zeros_like(src)
+    _randaugment_cpu.apply(src, dst, 1, height, width, np.array([[9]], np.int32),
+                           np.array([[coefficients]], np.float64), 1, 128, 0, 1)
+    assert (dst == 128).all()
