@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.dataio-installed
 
-.PHONY: test demo fuzz venv clean
+.PHONY: test demo fuzz sanitize venv clean
 
 venv: $(STAMP)
 
@@ -34,6 +34,19 @@ demo: $(STAMP)
 # A longer fuzzing campaign: 2,000 examples per target (about a minute on 2 cores).
 fuzz: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests -m fuzz --hypothesis-profile=long
+
+# The two C extensions rebuilt with AddressSanitizer + UndefinedBehaviorSanitizer, their tests and a
+# long fuzzing run against them, then the normal build put back (whatever the tests said).
+SAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -shared -fPIC
+sanitize: $(STAMP)
+	$(eval INCLUDE := $(shell $(PY) -c "import sysconfig; print(sysconfig.get_paths()['include'])"))
+	$(eval SUFFIX := $(shell $(PY) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))"))
+	gcc $(SAN_FLAGS) -I$(INCLUDE) augment/_randaugment_cpu.c -o augment/_randaugment_cpu$(SUFFIX)
+	gcc $(SAN_FLAGS) -I$(INCLUDE) dataio/_jpeg_region.c -ljpeg -o dataio/_jpeg_region$(SUFFIX)
+	ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+		$(PY) -m pytest -q -p no:cacheprovider tests/test_randaugment_kernel.py tests/test_region_decode.py \
+		tests/test_fuzz.py -k "kernel or region or decoder or pack or shifts or match" --hypothesis-profile=long; \
+		status=$$?; $(PIP) install -q --no-deps --no-build-isolation -e . && $(PY) -m dataio.check_install; exit $$status
 
 clean:
 	rm -rf $(VENV) demo-data
