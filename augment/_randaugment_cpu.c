@@ -14,8 +14,9 @@
  * the batch. Each op follows the PIL function timm's RandAugment calls (ImageOps,
  * ImageEnhance's blend, Image.transform BILINEAR) including its rounding: enhance ops
  * truncate in float32, the smooth filter rounds, affine sampling truncates in double.
- * An image and its scratch copy (150 KB at 224) stay in L2 across the ops: that, and row loops the compiler vectorises,
- * is what makes this faster than whole-batch tensor passes on a CPU.
+ * An image and its scratch copy (150 KB at 224) stay in L2 across the ops: that, and row
+ * loops the compiler vectorises, is what makes this faster than whole-batch tensor passes on
+ * a CPU.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -79,7 +80,6 @@ static void luma_taps(int32_t *taps, size_t row) {
 VECTOR_CLONES
 static void luma_per_byte(const uint8_t *in, uint8_t *out, const int32_t *taps, size_t row) {
     const int32_t *t0 = taps, *t1 = taps + row, *t2 = taps + 2 * row, *t3 = taps + 3 * row, *t4 = taps + 4 * row;
-    for (size_t j = 0; j < 3; j++) out[j] = out[row - 3 + j] = 0;
     out[0] = out[1] = out[2] = (uint8_t)luma(in);
     out[row - 3] = out[row - 2] = out[row - 1] = (uint8_t)luma(in + row - 3);
     for (size_t j = 3; j < row - 3; j++)
@@ -456,7 +456,8 @@ static const char *check_plan(const int32_t *codes, const double *params, size_t
         if (codes[i] < IDENTITY || codes[i] > AFFINE) return "op codes must be in 0..9";
         for (int j = 0; j < 6; j++)
             if (!(fabs(params[6 * i + j]) <= 1e6)) return "params must be finite, at most 1e6 in magnitude";
-        if (codes[i] == POSTERIZE && !(params[6 * i] >= 0 && params[6 * i] <= 8)) return "posterize bits must be in 0..8";
+        if (codes[i] == POSTERIZE && !(params[6 * i] >= 0 && params[6 * i] <= 8))
+            return "posterize bits must be in 0..8";
     }
     return NULL;
 }
