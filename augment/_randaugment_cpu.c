@@ -523,6 +523,7 @@ static PyMethodDef methods[] = {
     {"apply", apply, METH_VARARGS, "Augment samples [first, last) of src into dst, each with its own ops."},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_randaugment_cpu", NULL, -1, methods, NULL, NULL, NULL, NULL};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_randaugment_cpu", NULL, -1, methods,
+                                    NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__randaugment_cpu(void) { return PyModule_Create(&module); }

@@ -168,7 +168,7 @@ def _augment_in_child(images: torch.Tensor) -> tuple[int, ...]:
     (3, 3000, (1, 0, 0, 1e6, 1, 0)), (3, 3000, (1, 0, 0, -1e6, 1, -1e6)),  # column shifts
 ])
 def test_shifts_far_outside_the_image_are_all_fill(height: int, width: int, coefficients: tuple) -> None:
-    """The largest coefficients the kernel accepts, on tall or wide images: fill, and no int overflow (UBSan-checked)."""
+    """The largest coefficients the kernel accepts, on tall or wide images: all fill, no int overflow (make sanitize)."""
     from augment import _randaugment_cpu
 
     src = np.random.default_rng(0).integers(0, 256, (1, height, width, 3), dtype=np.uint8)
