@@ -5,13 +5,14 @@ images) on the same device. RandAugment and the chain: dataio takes the uint8
 batch and returns uint8 (normalised floats for the chain), conversions
 included; kornia is given the batch already converted to float in [0, 1],
 which it requires (its conversion is not timed). MixUp and CutMix: both take
-that float batch, as they would after RandAugment in a chain. The PIL loop runs RandAugment image by image in one thread, as a
-Dataset transform inside one DataLoader worker does; its per-core rate is
-reported beside it. Times are medians of ``repeats`` after a warm-up, with CUDA
-synchronised around each. The target against the PIL loop is the median of
-per-pair ratios, each pair being one dataio batch and one pass of the PIL loop
-timed back to back (``paired_ratios``), so machine drift hits both sides. On the CPU, dataio's RandAugment
-runs its C kernel (``augment.cpu_kernel``); on a GPU, batched torch ops.
+that float batch, as they would after RandAugment in a chain. The PIL loop runs
+RandAugment image by image in one thread, as a Dataset transform inside one
+DataLoader worker does; its per-core rate is reported beside it. Times are
+medians of ``repeats`` after a warm-up, with CUDA synchronised around each. The
+target against the PIL loop is the median of per-pair ratios, each pair being one
+dataio batch and one pass of the PIL loop timed back to back (``paired_ratios``),
+so machine drift hits both sides. On the CPU, dataio's RandAugment runs its C
+kernel (``augment.cpu_kernel``); on a GPU, batched torch ops.
 """
 
 from __future__ import annotations
@@ -60,19 +61,21 @@ def photo_batch(n: int, size: int) -> np.ndarray:
     return np.stack([np.asarray(synthetic_image(i % 10, rng).convert("RGB").resize((size, size))) for i in range(n)])
 
 
+def seconds(fn: Callable[[], Any], device: torch.device) -> float:
+    """Seconds of one run of ``fn``, with CUDA synchronised around it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start
+
+
 def timed(fn: Callable[[], Any], device: torch.device, repeats: int) -> float:
     """Median seconds of ``fn`` over ``repeats`` runs after one warm-up."""
     fn()
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return statistics.median(seconds(fn, device) for _ in range(repeats))
 
 
 def _contenders(config: BenchAugmentConfig, pixels: np.ndarray) -> dict[str, dict[str, Callable[[], Any]]]:
@@ -120,16 +123,14 @@ def _pil_loop(pixels: np.ndarray, count: int) -> Callable[[], None]:
 
 def paired_ratios(ours: Callable[[], Any], baseline: Callable[[], Any], device: torch.device,
                   repeats: int) -> tuple[list[float], list[float]]:
-    """Seconds of ``ours`` and ``baseline``, timed back to back ``repeats`` times after one warm-up each.
+    """Seconds of ``ours`` and ``baseline``, timed back to back ``repeats`` times after one warm-up of each.
 
     A shared machine's speed drifts over a benchmark; timing the pair together
     puts the same drift on both, so their per-pair ratio is what the target uses.
     """
-    ours_s, baseline_s = [], []
-    for _ in range(repeats):
-        ours_s.append(timed(ours, device, 1))
-        baseline_s.append(timed(baseline, torch.device("cpu"), 1))
-    return ours_s, baseline_s
+    ours(), baseline()
+    pairs = [(seconds(ours, device), seconds(baseline, torch.device("cpu"))) for _ in range(repeats)]
+    return [ours_s for ours_s, _ in pairs], [baseline_s for _, baseline_s in pairs]
 
 
 def bench_augment(config: BenchAugmentConfig, log=print) -> dict[str, Any]:
@@ -149,10 +150,9 @@ def bench_augment(config: BenchAugmentConfig, log=print) -> dict[str, Any]:
     pil_rate = config.pil_images / statistics.median(pil_s)
     by_op = {row["op"]: row for row in rows}
     by_op["randaugment"]["pil_img_s"] = pil_rate
-    by_op["randaugment"]["vs_pil"] = statistics.median(
-        (config.batch_size / ours) / (config.pil_images / pil) for ours, pil in zip(ours_s, pil_s))
-    by_op["randaugment"]["vs_pil_pairs"] = [(config.batch_size / ours) / (config.pil_images / pil)
-                                            for ours, pil in zip(ours_s, pil_s)]
+    pair_ratios = [(config.batch_size / ours) / (config.pil_images / pil) for ours, pil in zip(ours_s, pil_s)]
+    by_op["randaugment"]["vs_pil"] = statistics.median(pair_ratios)
+    by_op["randaugment"]["vs_pil_pairs"] = pair_ratios
     machine = machine_description()
     checks = {
         "randaugment_vs_kornia": by_op["randaugment"]["vs_kornia"],
