@@ -186,16 +186,21 @@ static void equalize_lut(const uint8_t *s, size_t pixels, uint8_t lut[3][256]) {
     }
 }
 
-/* The table of a pointwise op; returns 0 for ops that are not pointwise. */
-static int pointwise_lut(int code, double param, const uint8_t *s, const geometry *g, uint8_t lut[3][256]) {
+static inline int is_pointwise(int code) {
+    return code == AUTOCONTRAST || code == EQUALIZE || code == SOLARIZE || code == POSTERIZE || code == CONTRAST ||
+           code == BRIGHTNESS;
+}
+
+/* The table of a pointwise op (is_pointwise(code)). */
+static void pointwise_lut(int code, double param, const uint8_t *s, const geometry *g, uint8_t lut[3][256]) {
     size_t pixels = (size_t)g->w * g->h;
     if (code == AUTOCONTRAST) {
         autocontrast_lut(s, pixels, lut);
-        return 1;
+        return;
     }
     if (code == EQUALIZE) {
         equalize_lut(s, pixels, lut);
-        return 1;
+        return;
     }
     int mean = 0;
     if (code == CONTRAST) { /* ImageEnhance.Contrast: int(mean of the L image + 0.5) */
@@ -209,12 +214,10 @@ static int pointwise_lut(int code, double param, const uint8_t *s, const geometr
         case SOLARIZE: v = i < param ? i : 255 - i; break;
         case POSTERIZE: v = (uint8_t)(i & mask); break;
         case CONTRAST: v = blend(mean, i, f); break;
-        case BRIGHTNESS: v = blend(0, i, f); break;
-        default: return 0;
+        default: v = blend(0, i, f); break; /* BRIGHTNESS */
         }
         lut[0][i] = lut[1][i] = lut[2][i] = v;
     }
-    return 1;
 }
 
 /* ---- enhance ops that look at more than one value ---- */
@@ -417,11 +420,6 @@ static void warp(const uint8_t *s, uint8_t *d, const geometry *g, const double *
 
 /* ---- one image, many ops ---- */
 
-static inline int is_pointwise(int code) {
-    return code == AUTOCONTRAST || code == EQUALIZE || code == SOLARIZE || code == POSTERIZE || code == CONTRAST ||
-           code == BRIGHTNESS;
-}
-
 /* Run one image's ops from src into dst, through scratch; src is never written. Pointwise ops run
  * in place; every other op (and the first, since src is read-only) moves the image to the other
  * buffer. The first move goes to scratch when the number of moves is even, so the last lands in dst. */
@@ -437,9 +435,12 @@ static void augment_one(const uint8_t *src, uint8_t *dst, uint8_t *scratch, cons
         int code = codes[i];
         const double *p = params + 6 * i;
         if (code == IDENTITY) continue;
-        int pointwise = pointwise_lut(code, p[0], current, g, lut);
+        int pointwise = is_pointwise(code);
         uint8_t *target = pointwise && current != src ? (uint8_t *)current : other;
-        if (pointwise) apply_lut(current, target, pixels, lut);
+        if (pointwise) {
+            pointwise_lut(code, p[0], current, g, lut);
+            apply_lut(current, target, pixels, lut);
+        }
         else if (code == COLOR) color(current, target, g, (float)p[0]);
         else if (code == SHARPNESS) sharpness(current, target, g, (float)p[0]);
         else warp(current, target, g, p);
