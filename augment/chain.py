@@ -96,7 +96,9 @@ class DeviceAugment:
             if self.randaugment is not None and self.randaugment.uses_kernel(images.device, torch.uint8):
                 images = images.round_().to(torch.uint8)  # on the CPU: the kernel's uint8 path (PIL rounds per op too)
         if self.randaugment is not None:
-            images = self.randaugment(images)
+            # The kernel's values are whole numbers: with no mixing after, keep them uint8 (no 4-byte copy)
+            whole = self.mix is None and self.randaugment.uses_kernel(images.device, images.dtype)
+            images = self.randaugment(images, output="uint8" if whole else None)
         if self.mix is not None:
             images, labels = self.mix(images, labels)
         if self.normalize is not None:

@@ -138,16 +138,19 @@ class RandAugment(RandomStage):
         sign = torch.where(torch.rand((n, c.num_ops), generator=g) < 0.5, -1.0, 1.0)
         return self._op_ids[picks], magnitude, sign
 
-    def __call__(self, images: torch.Tensor) -> torch.Tensor:
-        """Augment ``(N, 3, H, W)`` uint8 (or float 0-255) images; each sample its own ops."""
+    def __call__(self, images: torch.Tensor, *, output: Literal["uint8", "float"] | None = None) -> torch.Tensor:
+        """Augment ``(N, 3, H, W)`` uint8 (or float 0-255) images; each sample its own ops.
+
+        ``output`` overrides the config's for this call."""
         if images.ndim != 4 or images.shape[1] != 3:
             raise ValueError(f"RandAugment expects (N, 3, H, W) images, got {tuple(images.shape)}")
+        output = output or self.config.output
         n, _, height, width = images.shape
         ops, magnitude, sign = self.draw(n)
         if self.uses_kernel(images.device, images.dtype):
             codes, params = kernel_plan(ops, magnitude, sign, height, width)
             out = cpu_kernel.apply(images, codes, params, fill=int(round(self.config.fill)))
-            return out.float() if self.config.output == "float" else out
+            return out.float() if output == "float" else out
         channels_last = images.is_contiguous(memory_format=torch.channels_last) and not images.is_contiguous()
         x = images
         order = torch.arange(n)  # x[i] holds sample order[i]
@@ -156,7 +159,7 @@ class RandAugment(RandomStage):
             order = order[perm]
             x = x.index_select(0, perm.to(x.device, non_blocking=True)).float()  # float after the first gather
             self._apply_slot(x, ops[order, slot], magnitude[order, slot], sign[order, slot])
-        x = x.float() if self.config.output == "float" else x.round_().to(torch.uint8) if x.is_floating_point() else x
+        x = x.float() if output == "float" else x.round_().to(torch.uint8) if x.is_floating_point() else x
         x = x.index_select(0, torch.argsort(order).to(x.device, non_blocking=True))
         return x.contiguous(memory_format=torch.channels_last) if channels_last else x
 

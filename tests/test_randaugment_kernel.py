@@ -176,3 +176,22 @@ def test_shifts_far_outside_the_image_are_all_fill(height: int, width: int, coef
     _randaugment_cpu.apply(src, dst, 1, height, width, np.array([[9]], np.int32),
                            np.array([[coefficients]], np.float64), 1, 128, 0, 1)
     assert (dst == 128).all()
+
+
+def test_chain_without_mixing_gives_what_randaugment_then_normalize_give() -> None:
+    """DeviceAugment keeps the kernel's output uint8 when nothing mixes after it: same values as the float route."""
+    from augment import DeviceAugment, Normalize
+    from dataio.image_loader_config import IMAGENET_MEAN, IMAGENET_STD
+
+    images, labels = photo_batch(12, size=(32, 40)), torch.zeros(12, dtype=torch.long)
+    config = RandAugmentConfig(num_ops=2, magnitude=9)
+    normalize = Normalize(IMAGENET_MEAN, IMAGENET_STD)
+    for chain_normalize in (None, normalize):
+        chain = DeviceAugment(randaugment=config, normalize=chain_normalize)
+        chain.seed_for(SeedKey(seed=6))
+        ours, _ = chain(images, labels)
+        ra = RandAugment(dataclasses.replace(config, output="float"))
+        ra.seed_for(SeedKey(seed=6))
+        floats = ra(images)
+        expected = normalize(floats) if chain_normalize else floats.round().to(torch.uint8)
+        assert ours.dtype == expected.dtype and torch.equal(ours, expected)
