@@ -1,13 +1,18 @@
 /* Decode only a region of a JPEG with libjpeg-turbo, into a 4-byte-per-pixel buffer PIL can map.
  *
  * header(data) -> (width, height): the image size, from the header alone.
- * decode_region(data, x0, y0, x1, y1, scale_denom, out) -> (width, height, left)
+ * decode_region(data, x0, y0, x1, y1, scale_denom, out, splice=True) -> (width, height, left)
  * pack_rgbx(rgbx, out, width, height, flip): RGBX -> RGB into out, optionally mirrored (below).
+ * add_restart_markers(data, most_mcus) -> bytes: the pack-time lossless rewrite (jpeg_restart.h).
+ * splice(data, x0, y0, x1, y1) -> (bytes, left, top) or None: jpeg_splice.h, for tests.
  *
  * (x0, y0, x1, y1) is the wanted box in pixels of the image decoded at 1/scale_denom
  * (scale_denom in 1, 2, 4, 8: DCT scaling). Rows above y0 are skipped (entropy-decoded
  * only), rows below y1 are never read, and columns outside [x0, x1) are not inverse-DCT'd
- * or colour-converted (jpeg_crop_scanline widens the span to iMCU boundaries). The rows are
+ * or colour-converted (jpeg_crop_scanline widens the span to iMCU boundaries). In a file whose
+ * restart intervals tile its MCU rows (what dataio's packer writes), splice (the default) first
+ * cuts the file down to the intervals around the box, so that rows and columns outside it are
+ * not even entropy-decoded; the pixels are the same either way. The rows are
  * written to the writable buffer out as width * height RGBX pixels (PIL's own layout for RGB
  * images, so PIL can map it without a copy); the wanted box starts at column left. out must
  * hold ceil(image width / scale_denom) * (y1 - y0) * 4 bytes. The GIL is released while decoding.
@@ -19,42 +24,13 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <setjmp.h>
-#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <jpeglib.h>
-#include <jerror.h>
-
-typedef struct {
-    struct jpeg_error_mgr base;
-    jmp_buf escape;
-    int truncated;
-    char message[JMSG_LENGTH_MAX];
-} region_error_mgr;
-
-static void region_error_exit(j_common_ptr cinfo) {
-    region_error_mgr *err = (region_error_mgr *)cinfo->err;
-    (*cinfo->err->format_message)(cinfo, err->message);
-    longjmp(err->escape, 1);
-}
-
-static void region_emit_message(j_common_ptr cinfo, int level) {
-    region_error_mgr *err = (region_error_mgr *)cinfo->err;
-    if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF && !err->truncated) {
-        err->truncated = 1;
-        (*cinfo->err->format_message)(cinfo, err->message);
-    }
-}
+#include "jpeg_error.h"
+#include "jpeg_restart.h"
+#include "jpeg_splice.h"
 
 enum { OK = 0, LIBJPEG_ERROR, UNSUPPORTED, BAD_BOX, SMALL_BUFFER };
-
-static void start(struct jpeg_decompress_struct *cinfo, region_error_mgr *err) {
-    cinfo->err = jpeg_std_error(&err->base);
-    err->base.error_exit = region_error_exit;
-    err->base.emit_message = region_emit_message;
-    err->truncated = 0;
-    err->message[0] = '\0';
-}
 
 static int supported(const struct jpeg_decompress_struct *cinfo) {
     return cinfo->jpeg_color_space == JCS_YCbCr || cinfo->jpeg_color_space == JCS_RGB ||
@@ -64,6 +40,7 @@ static int supported(const struct jpeg_decompress_struct *cinfo) {
 typedef struct {
     long x0, y0, x1, y1; /* the box, in pixels of the image scaled by 1/denom */
     int denom;
+    int splice; /* decode from the restart intervals that cover the box only, where the file allows */
     unsigned char *pixels;
     size_t capacity;
 } region_request;
@@ -74,7 +51,7 @@ static int decode(const unsigned char *data, size_t size, const region_request *
                   long *height, long *left, region_error_mgr *err) {
     struct jpeg_decompress_struct cinfo;
     JSAMPROW row;
-    start(&cinfo, err);
+    cinfo.err = region_errors(err);
     if (setjmp(err->escape)) {
         jpeg_destroy_decompress(&cinfo);
         return LIBJPEG_ERROR;
@@ -120,6 +97,34 @@ static int decode(const unsigned char *data, size_t size, const region_request *
     return err->truncated ? LIBJPEG_ERROR : OK;
 }
 
+/* Scaled pixels of context kept around the box when splicing, so that chroma upsampling at the
+ * box's edges sees the same neighbours as in the whole image (h2v2 fancy upsampling reads one
+ * chroma row or column, two pixels, beyond). */
+#define SPLICE_CONTEXT 2
+
+/* decode(), from only the restart intervals around the box when the file has them (jpeg_splice.h):
+ * the same pixels, without entropy-decoding rows and columns outside the box. */
+static int decode_spliced(const unsigned char *data, size_t size, const region_request *request, long *width,
+                          long *height, long *left, region_error_mgr *err) {
+    unsigned char *spliced;
+    size_t spliced_size;
+    long image_left, image_top;
+    long denom = request->denom;
+    if (!request->splice || request->x0 < 0 || request->y0 < 0 ||
+        !jpeg_splice(data, size, (request->x0 - SPLICE_CONTEXT) * denom, (request->y0 - SPLICE_CONTEXT) * denom,
+                     (request->x1 + SPLICE_CONTEXT) * denom, (request->y1 + SPLICE_CONTEXT) * denom, &spliced,
+                     &spliced_size, &image_left, &image_top))
+        return decode(data, size, request, width, height, left, err);
+    region_request shifted = *request; /* the spliced image starts at (image_left, image_top) */
+    shifted.x0 -= image_left / denom;
+    shifted.x1 -= image_left / denom;
+    shifted.y0 -= image_top / denom;
+    shifted.y1 -= image_top / denom;
+    int status = decode(spliced, spliced_size, &shifted, width, height, left, err);
+    free(spliced);
+    return status;
+}
+
 /* Sets the Python exception for a failed status; returns NULL. */
 static PyObject *raise_for(int status, const region_error_mgr *err) {
     switch (status) {
@@ -156,10 +161,10 @@ static PyObject *header(PyObject *self, PyObject *args) {
 static PyObject *decode_region(PyObject *self, PyObject *args) {
     Py_buffer data, out;
     long x0, y0, x1, y1, width = 0, height = 0, left = 0;
-    int denom, status;
+    int denom, status, splice = 1;
     region_error_mgr err;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*lllliw*:decode_region", &data, &x0, &y0, &x1, &y1, &denom, &out))
+    if (!PyArg_ParseTuple(args, "y*lllliw*|p:decode_region", &data, &x0, &y0, &x1, &y1, &denom, &out, &splice))
         return NULL;
     if (denom != 1 && denom != 2 && denom != 4 && denom != 8) {
         PyBuffer_Release(&data);
@@ -168,8 +173,8 @@ static PyObject *decode_region(PyObject *self, PyObject *args) {
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    region_request request = {x0, y0, x1, y1, denom, out.buf, (size_t)out.len};
-    status = decode(data.buf, (size_t)data.len, &request, &width, &height, &left, &err);
+    region_request request = {x0, y0, x1, y1, denom, splice, out.buf, (size_t)out.len};
+    status = decode_spliced(data.buf, (size_t)data.len, &request, &width, &height, &left, &err);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&data);
     PyBuffer_Release(&out);
@@ -214,11 +219,53 @@ static PyObject *pack_rgbx(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* add_restart_markers(data, most_mcus) -> bytes (jpeg_restart.h). */
+static PyObject *add_restart_markers(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    int most_mcus, ok;
+    unsigned char *rewritten = NULL;
+    size_t size = 0;
+    region_error_mgr err;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*i:add_restart_markers", &data, &most_mcus))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ok = jpeg_add_restart_markers(data.buf, (size_t)data.len, most_mcus, &rewritten, &size, &err);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    if (!ok)
+        return raise_for(LIBJPEG_ERROR, &err);
+    PyObject *result = PyBytes_FromStringAndSize((const char *)rewritten, (Py_ssize_t)size);
+    free(rewritten);
+    return result;
+}
+
+/* splice(data, x0, y0, x1, y1) -> (bytes, left, top) or None (jpeg_splice.h), for tests and tools. */
+static PyObject *splice(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    long x0, y0, x1, y1, left = 0, top = 0;
+    unsigned char *spliced = NULL;
+    size_t size = 0;
+    int ok;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*llll:splice", &data, &x0, &y0, &x1, &y1))
+        return NULL;
+    ok = jpeg_splice(data.buf, (size_t)data.len, x0, y0, x1, y1, &spliced, &size, &left, &top);
+    PyBuffer_Release(&data);
+    if (!ok)
+        Py_RETURN_NONE;
+    PyObject *result = Py_BuildValue("(y#ll)", (const char *)spliced, (Py_ssize_t)size, left, top);
+    free(spliced);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"add_restart_markers", add_restart_markers, METH_VARARGS, "add_restart_markers(data, most_mcus) -> bytes"},
+    {"splice", splice, METH_VARARGS, "splice(data, x0, y0, x1, y1) -> (bytes, left, top) or None"},
     {"header", header, METH_VARARGS, "header(data) -> (width, height)"},
     {"pack_rgbx", pack_rgbx, METH_VARARGS, "pack_rgbx(rgbx, out, width, height, flip) -> None"},
     {"decode_region", decode_region, METH_VARARGS,
-     "decode_region(data, x0, y0, x1, y1, scale_denom, out) -> (width, height, left)"},
+     "decode_region(data, x0, y0, x1, y1, scale_denom, out, splice=True) -> (width, height, left)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from dataio.errors import UsageError, WorkerDied
-from formats.image_prepare import ImagePrepareConfig, PreparedImage, Rejection, prepare_image
+from formats.image_prepare import ImagePrepareConfig, PreparedImage, Rejection, add_restart_markers, prepare_image
 from formats.convert_journal import Journal, ShardRecord, fingerprint
 from formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry, write_atomic
 from formats.sample_table import write_sample_table
@@ -145,7 +145,8 @@ def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
     """Pack ``config.src`` into shards in ``config.out``; resumes an interrupted run (see ``convert_journal``)."""
     classes, files = scan_image_folder(config.src)
     options = {"max_side": config.prepare.max_side, "quality": config.prepare.quality,
-               "max_pixels": config.prepare.max_pixels, "shard_size": config.shard_size}
+               "max_pixels": config.prepare.max_pixels, "shard_size": config.shard_size,
+               "restart_interval": config.prepare.restart_interval if add_restart_markers else 0}
     journal = Journal(config.out, fingerprint({**options, "max_shard_samples": config.max_shard_samples,
                                                "classes": classes}, files))
     done = journal.start(config.out, config.overwrite, _OUTPUT_PATTERNS)

@@ -2,8 +2,18 @@
 
 Real ImageNet has CMYK and grayscale JPEGs, PNGs named ``.JPEG`` and EXIF
 rotations: these are converted, not dropped. Files that do not decode are
-rejected with a reason. Clean RGB JPEGs that need no change are kept byte for
-byte (no generation loss).
+rejected with a reason. Clean RGB JPEGs that need no change are kept pixel for
+pixel (no generation loss).
+
+Every JPEG written is then rewritten losslessly (its DCT coefficients as they
+are, as jpegtran does) with a restart marker every few MCUs and optimised
+Huffman tables (``dataio._jpeg_region.add_restart_markers``): the reader can
+then cut a file down to the part a crop needs before decoding it
+(``dataio/jpeg_splice.c``), and any other JPEG reader decodes the same pixels
+as before, no slower (bench/results). The files come out about as large as
+before (+0.5% on the demo images with the default 2 MCUs). With
+``restart_interval=0``, or without the C extension, clean JPEGs are kept byte
+for byte.
 """
 
 from __future__ import annotations
@@ -14,19 +24,28 @@ from dataclasses import dataclass
 
 from PIL import Image, ImageOps
 
+try:
+    from dataio._jpeg_region import add_restart_markers
+except ImportError:  # built without libjpeg headers: JPEGs are written as they are
+    add_restart_markers = None
+
 EXIF_ORIENTATION = 0x0112
 # Quality used when a file must be re-encoded (format or colour conversion)
 # and the user asked for no particular quality.
 CONVERSION_QUALITY = 95
+# Most MCUs per restart interval: 2 MCUs (32 pixels of a 4:2:0 image) is the column step at which a
+# crop can be cut out; 1 measured no faster and +2% larger, 4 5% slower to decode.
+RESTART_INTERVAL = 2
 
 
 @dataclass(frozen=True, kw_only=True)
 class ImagePrepareConfig:
-    """Pack-time image options: downscale, re-encode quality, decompression-bomb limit."""
+    """Pack-time image options: downscale, re-encode quality, restart markers, decompression-bomb limit."""
 
     max_side: int | None = None  # downscale so the longer side is at most this
     quality: int | None = None  # re-encode every image at this JPEG quality
     max_pixels: int = 89_478_485  # PIL's default bomb limit (~0.25 GB of RGBA)
+    restart_interval: int = RESTART_INTERVAL  # most MCUs between JPEG restart markers; 0: none
 
     def __post_init__(self) -> None:
         if self.max_side is not None and self.max_side < 8:
@@ -35,6 +54,8 @@ class ImagePrepareConfig:
             raise ValueError(f"quality must be in 1..100, got {self.quality}")
         if self.max_pixels < 1:
             raise ValueError("max_pixels must be positive")
+        if not 0 <= self.restart_interval <= 65535:
+            raise ValueError(f"restart_interval must be in 0..65535, got {self.restart_interval}")
 
 
 @dataclass(frozen=True)
@@ -87,10 +108,20 @@ def prepare_image(data: bytes, config: ImagePrepareConfig) -> PreparedImage | Re
         image = image.resize(size, Image.LANCZOS)
         needs_encode = True
     if not needs_encode:
-        return PreparedImage(data, image.width, image.height, converted=False)
+        return PreparedImage(_with_restarts(data, config), image.width, image.height, converted=False)
     out = io.BytesIO()
     image.save(out, format="JPEG", quality=config.quality or CONVERSION_QUALITY)
-    return PreparedImage(out.getvalue(), image.width, image.height, converted=True)
+    return PreparedImage(_with_restarts(out.getvalue(), config), image.width, image.height, converted=True)
+
+
+def _with_restarts(jpeg: bytes, config: ImagePrepareConfig) -> bytes:
+    """``jpeg`` rewritten losslessly with restart markers; as it is if that is off, unavailable or fails."""
+    if not config.restart_interval or add_restart_markers is None:
+        return jpeg
+    try:
+        return add_restart_markers(jpeg, config.restart_interval)
+    except ValueError:  # libjpeg cannot transcode what PIL decoded (e.g. 12-bit): keep the original
+        return jpeg
 
 
 def _to_rgb(image: Image.Image) -> Image.Image:

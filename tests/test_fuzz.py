@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from dataio import ImageLoader
 from dataio.errors import DATA_EXCEPTIONS, DataioError
 from dataio.token_shards import TokenShards
-from dataio.turbo_decode import decode_crop_into
+from dataio.turbo_decode import REGION_DECODE, decode_crop_into
 from formats.manifest import MANIFEST_NAME, parse_manifest
 from formats.verify import count_tar_samples
 
@@ -142,8 +142,30 @@ def test_mutated_token_shard_reads_or_raises_shard_error(text_shards, tmp_path_f
         assert len(shards.tokens(sample)) == shards.lengths[sample]
 
 
+@FIXTURES
+@given(data=st.data())
+def test_splicer_and_rewriter_give_a_jpeg_none_or_a_value_error(jpeg_sample, data):
+    """The restart-interval splicer (never an error: a cut or None) and the pack-time rewrite on damaged bytes."""
+    if not REGION_DECODE:
+        pytest.skip("dataio._jpeg_region not built")
+    from dataio import _jpeg_region
+
+    mutated = mutate(jpeg_sample, data.draw(mutations(len(jpeg_sample))))
+    corner = st.integers(-50, 600)
+    result = _jpeg_region.splice(mutated, data.draw(corner), data.draw(corner), data.draw(corner), data.draw(corner))
+    if result is not None:
+        spliced, left, top = result
+        assert left >= 0 and top >= 0 and spliced[:2] == b"\xff\xd8" and spliced[-2:] == b"\xff\xd9"
+        assert len(spliced) <= len(mutated) + 2
+    try:
+        _jpeg_region.add_restart_markers(mutated, data.draw(st.integers(-1, 70_000)))
+    except ValueError:
+        pass
+
+
 def test_fuzz_inputs_exist(jpeg_sample):
     assert jpeg_sample[:2] == b"\xff\xd8" and io.BytesIO(jpeg_sample).getbuffer().nbytes > 100
+    assert b"\xff\xdd" in jpeg_sample or not REGION_DECODE, "packed without restart markers: the splicer is not fuzzed"
 
 
 @given(data=st.data())

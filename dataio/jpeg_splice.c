@@ -1,0 +1,178 @@
+/* Restart-interval splicing (jpeg_splice.h).
+ *
+ * A restart marker resets every DC predictor and byte-aligns the entropy-coded data, so the
+ * bytes between two markers decode on their own. When an interval is a whole number of MCUs that
+ * divides an MCU row, each MCU row is a row of intervals, and any rectangle of them, with the
+ * SOF's size changed and the markers renumbered, is itself a valid JPEG of that part of the
+ * image: same coefficients, so the same pixels, and no Huffman decoding spent outside the box.
+ * libjpeg's jpeg_skip_scanlines must still entropy-decode every skipped row, and
+ * jpeg_crop_scanline every skipped column.
+ */
+#include "jpeg_splice.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    size_t size_field; /* offset of the SOF's height (2 bytes) and width (2 bytes) */
+    size_t scan_start; /* first byte of the entropy-coded data */
+    long width, height, mcu_width, mcu_height, mcus_per_row, mcu_rows, interval;
+} jpeg_layout;
+
+static long be16(const unsigned char *p) { return (long)p[0] << 8 | p[1]; }
+
+/* Reads the segments up to SOS; 1 if the layout can be spliced. */
+static int read_layout(const unsigned char *d, size_t size, jpeg_layout *layout) {
+    size_t i = 2;
+    int components = 0, hmax = 1, vmax = 1;
+    layout->interval = 0;
+    if (size < 4 || d[0] != 0xFF || d[1] != 0xD8)
+        return 0;
+    for (;;) {
+        if (i + 4 > size || d[i] != 0xFF)
+            return 0;
+        int marker = d[i + 1];
+        if (marker == 0xFF) { /* fill byte */
+            i++;
+            continue;
+        }
+        size_t length = (size_t)be16(d + i + 2);
+        if (length < 2 || i + 2 + length > size)
+            return 0;
+        const unsigned char *seg = d + i + 4;
+        size_t n = length - 2;
+        if (marker == 0xC0 || marker == 0xC1) { /* baseline or extended sequential, Huffman */
+            if (components || n < 6 || seg[0] != 8)
+                return 0;
+            layout->size_field = i + 5;
+            layout->height = be16(seg + 1);
+            layout->width = be16(seg + 3);
+            components = seg[5];
+            if (components < 1 || components > 4 || n < 6 + 3 * (size_t)components || layout->width < 1 ||
+                layout->height < 1)
+                return 0;
+            for (int k = 0; k < components; k++) {
+                int h = seg[7 + 3 * k] >> 4, v = seg[7 + 3 * k] & 15;
+                if (h < 1 || h > 4 || v < 1 || v > 4)
+                    return 0;
+                hmax = h > hmax ? h : hmax;
+                vmax = v > vmax ? v : vmax;
+            }
+        } else if (marker >= 0xC2 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8) {
+            return 0; /* progressive, lossless, arithmetic coding */
+        } else if (marker == 0xDD) {
+            if (n < 2)
+                return 0;
+            layout->interval = be16(seg);
+        } else if (marker == 0xDA) {
+            if (!components || n < 1 || seg[0] != components)
+                return 0; /* a scan without every component: there are more scans */
+            layout->scan_start = i + 2 + length;
+            break;
+        } else if ((marker >= 0xD0 && marker <= 0xD9) || marker == 0x01) {
+            return 0; /* no standalone marker belongs in the headers */
+        }
+        i += 2 + length;
+    }
+    /* One component: its own 8x8 blocks are the MCUs, whatever its sampling factors say. */
+    layout->mcu_width = components == 1 ? 8 : 8 * hmax;
+    layout->mcu_height = components == 1 ? 8 : 8 * vmax;
+    layout->mcus_per_row = (layout->width + layout->mcu_width - 1) / layout->mcu_width;
+    layout->mcu_rows = (layout->height + layout->mcu_height - 1) / layout->mcu_height;
+    return layout->interval > 0 && layout->mcus_per_row % layout->interval == 0;
+}
+
+/* Finds each interval's [start, stop) in the entropy-coded data; 1 if there are exactly count,
+ * in marker order, ended by EOI. */
+static int find_intervals(const unsigned char *d, size_t size, size_t scan_start, size_t count,
+                          size_t *starts, size_t *stops) {
+    size_t found = 0, p = scan_start;
+    starts[0] = scan_start;
+    for (;;) {
+        const unsigned char *ff = p < size ? memchr(d + p, 0xFF, size - p) : NULL;
+        if (ff == NULL)
+            return 0; /* no EOI: truncated */
+        size_t q = (size_t)(ff - d);
+        if (q + 1 >= size)
+            return 0;
+        int next = d[q + 1];
+        if (next == 0x00 || next == 0xFF) { /* a stuffed 0xFF, or fill before a marker */
+            p = q + 1 + (next == 0x00);
+            continue;
+        }
+        if (next == 0xD9) {
+            stops[found++] = q;
+            return found == count;
+        }
+        if (next < 0xD0 || next > 0xD7 || found + 1 >= count || next - 0xD0 != (int)(found % 8))
+            return 0; /* another scan, DNL, too many intervals or a marker out of sequence */
+        stops[found++] = q;
+        starts[found] = p = q + 2;
+    }
+}
+
+int jpeg_splice(const unsigned char *data, size_t size, long x0, long y0, long x1, long y1,
+                unsigned char **out, size_t *out_size, long *left, long *top) {
+    jpeg_layout layout;
+    if (!read_layout(data, size, &layout))
+        return 0;
+    long per_row = layout.mcus_per_row / layout.interval; /* intervals in an MCU row */
+    long interval_width = layout.interval * layout.mcu_width;
+    x0 = x0 < 0 ? 0 : x0;
+    y0 = y0 < 0 ? 0 : y0;
+    x1 = x1 > layout.width ? layout.width : x1;
+    y1 = y1 > layout.height ? layout.height : y1;
+    if (x1 <= x0 || y1 <= y0)
+        return 0;
+    long c0 = x0 / interval_width, c1 = (x1 + interval_width - 1) / interval_width;
+    long r0 = y0 / layout.mcu_height, r1 = (y1 + layout.mcu_height - 1) / layout.mcu_height;
+    if (c0 == 0 && c1 == per_row && r0 == 0 && r1 == layout.mcu_rows)
+        return 0;
+    size_t count = (size_t)per_row * (size_t)layout.mcu_rows;
+    size_t *starts = malloc(2 * count * sizeof(size_t));
+    if (starts == NULL)
+        return 0;
+    size_t *stops = starts + count;
+    if (!find_intervals(data, size, layout.scan_start, count, starts, stops)) {
+        free(starts);
+        return 0;
+    }
+    size_t total = layout.scan_start + 2;
+    for (long r = r0; r < r1; r++)
+        for (long c = c0; c < c1; c++)
+            total += stops[r * per_row + c] - starts[r * per_row + c] + 2;
+    unsigned char *spliced = malloc(total);
+    if (spliced == NULL) {
+        free(starts);
+        return 0;
+    }
+    memcpy(spliced, data, layout.scan_start);
+    long width = (c1 * interval_width < layout.width ? c1 * interval_width : layout.width) - c0 * interval_width;
+    long height = (r1 * layout.mcu_height < layout.height ? r1 * layout.mcu_height : layout.height) -
+                  r0 * layout.mcu_height;
+    unsigned char *size_field = spliced + layout.size_field;
+    size_field[0] = (unsigned char)(height >> 8);
+    size_field[1] = (unsigned char)height;
+    size_field[2] = (unsigned char)(width >> 8);
+    size_field[3] = (unsigned char)width;
+    size_t at = layout.scan_start, kept = 0;
+    for (long r = r0; r < r1; r++) {
+        for (long c = c0; c < c1; c++, kept++) {
+            if (kept) {
+                spliced[at++] = 0xFF;
+                spliced[at++] = (unsigned char)(0xD0 + (kept - 1) % 8);
+            }
+            size_t i = (size_t)(r * per_row + c);
+            memcpy(spliced + at, data + starts[i], stops[i] - starts[i]);
+            at += stops[i] - starts[i];
+        }
+    }
+    spliced[at++] = 0xFF;
+    spliced[at++] = 0xD9;
+    free(starts);
+    *out = spliced;
+    *out_size = at;
+    *left = c0 * interval_width;
+    *top = r0 * layout.mcu_height;
+    return 1;
+}
