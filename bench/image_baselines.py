@@ -199,19 +199,39 @@ def make_dataio_dali_gpu(shards_folder: Path, *, batch_size: int, size: int, wor
     return Epoch(lambda: loader, count, loader.close)
 
 
-def make_machine_limit(src: Path, samples: list[tuple[str, int]], *, size: int, limit: int = 1000,
-                       dataio_path: bool = False) -> Epoch:
+def source_images(src: Path, samples: list[tuple[str, int]], limit: int = 1000) -> list[bytes]:
+    """The first ``limit`` accepted source files' bytes, as the standard recipe reads them."""
+    return [(src / path).read_bytes() for path, _ in samples[:limit]]
+
+
+def packed_images(shards_folder: Path, limit: int = 1000) -> list[bytes]:
+    """The same images' bytes as packed in the shards (what dataio's loader decodes)."""
+    from formats.manifest import read_manifest
+    from formats.sample_table import read_sample_table
+
+    folder, manifest = read_manifest(shards_folder)
+    table = read_sample_table(folder / manifest.sample_table)
+    found = []
+    for i in range(min(limit, len(table))):
+        with open(folder / manifest.shards[int(table.shard[i])].file, "rb") as shard:
+            shard.seek(int(table.offset[i]))
+            found.append(shard.read(int(table.size[i])))
+    return found
+
+
+def make_machine_limit(files: list[bytes], *, size: int, dataio_path: bool = False) -> Epoch:
     """Single thread: decode + fused crop-resize of files already in memory, with no loader around it.
 
     By default the machine's limit as the issue defines it: a full decode (no
     DCT scaling, no region decoding) and one antialiased ``resize(box=...)``
     into a preallocated array; its rate times the core count is the limit.
-    ``dataio_path=True`` times dataio's own per-image path instead (region and
-    reduced-size decoding), so the loader's parallel efficiency shows too.
+    Give it ``source_images``. ``dataio_path=True`` times dataio's own
+    per-image path instead (region and reduced-size decoding, and splicing of
+    the packed files' restart intervals): give it ``packed_images``, so the
+    loader's parallel efficiency shows too.
     """
     from dataio.turbo_decode import decode_crop_into
 
-    files = [(src / path).read_bytes() for path, _ in samples[:limit]]
     sizes = [Image.open(io.BytesIO(data)).size for data in files]
     boxes = crops.random_resized_crop_boxes(
         np.array([w for w, _ in sizes]), np.array([h for _, h in sizes]), np.random.default_rng(0),

@@ -10,7 +10,8 @@ crop, times the cores) is timed again before each loader, so a shared
 machine's drift shows in the limit too. Medians are reported, with the ratio
 to the standard recipe and the share of the machine's limit. dataio decodes
 only the crop's region, so it can pass that limit; the same loop over
-dataio's own per-image path gives its parallel efficiency.
+dataio's own per-image path (over the packed files, restart intervals
+included) gives its parallel efficiency.
 """
 
 from __future__ import annotations
@@ -101,8 +102,10 @@ def bench_images(config: BenchImagesConfig, log=print) -> dict[str, Any]:
         folder, manifest = read_manifest(folder)
         shard_list = [folder / s.file for s in manifest.shards]
         samples = baselines.accepted_samples(folder)
-        limit_loop = baselines.make_machine_limit(config.src, samples, size=config.image_size)
-        own_loop = baselines.make_machine_limit(config.src, samples, size=config.image_size, dataio_path=True)
+        limit_loop = baselines.make_machine_limit(baselines.source_images(config.src, samples),
+                                                  size=config.image_size)
+        own_loop = baselines.make_machine_limit(baselines.packed_images(folder), size=config.image_size,
+                                                dataio_path=True)
         limit_rates, own_rates = [], []
         rates: dict[str, list[list[float]]] = {name: [] for name in config.loaders}  # per round, per epoch
         for round_index in range(config.rounds):
@@ -175,8 +178,8 @@ def render(result: dict[str, Any]) -> str:
     own = lim.get("dataio_single_thread_img_s")
     ours = next((r["img_s"] for r in result["rows"] if r["loader"] == "dataio"), None)
     if own and ours:
-        lines.append(f"dataio's own path (region decode + crop-resize): {own:,.0f} img/s single-thread; the loader "
-                     f"runs at {ours / (own * lim['cores']):.0%} of that x {lim['cores']} cores")
+        lines.append(f"dataio's own path over the packed files (spliced region decode + crop-resize): {own:,.0f} img/s "
+                     f"single-thread; the loader runs at {ours / (own * lim['cores']):.0%} of that x {lim['cores']} cores")
     rounds = result.get("round_checks") or []
     for name, check in result["checks"].items():
         if check["value"] is not None:
