@@ -89,9 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     bench_images.add_argument("--warmup", type=int, default=1)
     bench_images.add_argument("--rounds", type=_positive, default=1,
                               help="run the whole loader sequence this many times (medians over all rounds)")
-    bench_images.add_argument("--loaders", help="comma-separated (default: standard,webdataset,dali_cpu,dataio, "
-                              "plus dataio_dali_gpu on a GPU machine; also dali_cpu_plain: DALI over a copy "
-                              "packed without restart markers)")
+    bench_images.add_argument("--loaders", help="comma-separated (default: standard,webdataset,dali_cpu,"
+                              "dali_cpu_plain,dataio, plus dataio_dali_gpu on a GPU machine; dali_cpu_plain is DALI "
+                              "over a copy packed without restart markers)")
 
     bench_augment = bench_kinds.add_parser("augment", help="device augmentation against kornia and a PIL loop")
     bench_augment.add_argument("--out", type=Path, default=Path("bench/results"))
