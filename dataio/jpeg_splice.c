@@ -129,6 +129,8 @@ int jpeg_splice(const unsigned char *data, size_t size, long x0, long y0, long x
     if (c0 == 0 && c1 == per_row && r0 == 0 && r1 == layout.mcu_rows)
         return 0;
     size_t count = (size_t)per_row * (size_t)layout.mcu_rows;
+    if (count > (size - layout.scan_start) / 3 + 1)
+        return 0; /* each interval takes at least a byte and a marker: a header that lies about the size */
     size_t *starts = malloc(2 * count * sizeof(size_t));
     if (starts == NULL)
         return 0;

@@ -175,3 +175,13 @@ def test_packer_keeps_clean_jpegs_pixel_for_pixel_with_restart_markers(sources):
 def test_restart_interval_is_validated():
     with pytest.raises(ValueError, match="restart_interval"):
         ImagePrepareConfig(restart_interval=-1)
+
+
+def test_boxes_and_headers_at_the_limits_are_handled(rewritten):
+    data = rewritten["4:2:0"]
+    with pytest.raises(ValueError, match="outside"):  # no overflow scaling a huge box for the splicer
+        decoded_region(data, (0, 0, 2**62, 2**62), 8, True)
+    lying = bytearray(data)  # a header that claims 65535 x 65535 pixels over the same few bytes
+    sof = lying.index(b"\xff\xc0")
+    lying[sof + 5:sof + 9] = b"\xff\xff\xff\xff"
+    assert _jpeg_region.splice(bytes(lying), 0, 0, 64, 64) is None
