@@ -9,6 +9,11 @@ crop window (ROI decoding; nvJPEG / the hardware decoder with ``device_id``),
 then ``fn.resize`` (antialiased, as the turbo backend) and ``fn.flip``. With
 ``device_id=None`` it all runs on the CPU, which is what CI tests.
 
+Files packed by dataio carry restart markers; each is first cut down to the
+restart intervals around its crop (``cut_to_boxes``, the turbo backend's
+splicer), so DALI entropy-decodes only what the crop needs: the same images
+(tested), and 1.2-1.35x the DALI CPU backend's rate on the demo set.
+
 The pipeline is built once per decoder and reused for every batch and epoch
 (the output size is a per-sample input, so progressive resizing needs no
 rebuild). DALI invalidates a pipeline after an operator error; the decoder
@@ -17,8 +22,17 @@ then rebuilds it on the next batch.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
+
+try:
+    from dataio import _jpeg_region
+except ImportError:  # built without libjpeg headers: DALI gets the files as they are
+    _jpeg_region = None
+
+SPLICE_CONTEXT = 2  # pixels kept around a box for chroma upsampling, as the region decoder keeps
 
 
 class DaliError(RuntimeError):
@@ -29,8 +43,8 @@ class DaliDecoder:
     """``decode(encoded, boxes, flipped, size)`` -> (N, size, size, 3) uint8 tensor (CPU, or CUDA on a GPU)."""
 
     def __init__(self, *, max_batch: int, threads: int, device_id: int | None, hw_decoder_load: float = 0.65,
-                 seed: int = 0) -> None:
-        self.max_batch, self.threads = max_batch, max(1, threads)
+                 seed: int = 0, splice: bool = True) -> None:
+        self.max_batch, self.threads, self.splice = max_batch, max(1, threads), splice
         self.device_id, self.hw_decoder_load, self.seed = device_id, hw_decoder_load, seed
         self._pipe = None
         self.builds = 0  # how many times a pipeline was built (tests check the cache)
@@ -67,6 +81,8 @@ class DaliDecoder:
         n = len(encoded)
         if self._pipe is None:
             self._pipe = self._build()
+        if self.splice:
+            encoded, boxes = cut_to_boxes(encoded, boxes)
         boxes = boxes.astype(np.float32)
         self._pipe.feed_input("jpegs", encoded)
         self._pipe.feed_input("anchor", [boxes[i, :2].copy() for i in range(n)])
@@ -88,6 +104,25 @@ class DaliDecoder:
 
     def close(self) -> None:
         self._pipe = None
+
+
+def cut_to_boxes(encoded: list[np.ndarray], boxes: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """Each JPEG cut down to the restart intervals around its box (dataio/jpeg_splice.c), its box moved to match.
+
+    Files without such intervals, and boxes that need them all, are left as they are. DALI then
+    entropy-decodes (on the CPU, or in nvJPEG's hybrid and hardware paths) only what the crop needs.
+    """
+    if _jpeg_region is None:
+        return encoded, boxes
+    cut, moved = list(encoded), np.array(boxes, dtype=np.float64)
+    for i, (x0, y0, x1, y1) in enumerate(moved.tolist()):
+        found = _jpeg_region.splice(encoded[i], math.floor(x0) - SPLICE_CONTEXT, math.floor(y0) - SPLICE_CONTEXT,
+                                    math.ceil(x1) + SPLICE_CONTEXT, math.ceil(y1) + SPLICE_CONTEXT)
+        if found is not None:
+            spliced, left, top = found
+            cut[i] = np.frombuffer(spliced, dtype=np.uint8)
+            moved[i] -= (left, top, left, top)
+    return cut, moved
 
 
 def first_line(message: str) -> str:

@@ -31,6 +31,45 @@ def test_same_contract_and_images_as_turbo(image_shards, train):
         assert difference < 2.0, f"DALI and turbo crops differ by {difference:.2f} levels on average"
 
 
+def _batch_of_packed_jpegs(shards, count: int) -> tuple[list[np.ndarray], np.ndarray]:
+    """The first ``count`` packed JPEGs (restart markers, as the packer writes them) and crop boxes for them."""
+    from dataio import crops
+
+    folder, manifest = read_manifest(shards)
+    table = read_sample_table(folder / manifest.sample_table)
+    encoded = []
+    for i in range(count):
+        with open(folder / manifest.shards[int(table.shard[i])].file, "rb") as shard:
+            shard.seek(int(table.offset[i]))
+            encoded.append(np.frombuffer(shard.read(int(table.size[i])), dtype=np.uint8))
+    rng = np.random.default_rng(8)
+    boxes = crops.random_resized_crop_boxes(table.width[:count], table.height[:count], rng, (0.08, 1.0), (3 / 4, 4 / 3))
+    return encoded, boxes
+
+
+def _splice_gives_the_same_images(shards, device_id):
+    from dataio.dali_decode import DaliDecoder, cut_to_boxes
+
+    encoded, boxes = _batch_of_packed_jpegs(shards, 24)
+    cut, moved = cut_to_boxes(encoded, boxes)
+    assert sum(len(c) < len(e) for c, e in zip(cut, encoded)) >= 12, "most crops should cut the file down"
+    flipped = np.arange(24) % 2 == 1
+    outputs = [DaliDecoder(max_batch=24, threads=2, device_id=device_id, splice=splice).decode(
+        encoded, boxes, flipped, 48) for splice in (True, False)]
+    assert torch.equal(outputs[0], outputs[1])
+
+
+def test_spliced_jpegs_give_dali_the_same_images(image_shards):
+    _splice_gives_the_same_images(image_shards, None)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_spliced_jpegs_give_nvjpeg_the_same_images(image_shards):
+    """nvJPEG (hybrid or hardware decoder) on the cut files: the same pixels as on the whole files."""
+    _splice_gives_the_same_images(image_shards, 0)
+
+
 def test_exactly_once_and_rank_split(coloured_shards):
     seen = []
     for rank in range(2):
