@@ -4,7 +4,7 @@
  * decode_region(data, x0, y0, x1, y1, scale_denom, out, splice=True) -> (width, height, left)
  * pack_rgbx(rgbx, out, width, height, flip): RGBX -> RGB into out, optionally mirrored (below).
  * add_restart_markers(data, most_mcus) -> bytes: the pack-time lossless rewrite (jpeg_restart.h).
- * splice(data, x0, y0, x1, y1) -> (bytes, left, top) or None: jpeg_splice.h, for tests.
+ * splice(data, x0, y0, x1, y1) -> (bytes, left, top) or None: jpeg_splice.h (the DALI backend's cut).
  *
  * (x0, y0, x1, y1) is the wanted box in pixels of the image decoded at 1/scale_denom
  * (scale_denom in 1, 2, 4, 8: DCT scaling). Rows above y0 are skipped (entropy-decoded
@@ -240,7 +240,7 @@ static PyObject *add_restart_markers(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* splice(data, x0, y0, x1, y1) -> (bytes, left, top) or None (jpeg_splice.h), for tests and tools. */
+/* splice(data, x0, y0, x1, y1) -> (bytes, left, top) or None (jpeg_splice.h): the DALI backend's cut. */
 static PyObject *splice(PyObject *self, PyObject *args) {
     Py_buffer data;
     long x0, y0, x1, y1, left = 0, top = 0;
@@ -250,7 +250,9 @@ static PyObject *splice(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "y*llll:splice", &data, &x0, &y0, &x1, &y1))
         return NULL;
+    Py_BEGIN_ALLOW_THREADS
     ok = jpeg_splice(data.buf, (size_t)data.len, x0, y0, x1, y1, &spliced, &size, &left, &top);
+    Py_END_ALLOW_THREADS
     PyBuffer_Release(&data);
     if (!ok)
         Py_RETURN_NONE;
