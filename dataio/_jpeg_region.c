@@ -110,7 +110,8 @@ static int decode_spliced(const unsigned char *data, size_t size, const region_r
     size_t spliced_size;
     long image_left, image_top;
     long denom = request->denom;
-    if (!request->splice || request->x0 < 0 || request->y0 < 0 || request->x1 > 65535 || request->y1 > 65535 ||
+    if (!request->splice || request->x0 < 0 || request->y0 < 0 || request->x0 >= request->x1 ||
+        request->y0 >= request->y1 || request->x1 > 65535 || request->y1 > 65535 ||
         !jpeg_splice(data, size, (request->x0 - SPLICE_CONTEXT) * denom, (request->y0 - SPLICE_CONTEXT) * denom,
                      (request->x1 + SPLICE_CONTEXT) * denom, (request->y1 + SPLICE_CONTEXT) * denom, &spliced,
                      &spliced_size, &image_left, &image_top))

@@ -181,6 +181,8 @@ def test_boxes_and_headers_at_the_limits_are_handled(rewritten):
     data = rewritten["4:2:0"]
     with pytest.raises(ValueError, match="outside"):  # no overflow scaling a huge box for the splicer
         decoded_region(data, (0, 0, 2**62, 2**62), 8, True)
+    with pytest.raises(ValueError, match="outside"):
+        decoded_region(data, (2**62, 2**62, 10, 10), 8, True)
     lying = bytearray(data)  # a header that claims 65535 x 65535 pixels over the same few bytes
     sof = lying.index(b"\xff\xc0")
     lying[sof + 5:sof + 9] = b"\xff\xff\xff\xff"
