@@ -10,8 +10,10 @@ are, as jpegtran does) with a restart marker every few MCUs and optimised
 Huffman tables (``dataio._jpeg_region.add_restart_markers``): the reader can
 then cut a file down to the part a crop needs before decoding it
 (``dataio/jpeg_splice.c``), and any other JPEG reader decodes the same pixels
-as before, no slower (bench/results). The files come out about as large as
-before (+0.5% on the demo images with the default 2 MCUs). With
+as before, no slower (bench/results). Metadata segments (EXIF, ICC profiles,
+comments) are not copied: no decoder here applies them, and a clean file's EXIF
+orientation is already 1. The files come out about as large as before (+0.5%
+on the demo images with the default 2 MCUs). With
 ``restart_interval=0``, or without the C extension, clean JPEGs are kept byte
 for byte.
 """
