@@ -33,15 +33,12 @@ def test_same_contract_and_images_as_turbo(image_shards, train):
 
 def _batch_of_packed_jpegs(shards, count: int) -> tuple[list[np.ndarray], np.ndarray]:
     """The first ``count`` packed JPEGs (restart markers, as the packer writes them) and crop boxes for them."""
+    from bench.image_baselines import packed_images
     from dataio import crops
 
     folder, manifest = read_manifest(shards)
     table = read_sample_table(folder / manifest.sample_table)
-    encoded = []
-    for i in range(count):
-        with open(folder / manifest.shards[int(table.shard[i])].file, "rb") as shard:
-            shard.seek(int(table.offset[i]))
-            encoded.append(np.frombuffer(shard.read(int(table.size[i])), dtype=np.uint8))
+    encoded = [np.frombuffer(data, dtype=np.uint8) for data in packed_images(shards, count)]
     rng = np.random.default_rng(8)
     boxes = crops.random_resized_crop_boxes(table.width[:count], table.height[:count], rng, (0.08, 1.0), (3 / 4, 4 / 3))
     return encoded, boxes
