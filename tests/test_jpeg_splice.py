@@ -112,6 +112,8 @@ def test_splice_declines_what_it_cannot_cut(sources, rewritten):
     width, height = _jpeg_region.header(data)
     assert _jpeg_region.splice(sources["4:2:0"], 10, 10, 50, 50) is None  # no restart markers
     assert _jpeg_region.splice(sources["progressive"], 10, 10, 50, 50) is None
+    straddling = encoded(Image.new("RGB", (512, 64), (90, 120, 30)), restart_marker_blocks=3)  # 32 MCUs a row
+    assert _jpeg_region.splice(straddling, 10, 10, 50, 50) is None  # intervals that straddle MCU rows
     assert _jpeg_region.splice(data, 0, 0, width, height) is None  # nothing to cut
     assert _jpeg_region.splice(data, 50, 50, 40, 60) is None  # empty box
     assert _jpeg_region.splice(data[: len(data) // 2], 10, 10, 50, 50) is None  # truncated: no EOI
