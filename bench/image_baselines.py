@@ -206,17 +206,18 @@ def source_images(src: Path, samples: list[tuple[str, int]], limit: int = 1000) 
 
 def packed_images(shards_folder: Path, limit: int = 1000) -> list[bytes]:
     """The same images' bytes as packed in the shards (what dataio's loader decodes)."""
+    from dataio.shard_files import ShardFiles
     from formats.manifest import read_manifest
     from formats.sample_table import read_sample_table
 
     folder, manifest = read_manifest(shards_folder)
     table = read_sample_table(folder / manifest.sample_table)
-    found = []
-    for i in range(min(limit, len(table))):
-        with open(folder / manifest.shards[int(table.shard[i])].file, "rb") as shard:
-            shard.seek(int(table.offset[i]))
-            found.append(shard.read(int(table.size[i])))
-    return found
+    files = ShardFiles(folder, manifest)
+    try:
+        return [files.read(int(table.shard[i]), int(table.offset[i]), int(table.size[i]))
+                for i in range(min(limit, len(table)))]
+    finally:
+        files.close()
 
 
 def make_machine_limit(files: list[bytes], *, size: int, dataio_path: bool = False) -> Epoch:
