@@ -4,7 +4,8 @@
  * decode_region(data, x0, y0, x1, y1, scale_denom, out, splice=True) -> (width, height, left)
  * pack_rgbx(rgbx, out, width, height, flip): RGBX -> RGB into out, optionally mirrored (below).
  * add_restart_markers(data, most_mcus) -> bytes: the pack-time lossless rewrite (jpeg_restart.h).
- * splice(data, x0, y0, x1, y1) -> (bytes, left, top) or None: jpeg_splice.h (the DALI backend's cut).
+ * splice(data, x0, y0, x1, y1) -> (bytes, left, top) or None: jpeg_splice.h (the DALI backend's cut,
+ *     with the same chroma context as decode_region).
  *
  * (x0, y0, x1, y1) is the wanted box in pixels of the image decoded at 1/scale_denom
  * (scale_denom in 1, 2, 4, 8: DCT scaling). Rows above y0 are skipped (entropy-decoded
@@ -241,7 +242,12 @@ static PyObject *add_restart_markers(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* splice(data, x0, y0, x1, y1) -> (bytes, left, top) or None (jpeg_splice.h): the DALI backend's cut. */
+/* v moved into [-65536, 131072]: a box coordinate that cuts the same (JPEG sides are at most 65535
+ * pixels) and leaves room to add the context without overflow. */
+static long pixel_bound(long v) { return v < -65536 ? -65536 : v > 131072 ? 131072 : v; }
+
+/* splice(data, x0, y0, x1, y1) -> (bytes, left, top) or None (jpeg_splice.h): the DALI backend's cut,
+ * of the intervals around the full-size box plus SPLICE_CONTEXT pixels, as decode_region cuts. */
 static PyObject *splice(PyObject *self, PyObject *args) {
     Py_buffer data;
     long x0, y0, x1, y1, left = 0, top = 0;
@@ -252,7 +258,9 @@ static PyObject *splice(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*llll:splice", &data, &x0, &y0, &x1, &y1))
         return NULL;
     Py_BEGIN_ALLOW_THREADS
-    ok = jpeg_splice(data.buf, (size_t)data.len, x0, y0, x1, y1, &spliced, &size, &left, &top);
+    ok = jpeg_splice(data.buf, (size_t)data.len, pixel_bound(x0) - SPLICE_CONTEXT, pixel_bound(y0) - SPLICE_CONTEXT,
+                     pixel_bound(x1) + SPLICE_CONTEXT, pixel_bound(y1) + SPLICE_CONTEXT, &spliced, &size, &left,
+                     &top);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&data);
     if (!ok)

@@ -32,8 +32,6 @@ try:
 except ImportError:  # built without libjpeg headers: DALI gets the files as they are
     _jpeg_region = None
 
-SPLICE_CONTEXT = 2  # pixels kept around a box for chroma upsampling, as the region decoder keeps
-
 
 class DaliError(RuntimeError):
     """DALI failed on a batch; the caller finds and names the sample."""
@@ -116,8 +114,7 @@ def cut_to_boxes(encoded: list[np.ndarray], boxes: np.ndarray) -> tuple[list[np.
         return encoded, boxes
     cut, moved = list(encoded), np.array(boxes, dtype=np.float64)
     for i, (x0, y0, x1, y1) in enumerate(moved.tolist()):
-        found = _jpeg_region.splice(encoded[i], math.floor(x0) - SPLICE_CONTEXT, math.floor(y0) - SPLICE_CONTEXT,
-                                    math.ceil(x1) + SPLICE_CONTEXT, math.ceil(y1) + SPLICE_CONTEXT)
+        found = _jpeg_region.splice(encoded[i], math.floor(x0), math.floor(y0), math.ceil(x1), math.ceil(y1))
         if found is not None:
             spliced, left, top = found
             cut[i] = np.frombuffer(spliced, dtype=np.uint8)

@@ -116,6 +116,7 @@ def test_splice_declines_what_it_cannot_cut(sources, rewritten):
     assert _jpeg_region.splice(straddling, 10, 10, 50, 50) is None  # intervals that straddle MCU rows
     assert _jpeg_region.splice(data, 0, 0, width, height) is None  # nothing to cut
     assert _jpeg_region.splice(data, 50, 50, 40, 60) is None  # empty box
+    assert _jpeg_region.splice(data, -2**62, -2**62, 2**62, 2**62) is None  # the whole image, without overflow
     assert _jpeg_region.splice(data[: len(data) // 2], 10, 10, 50, 50) is None  # truncated: no EOI
     out_of_sequence = bytearray(data)
     first = out_of_sequence.index(b"\xff\xd0", len(data) // 3)  # an RST0 past the headers
