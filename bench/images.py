@@ -58,15 +58,16 @@ class BenchImagesConfig:
             raise ValueError(f"unknown loaders {sorted(unknown)}; choose from {sorted(_RUNNERS)}")
 
 
+# loader -> (label, what it reads, the bench.image_baselines function that builds it)
 _RUNNERS = {
-    "standard": ("(a) standard: ImageFolder + PIL + DataLoader", "src"),
-    "webdataset": ("(b) webdataset .decode('pil') + DataLoader", "shard_list"),
-    "dali_cpu": ("(c) DALI CPU pipeline", "shard_list"),
+    "standard": ("(a) standard: ImageFolder + PIL + DataLoader", "src", "make_standard"),
+    "webdataset": ("(b) webdataset .decode('pil') + DataLoader", "shard_list", "make_webdataset"),
+    "dali_cpu": ("(c) DALI CPU pipeline", "shard_list", "make_dali_cpu"),
     # the same images packed without restart markers (--restart-interval 0), so DALI also reads the
     # original bytes: the target is taken against the faster of the two DALI rows
-    "dali_cpu_plain": ("(c') DALI CPU pipeline, no restart markers", "plain_shard_list"),
-    "dataio": ("(d) dataio.ImageLoader (turbo)", "folder"),
-    "dataio_dali_gpu": ("(e) dataio.ImageLoader (DALI GPU)", "folder"),
+    "dali_cpu_plain": ("(c') DALI CPU pipeline, no restart markers", "plain_shard_list", "make_dali_cpu"),
+    "dataio": ("(d) dataio.ImageLoader (turbo)", "folder", "make_dataio"),
+    "dataio_dali_gpu": ("(e) dataio.ImageLoader (DALI GPU)", "folder", "make_dataio_dali_gpu"),
 }
 
 
@@ -80,9 +81,10 @@ def default_loaders() -> tuple[str, ...]:
 
 def _make(name: str, config: BenchImagesConfig, folder: Path,
           shard_lists: dict[str, list[Path]]) -> baselines.Epoch:
-    source = {"src": config.src, "folder": folder, **shard_lists}[_RUNNERS[name][1]]
+    _, reads, maker_name = _RUNNERS[name]
+    source = {"src": config.src, "folder": folder, **shard_lists}[reads]
     extra = {"samples": baselines.accepted_samples(folder)} if name == "standard" else {}
-    maker = getattr(baselines, "make_dali_cpu" if name == "dali_cpu_plain" else f"make_{name}")
+    maker = getattr(baselines, maker_name)
     return maker(source, batch_size=config.batch_size, size=config.image_size, workers=config.workers, **extra)
 
 
