@@ -14,10 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from augment.geometry_ops import crop_resize_flip
-from augment.mix import MixConfig, MixUpCutMix
-from augment.randaugment import RandAugment, RandAugmentConfig
-from augment.seeding import RandomStage, SeedKey
+from dataio.augment.crop_boxes import flips, random_resized_crop_boxes
+from dataio.augment.geometry_ops import crop_resize_flip
+from dataio.augment.mix import MixConfig, MixUpCutMix
+from dataio.augment.progressive import ResolutionSchedule
+from dataio.augment.randaugment import RandAugment, RandAugmentConfig
+from dataio.augment.seeding import RandomStage, SeedKey
 
 
 class Normalize:
@@ -57,8 +59,6 @@ class RandomResizedCrop(RandomStage):
         self.size, self.scale, self.ratio, self.hflip = size, scale, ratio, hflip
 
     def __call__(self, images: torch.Tensor, crops: CropBoxes | None = None) -> torch.Tensor:
-        from dataio.crops import flips, random_resized_crop_boxes
-
         if crops is None:
             n, _, height, width = images.shape
             rng = self.numpy_rng()
@@ -66,6 +66,21 @@ class RandomResizedCrop(RandomStage):
             crops = CropBoxes(boxes=boxes, flipped=flips(n, rng, self.hflip))
         out = crop_resize_flip(images.float(), torch.from_numpy(crops.boxes), torch.from_numpy(crops.flipped), self.size)
         return out.clamp_(0, 255)
+
+
+class EpochSizedCrop(RandomResizedCrop):
+    """The device crop of a resolution schedule: output size from the batch's epoch (``seed_for``'s key)."""
+
+    def __init__(self, size: int, *, schedule: ResolutionSchedule | None = None,
+                 scale: tuple[float, float] = (0.08, 1.0), ratio: tuple[float, float] = (3 / 4, 4 / 3),
+                 hflip: float = 0.5) -> None:
+        super().__init__(size, scale, ratio, hflip)
+        self.schedule = schedule
+
+    def __call__(self, images: torch.Tensor, crops: CropBoxes | None = None) -> torch.Tensor:
+        if self.schedule is not None:
+            self.size = self.schedule.image_size(self.key.epoch)
+        return super().__call__(images, crops)
 
 
 class DeviceAugment:

@@ -1,4 +1,4 @@
-"""RandAugment on uint8 CPU batches through the C kernel ``augment._randaugment_cpu``.
+"""RandAugment on uint8 CPU batches through the C kernel ``dataio.augment._randaugment_cpu``.
 
 Whole-batch tensor ops are the right shape for a GPU, but on a CPU each op is
 several passes over a 38 MB batch converted to float: slower than PIL image by
@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 try:
-    from augment import _randaugment_cpu
+    from dataio.augment import _randaugment_cpu
 except ImportError:  # built without a C compiler: RandAugment uses torch ops
     _randaugment_cpu = None
 
@@ -47,7 +47,7 @@ def apply(images: torch.Tensor, codes: np.ndarray, params: np.ndarray, fill: int
     """A new uint8 (N, 3, H, W) batch, augmented, in the input's layout (channels_last is the fast one)."""
     global _pool
     if _randaugment_cpu is None:
-        raise RuntimeError("augment._randaugment_cpu was not built (no C compiler at install time)")
+        raise RuntimeError("dataio.augment._randaugment_cpu was not built (no C compiler at install time)")
     planar = images.is_contiguous() and not images.is_contiguous(memory_format=torch.channels_last)
     src = images.contiguous(memory_format=torch.channels_last)
     n, _, height, width = src.shape

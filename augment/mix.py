@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from augment.seeding import RandomStage
+from dataio.augment.seeding import RandomStage
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,7 +6,7 @@ torchvision and its own magnitudes (optionally with Gaussian noise, timm's
 the chosen op, so every op runs once on a contiguous slice with a tensor of
 per-sample parameters; the five geometric ops share one warp. Choices are
 drawn on the host, so the sort costs no device synchronisation. uint8 batches
-on the CPU take the C kernel instead (``augment.cpu_kernel``): the same draws,
+on the CPU take the C kernel instead (``dataio.augment.cpu_kernel``): the same draws,
 applied image by image in cache with PIL's uint8 rounding.
 """
 
@@ -18,10 +18,10 @@ from typing import Literal
 import numpy as np
 import torch
 
-from augment import color_ops as color
-from augment import cpu_kernel
-from augment import geometry_ops as geometry
-from augment.seeding import RandomStage
+from dataio.augment import color_ops as color
+from dataio.augment import cpu_kernel
+from dataio.augment import geometry_ops as geometry
+from dataio.augment.seeding import RandomStage
 
 OPS = ("Identity", "AutoContrast", "Equalize", "Solarize", "Color", "Posterize", "Contrast", "Brightness",
        "Sharpness", "Rotate", "ShearX", "ShearY", "TranslateX", "TranslateY")

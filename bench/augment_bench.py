@@ -12,7 +12,7 @@ medians of ``repeats`` after a warm-up, with CUDA synchronised around each. The
 target against the PIL loop is the median of per-pair ratios, each pair being one
 dataio batch and one pass of the PIL loop timed back to back (``paired_ratios``),
 so machine drift hits both sides. On the CPU, dataio's RandAugment runs its C
-kernel (``augment.cpu_kernel``); on a GPU, batched torch ops.
+kernel (``dataio.augment.cpu_kernel``); on a GPU, batched torch ops.
 """
 
 from __future__ import annotations
@@ -26,8 +26,14 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
+from PIL import Image
 
-from bench.report import format_table, machine_description, write_results
+from dataio.augment import DeviceAugment, MixConfig, MixUpCutMix, Normalize, RandAugment, RandAugmentConfig
+from dataio.bench.pil_randaugment import PilRandAugment
+from dataio.formats.synthetic import synthetic_image
+from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD
+
+from dataio.bench.report import format_table, machine_description, write_results
 
 TARGETS_CPU = {"randaugment_vs_kornia": 2.0, "randaugment_vs_pil_loop": 5.0, "mixup_vs_kornia": 3.0,
                "cutmix_vs_kornia": 3.0}
@@ -55,8 +61,6 @@ class BenchAugmentConfig:
 
 def photo_batch(n: int, size: int) -> np.ndarray:
     """(n, size, size, 3) uint8 photo-like images."""
-    from formats.synthetic import synthetic_image
-
     rng = np.random.default_rng(0)
     return np.stack([np.asarray(synthetic_image(i % 10, rng).convert("RGB").resize((size, size))) for i in range(n)])
 
@@ -77,10 +81,7 @@ def timed(fn: Callable[[], Any], device: torch.device, repeats: int) -> float:
 
 
 def _contenders(config: BenchAugmentConfig, pixels: np.ndarray) -> dict[str, dict[str, Callable[[], Any]]]:
-    import kornia.augmentation as K
-
-    from augment import DeviceAugment, MixConfig, MixUpCutMix, Normalize, RandAugment, RandAugmentConfig
-    from dataio.image_loader_config import IMAGENET_MEAN, IMAGENET_STD
+    import kornia.augmentation as K  # deliberately lazy: kornia's import costs about a second
 
     device = torch.device(config.device)
     batch = torch.from_numpy(pixels).to(device).permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
@@ -105,10 +106,6 @@ def _contenders(config: BenchAugmentConfig, pixels: np.ndarray) -> dict[str, dic
 
 def _pil_loop(pixels: np.ndarray, count: int) -> Callable[[], None]:
     """PIL RandAugment(2, 9) one image at a time, numpy in and out, one thread."""
-    from PIL import Image
-
-    from bench.pil_randaugment import PilRandAugment
-
     ra = PilRandAugment(2, 9, seed=0)
     images = [pixels[i % len(pixels)] for i in range(count)]
 

@@ -25,10 +25,18 @@ fetch() {
 run() {
     : "${OUT:?run this on the device machine, where OUT is set}"
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl
-    export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1
+    # dataio installs augment/, formats/ and bench/ as dataio.augment, ...: an editable install where
+    # setuptools is there, else the same package tree assembled in /tmp/src (pure Python, no C extensions).
+    if "$PY" -m pip install -q --no-index --no-deps --no-build-isolation -e . >/dev/null 2>&1; then
+        export PYTHONPATH="/tmp/site" PYTHONUNBUFFERED=1
+    else
+        rm -rf /tmp/src && mkdir -p /tmp/src && cp -r dataio /tmp/src/dataio
+        for folder in augment formats bench; do cp -r "$folder" "/tmp/src/dataio/$folder"; done
+        export PYTHONPATH="/tmp/site:/tmp/src" PYTHONUNBUFFERED=1
+    fi
     mkdir -p "$OUT/gpu"
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu/device.txt"
-    "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_randaugment.py 2>&1 | tee "$OUT/gpu/tests.txt" || true
+    "$PY" -m pytest -q -p no:cacheprovider -m gpu tests 2>&1 | tee "$OUT/gpu/tests.txt" || true
     "$PY" -m dataio bench augment --device cuda --out "$OUT/gpu" 2>&1 | tee "$OUT/gpu/augment.txt" || true
     "$PY" -m dataio synth /tmp/images --classes 10 --per-class 200 && \
         "$PY" -m dataio convert images /tmp/images /tmp/shards --no-progress 2>&1 | tail -1 || true

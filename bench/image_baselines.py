@@ -27,8 +27,13 @@ import numpy as np
 import torch
 from PIL import Image
 
-from dataio import crops
-from formats.image_convert import scan_image_folder
+from dataio.augment import crop_boxes
+from dataio.formats.image_convert import scan_image_folder
+from dataio.formats.manifest import read_manifest
+from dataio.formats.sample_table import read_sample_table
+from dataio.images.loader import ImageLoader
+from dataio.images.shard_files import ShardFiles
+from dataio.images.turbo_decode import decode_crop_into
 
 
 class TorchvisionStyleTrainTransform:
@@ -39,7 +44,7 @@ class TorchvisionStyleTrainTransform:
         self.rng = np.random.default_rng(seed)
 
     def __call__(self, image: Image.Image) -> torch.Tensor:
-        box = crops.random_resized_crop_boxes(
+        box = crop_boxes.random_resized_crop_boxes(
             np.array([image.width]), np.array([image.height]), self.rng, (0.08, 1.0), (3 / 4, 4 / 3)
         )[0]
         image = image.crop(tuple(int(v) for v in box)).resize((self.size, self.size), Image.BILINEAR)
@@ -111,26 +116,23 @@ def _dataloader_epoch(loader: torch.utils.data.DataLoader) -> Epoch:
 
 def accepted_samples(shards_folder: Path) -> list[tuple[str, int]]:
     """(relative path, label) of the source files the converter accepted, in its order."""
-    from formats.manifest import read_manifest
-    from formats.sample_table import read_sample_table
-
     folder, manifest = read_manifest(shards_folder)
     table = read_sample_table(folder / manifest.sample_table)
     return list(zip(table.table.column("path").to_pylist(), table.label.tolist()))
 
 
-def make_standard(src: Path, *, batch_size: int, size: int, workers: int,
+def make_standard(src: Path, *, batch_size: int, size: int, num_workers: int,
                   samples: list[tuple[str, int]] | None = None) -> Epoch:
     dataset = ImageFolderDataset(src, TorchvisionStyleTrainTransform(size), samples)
     loader = torch.utils.data.DataLoader(
-        dataset, batch_size=batch_size, shuffle=True, num_workers=workers,
-        persistent_workers=workers > 0, worker_init_fn=_worker_init,
+        dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
+        persistent_workers=num_workers > 0, worker_init_fn=_worker_init,
     )
     return _dataloader_epoch(loader)
 
 
-def make_webdataset(shards: list[Path], *, batch_size: int, size: int, workers: int) -> Epoch:
-    import webdataset as wds
+def make_webdataset(shards: list[Path], *, batch_size: int, size: int, num_workers: int) -> Epoch:
+    import webdataset as wds  # deliberately lazy here: only this baseline needs it
 
     transform = TorchvisionStyleTrainTransform(size)
     dataset = (
@@ -141,15 +143,15 @@ def make_webdataset(shards: list[Path], *, batch_size: int, size: int, workers: 
         .map_tuple(transform, lambda label: label)
         .batched(batch_size, partial=True)
     )
-    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers,
-                                         persistent_workers=workers > 0, worker_init_fn=_worker_init)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=num_workers,
+                                         persistent_workers=num_workers > 0, worker_init_fn=_worker_init)
     return _dataloader_epoch(loader)
 
 
-def make_dali_cpu(shards: list[Path], *, batch_size: int, size: int, workers: int) -> Epoch:
-    from nvidia.dali import fn, pipeline_def, types
+def make_dali_cpu(shards: list[Path], *, batch_size: int, size: int, num_workers: int) -> Epoch:
+    from nvidia.dali import fn, pipeline_def, types  # lazy: DALI is optional and slow to import
 
-    @pipeline_def(batch_size=batch_size, num_threads=workers, device_id=None, seed=0)
+    @pipeline_def(batch_size=batch_size, num_threads=num_workers, device_id=None, seed=0)
     def pipeline():
         jpegs, labels = fn.readers.webdataset(
             paths=[str(s) for s in shards], index_paths=[str(s.with_suffix(".idx")) for s in shards],
@@ -176,20 +178,14 @@ def make_dali_cpu(shards: list[Path], *, batch_size: int, size: int, workers: in
     return Epoch(epoch, lambda n: n, holder.clear)
 
 
-def make_dataio(shards_folder: Path, *, batch_size: int, size: int, workers: int) -> Epoch:
-    from dataio import ImageLoader
-
-    loader = ImageLoader(shards_folder, batch_size=batch_size, image_size=size, num_workers=workers)
+def make_dataio(shards_folder: Path, *, batch_size: int, size: int, num_workers: int) -> Epoch:
+    loader = ImageLoader(shards_folder, batch_size=batch_size, image_size=size, num_workers=num_workers)
     return Epoch(lambda: loader, lambda b: len(b[1]), loader.close)
 
 
-def make_dataio_dali_gpu(shards_folder: Path, *, batch_size: int, size: int, workers: int) -> Epoch:
+def make_dataio_dali_gpu(shards_folder: Path, *, batch_size: int, size: int, num_workers: int) -> Epoch:
     """dataio's DALI backend on the GPU (nvJPEG / hardware decoder); the batch is synchronised per step."""
-    import torch
-
-    from dataio import ImageLoader
-
-    loader = ImageLoader(shards_folder, batch_size=batch_size, image_size=size, num_workers=workers,
+    loader = ImageLoader(shards_folder, batch_size=batch_size, image_size=size, num_workers=num_workers,
                          decoder="dali", device="cuda")
 
     def count(batch) -> int:
@@ -206,10 +202,6 @@ def source_images(src: Path, samples: list[tuple[str, int]], limit: int = 1000) 
 
 def packed_images(shards_folder: Path, limit: int = 1000) -> list[bytes]:
     """The same images' bytes as packed in the shards (what dataio's loader decodes)."""
-    from dataio.shard_files import ShardFiles
-    from formats.manifest import read_manifest
-    from formats.sample_table import read_sample_table
-
     folder, manifest = read_manifest(shards_folder)
     table = read_sample_table(folder / manifest.sample_table)
     files = ShardFiles(folder, manifest)
@@ -231,10 +223,8 @@ def make_machine_limit(files: list[bytes], *, size: int, dataio_path: bool = Fal
     the packed files' restart intervals): give it ``packed_images``, so the
     loader's parallel efficiency shows too.
     """
-    from dataio.turbo_decode import decode_crop_into
-
     sizes = [Image.open(io.BytesIO(data)).size for data in files]
-    boxes = crops.random_resized_crop_boxes(
+    boxes = crop_boxes.random_resized_crop_boxes(
         np.array([w for w, _ in sizes]), np.array([h for _, h in sizes]), np.random.default_rng(0),
         (0.08, 1.0), (3 / 4, 4 / 3),
     )

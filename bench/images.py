@@ -23,11 +23,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import image_baselines as baselines
-from bench.report import format_table, machine_description, write_results
-from formats.image_convert import ConvertImagesConfig, convert_images
-from formats.image_prepare import ImagePrepareConfig
-from formats.manifest import read_manifest
+import torch
+
+from dataio.bench import image_baselines as baselines
+from dataio.bench.report import format_table, machine_description, write_results
+from dataio.formats.image_convert import ConvertImagesConfig, convert_images
+from dataio.formats.image_prepare import ImagePrepareConfig
+from dataio.formats.manifest import read_manifest
 
 TARGETS = {"vs_standard": 1.5, "vs_dali_cpu": 2.0, "of_machine_limit": 0.85,
            "dali_gpu_vs_turbo": 5.0, "dali_gpu_img_s": 8000.0}
@@ -42,7 +44,7 @@ class BenchImagesConfig:
     shards: Path | None = None  # an existing conversion of src; converted on the fly if None
     batch_size: int = 256
     image_size: int = 224
-    workers: int = field(default_factory=lambda: __import__("os").cpu_count() or 1)
+    num_workers: int = field(default_factory=lambda: __import__("os").cpu_count() or 1)
     epochs: int = 3
     warmup: int = 1
     rounds: int = 1  # the whole loader sequence again: drift on a shared machine then hits every loader
@@ -51,14 +53,14 @@ class BenchImagesConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "src", Path(self.src))
         object.__setattr__(self, "out", Path(self.out))
-        if self.epochs < 1 or self.warmup < 0 or self.batch_size < 1 or self.workers < 1 or self.rounds < 1:
-            raise ValueError("epochs, rounds, batch_size and workers must be >= 1, warmup >= 0")
+        if self.epochs < 1 or self.warmup < 0 or self.batch_size < 1 or self.num_workers < 1 or self.rounds < 1:
+            raise ValueError("epochs, rounds, batch_size and num_workers must be >= 1, warmup >= 0")
         unknown = set(self.loaders) - set(_RUNNERS)
         if unknown:
             raise ValueError(f"unknown loaders {sorted(unknown)}; choose from {sorted(_RUNNERS)}")
 
 
-# loader -> (label, what it reads, the bench.image_baselines function that builds it)
+# loader -> (label, what it reads, the dataio.bench.image_baselines function that builds it)
 _RUNNERS = {
     "standard": ("(a) standard: ImageFolder + PIL + DataLoader", "src", "make_standard"),
     "webdataset": ("(b) webdataset .decode('pil') + DataLoader", "shard_list", "make_webdataset"),
@@ -73,8 +75,6 @@ _RUNNERS = {
 
 def default_loaders() -> tuple[str, ...]:
     """The CPU loaders (DALI twice: dataio's packing and the original bytes), plus DALI GPU on a GPU machine."""
-    import torch
-
     base = ("standard", "webdataset", "dali_cpu", "dali_cpu_plain", "dataio")
     return base + ("dataio_dali_gpu",) if torch.cuda.is_available() else base
 
@@ -85,7 +85,7 @@ def _make(name: str, config: BenchImagesConfig, folder: Path,
     source = {"src": config.src, "folder": folder, **shard_lists}[reads]
     extra = {"samples": baselines.accepted_samples(folder)} if name == "standard" else {}
     maker = getattr(baselines, maker_name)
-    return maker(source, batch_size=config.batch_size, size=config.image_size, workers=config.workers, **extra)
+    return maker(source, batch_size=config.batch_size, size=config.image_size, num_workers=config.num_workers, **extra)
 
 
 def _measure(epoch: baselines.Epoch, config: BenchImagesConfig) -> list[float]:
@@ -181,7 +181,7 @@ def render(result: dict[str, Any]) -> str:
     cfg = result["config"]
     head = (f"dataio bench images, {result['date']}: {m['cpu']}, {m['cores']} cores, GPU: {m['gpu'] or 'none'}; "
             f"{result['num_images']} images, batch {cfg['batch_size']}, {cfg['image_size']}px train crops, "
-            f"{cfg['workers']} workers, median of {cfg['epochs']} warm epochs"
+            f"{cfg['num_workers']} workers, median of {cfg['epochs']} warm epochs"
             + (f" x {cfg['rounds']} rounds" if cfg.get("rounds", 1) > 1 else ""))
     table = format_table(result["rows"], [("label", "loader", "s"), ("img_s", "img/s", ",.0f"),
                                           ("per_core", "img/s/core", ",.0f"), ("vs_standard", "vs (a)", ".2f"),

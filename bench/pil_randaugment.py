@@ -10,6 +10,8 @@ import random
 
 from PIL import Image, ImageEnhance, ImageOps
 
+from dataio.augment.randaugment import OPS
+
 FILL = (128, 128, 128)
 
 
@@ -55,8 +57,6 @@ class PilRandAugment:
     """``PilRandAugment(num_ops, magnitude, seed)(image) -> image``, ops drawn per call."""
 
     def __init__(self, num_ops: int = 2, magnitude: float = 9.0, seed: int = 0) -> None:
-        from augment.randaugment import OPS
-
         self.ops, self.num_ops, self.magnitude = OPS, num_ops, magnitude
         self.rng = random.Random(seed)
 

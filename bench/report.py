@@ -8,11 +8,11 @@ import platform
 from pathlib import Path
 from typing import Any
 
+import torch
+
 
 def machine_description() -> dict[str, Any]:
     """The facts a reader needs to compare figures: CPU model, cores, Python, torch."""
-    import torch
-
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -42,7 +42,7 @@ def write_results(out: Path, name: str, result: dict[str, Any], bars: dict[str, 
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.json"]
     paths[0].write_text(json.dumps(result, indent=1) + "\n")
-    try:
+    try:  # deliberately lazy: matplotlib is optional (the bench extra) and slow to import
         import matplotlib
 
         matplotlib.use("Agg")

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.report import format_table, machine_description, write_results
-from dataio import partition
+from dataio.bench.report import format_table, machine_description, write_results
+from dataio.sampling import partition
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,8 +24,15 @@ from typing import Any
 
 import numpy as np
 import torch
+from tokenizers import Tokenizer
 
-from bench.report import format_table, machine_description, write_results
+from dataio.formats.manifest import read_manifest
+from dataio.formats.text_convert import ConvertTextConfig, convert_text
+from dataio.formats.text_sources import SourceStats, expand_sources, iter_documents
+from dataio.formats.tokenizer_setup import TokenizerConfig
+from dataio.text.loader import TextLoader
+
+from dataio.bench.report import format_table, machine_description, write_results
 
 TARGETS = {"padding_bucket": 0.03, "padding_budget": 0.03, "padding_pack": 0.0, "useful_vs_usual": 5.0,
            "read_tokens_per_s": 20e6}
@@ -41,14 +48,14 @@ class BenchTextConfig:
     max_tokens: int = 16384
     max_length: int = 1024
     vocab_size: int = 8192
-    workers: int = field(default_factory=lambda: __import__("os").cpu_count() or 1)
+    num_workers: int = field(default_factory=lambda: __import__("os").cpu_count() or 1)
     epochs: int = 3
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "src", tuple(Path(p) for p in self.src))
         object.__setattr__(self, "out", Path(self.out))
-        if self.max_tokens < self.max_length or self.epochs < 1 or self.workers < 1:
-            raise ValueError("need max_tokens >= max_length, epochs >= 1, workers >= 1")
+        if self.max_tokens < self.max_length or self.epochs < 1 or self.num_workers < 1:
+            raise ValueError("need max_tokens >= max_length, epochs >= 1, num_workers >= 1")
 
 
 class _OnTheFly(torch.utils.data.Dataset):
@@ -63,8 +70,6 @@ class _OnTheFly(torch.utils.data.Dataset):
 
     def __getitem__(self, index: int) -> list[int]:
         if self.tokenizer is None:
-            from tokenizers import Tokenizer
-
             self.tokenizer = Tokenizer.from_file(self.path)
         return self.tokenizer.encode(self.texts[index]).ids[: self.max_length]
 
@@ -112,12 +117,6 @@ def read_rate(loader) -> float:
 
 
 def bench_text(config: BenchTextConfig, log=print) -> dict[str, Any]:
-    from dataio.text_loader import TextLoader
-    from formats.manifest import read_manifest
-    from formats.text_convert import ConvertTextConfig, convert_text
-    from formats.text_sources import SourceStats, expand_sources, iter_documents
-    from formats.tokenizer_setup import TokenizerConfig
-
     texts = [d.text for d in iter_documents(expand_sources(list(config.src)), doc_sep="line", field_name="text",
                                             stats=SourceStats())]
     with tempfile.TemporaryDirectory(prefix="dataio-bench-text-") as tmp:
@@ -152,7 +151,7 @@ def bench_text(config: BenchTextConfig, log=print) -> dict[str, Any]:
         rate = read_rate(budget["_loader"])
         dataset = _OnTheFly(texts, folder / "tokenizer.json", config.max_length)
         log("running the usual recipe ...")
-        usual = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=config.workers,
+        usual = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=config.num_workers,
                                             collate_fn=_pad_to_longest, persistent_workers=True)
         rows.insert(0, {"loader": "usual: tokenise on the fly + random batches", **_run_epochs(lambda e: iter(usual),
                                                                                                   config.epochs)})
@@ -187,7 +186,7 @@ def render(result: dict[str, Any]) -> str:
     m, c, corpus = result["machine"], result["config"], result["corpus"]
     head = (f"dataio bench text, {result['date']}: {m['cpu']}, {m['cores']} cores; {corpus['documents']} documents, "
             f"{corpus['tokens']:,} tokens; token budget {c['max_tokens']}, max length {c['max_length']}, "
-            f"usual recipe batch {result['usual_batch_size']} x {c['workers']} workers; median of {c['epochs']} epochs")
+            f"usual recipe batch {result['usual_batch_size']} x {c['num_workers']} workers; median of {c['epochs']} epochs")
     table = format_table(result["rows"], [("loader", "loader", "s"), ("padding", "padding", ".1%"),
                                           ("useful_tok_s", "useful tok/s", ",.0f"), ("vs_usual", "vs usual", ".1f"),
                                           ("batch_min", "rows min", "d"), ("batch_mean", "mean", ".1f"),

@@ -4,6 +4,10 @@ This is the only module that reads environment variables
 (``DATAIO_NUM_WORKERS``: default worker count; ``WORLD_SIZE``, ``RANK`` and
 ``LOCAL_RANK`` from ``torchrun`` for ``dataio train``). Bad invocations print one
 line and exit 2; data errors print one line and exit 1.
+
+Deliberately lazy: each command imports its stage inside its handler, so
+``dataio --help`` and the converters start without importing torch, and
+``bench/`` is imported only by the ``bench`` and ``demo`` commands.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ import os
 import sys
 from pathlib import Path
 
-from dataio.errors import DataioError, UsageError
+from dataio.formats.errors import ConfigError, DataioError, UsageError
+from dataio.formats.limits import MAX_PIXELS
 
 
 def _default_workers() -> int:
@@ -47,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     images.add_argument("--max-shard-samples", type=_positive)
     images.add_argument("--max-side", type=_positive, help="downscale so the longer side is at most N")
     images.add_argument("--quality", type=int, help="re-encode every image at this JPEG quality")
-    images.add_argument("--max-pixels", type=_positive, default=89_478_485, help="decompression-bomb limit")
+    images.add_argument("--max-pixels", type=_positive, default=MAX_PIXELS, help="decompression-bomb limit")
     images.add_argument("--restart-interval", type=int, metavar="MCUS",
                         help="most MCUs between JPEG restart markers, so the loader can cut a crop out before "
                              "decoding (a lossless rewrite; default 2); 0 keeps clean JPEGs byte for byte")
@@ -166,18 +171,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Library parameters whose flag is not ``--`` + the name with dashes.
+_FLAGS = {"path": "--tokenizer", "train": "--train-tokenizer", "overwrite=True": "--overwrite",
+          "bos=None": "--bos ''", "eos=None": "--eos ''", "num_workers": "--workers"}
+
+
+def _flag_names(parameters: tuple[str, ...]) -> dict[str, str]:
+    """The flag that sets each library parameter, for error messages."""
+    return {p: _FLAGS.get(p, "--" + p.replace("_", "-")) for p in parameters}
+
+
 def _given(**options: object) -> dict[str, object]:
     """The options given on the command line (not None); the others keep the config's defaults."""
     return {name: value for name, value in options.items() if value is not None}
 
 
 def _convert_images(args: argparse.Namespace) -> int:
-    from formats.image_convert import ConvertImagesConfig, convert_images
-    from formats.image_prepare import ImagePrepareConfig
+    from dataio.formats.image_convert import ConvertImagesConfig, convert_images
+    from dataio.formats.image_prepare import ImagePrepareConfig
 
     config = ConvertImagesConfig(
         src=args.src, out=args.out, shard_size=args.shard_size, max_shard_samples=args.max_shard_samples,
-        workers=args.workers or _default_workers(), strict=args.strict, overwrite=args.overwrite,
+        num_workers=args.workers or _default_workers(), strict=args.strict, overwrite=args.overwrite,
         progress=not args.no_progress,
         prepare=ImagePrepareConfig(max_side=args.max_side, quality=args.quality, max_pixels=args.max_pixels,
                                    **_given(restart_interval=args.restart_interval)),
@@ -190,8 +205,8 @@ def _convert_images(args: argparse.Namespace) -> int:
 
 
 def _convert_text(args: argparse.Namespace) -> int:
-    from formats.text_convert import ConvertTextConfig, convert_text
-    from formats.tokenizer_setup import TokenizerConfig
+    from dataio.formats.text_convert import ConvertTextConfig, convert_text
+    from dataio.formats.tokenizer_setup import TokenizerConfig
 
     if len(args.src) < 2:
         raise UsageError("give at least one source and the output folder: dataio convert text SRC... OUT")
@@ -210,11 +225,11 @@ def _convert_text(args: argparse.Namespace) -> int:
 
 
 def _bench_images(args: argparse.Namespace) -> int:
-    from bench.images import BenchImagesConfig, bench_images
+    from dataio.bench.images import BenchImagesConfig, bench_images
 
     config = BenchImagesConfig(
         src=args.src, shards=args.shards, out=args.out, batch_size=args.batch_size, image_size=args.image_size,
-        workers=args.workers or _default_workers(), epochs=args.epochs, warmup=args.warmup, rounds=args.rounds,
+        num_workers=args.workers or _default_workers(), epochs=args.epochs, warmup=args.warmup, rounds=args.rounds,
         **({"loaders": tuple(name.strip() for name in args.loaders.split(",") if name.strip())} if args.loaders else {}),
     )
     bench_images(config)
@@ -222,7 +237,7 @@ def _bench_images(args: argparse.Namespace) -> int:
 
 
 def _bench_augment(args: argparse.Namespace) -> int:
-    from bench.augment_bench import BenchAugmentConfig, bench_augment
+    from dataio.bench.augment_bench import BenchAugmentConfig, bench_augment
 
     options = {"device": args.device} if args.device else {}
     bench_augment(BenchAugmentConfig(out=args.out, batch_size=args.batch_size, image_size=args.image_size,
@@ -231,23 +246,23 @@ def _bench_augment(args: argparse.Namespace) -> int:
 
 
 def _bench_text(args: argparse.Namespace) -> int:
-    from bench.text_bench import BenchTextConfig, bench_text
+    from dataio.bench.text_bench import BenchTextConfig, bench_text
 
     bench_text(BenchTextConfig(src=tuple(args.src), shards=args.shards, out=args.out, max_tokens=args.max_tokens,
                                max_length=args.max_length, vocab_size=args.vocab_size,
-                               workers=args.workers or _default_workers(), epochs=args.epochs))
+                               num_workers=args.workers or _default_workers(), epochs=args.epochs))
     return 0
 
 
 def _bench_sampler(args: argparse.Namespace) -> int:
-    from bench.sampler_bench import BenchSamplerConfig, bench_sampler
+    from dataio.bench.sampler_bench import BenchSamplerConfig, bench_sampler
 
     bench_sampler(BenchSamplerConfig(out=args.out, num_samples=args.num_samples, num_shards=args.num_shards))
     return 0
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from formats.verify import verify
+    from dataio.formats.verify import verify
 
     report = verify(args.out, deep=args.deep)
     for problem in report.problems:
@@ -271,8 +286,8 @@ def _world_from_environment() -> dict[str, int]:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from dataio.train_config import TrainConfig
-    from dataio.trainer import train
+    from dataio.train.config import TrainConfig
+    from dataio.train.trainer import train
 
     train(TrainConfig(
         train=args.train, val=args.val, model=args.model, out=args.out, epochs=args.epochs,
@@ -281,14 +296,14 @@ def _train(args: argparse.Namespace) -> int:
         weight_decay=args.weight_decay, warmup=args.warmup, label_smoothing=args.label_smoothing,
         randaugment=args.randaugment, mixup=args.mixup, cutmix=args.cutmix, progressive=args.progressive,
         dynamic_batch=args.dynamic_batch, amp=args.amp, channels_last=not args.no_channels_last,
-        compile=args.compile, device=args.device, workers=args.workers, seed=args.seed,
+        compile=args.compile, device=args.device, num_workers=args.workers, seed=args.seed,
         checkpoint_every=args.checkpoint_every, resume=args.resume, halt_after_steps=args.halt_after_steps,
         **_world_from_environment()))
     return 0
 
 
 def _synth_text(args: argparse.Namespace) -> int:
-    from formats.synthetic_text import write_text_corpus
+    from dataio.formats.synthetic_text import write_text_corpus
 
     write_text_corpus(args.out, args.documents, seed=args.seed, mean_words=args.mean_words)
     print(f"wrote {args.documents} documents to {args.out}")
@@ -296,7 +311,7 @@ def _synth_text(args: argparse.Namespace) -> int:
 
 
 def _synth(args: argparse.Namespace) -> int:
-    from formats.synthetic import SyntheticImagesConfig, write_image_folder
+    from dataio.formats.synthetic import SyntheticImagesConfig, write_image_folder
 
     write_image_folder(args.out, SyntheticImagesConfig(num_classes=args.classes, images_per_class=args.per_class,
                                                        seed=args.seed))
@@ -305,10 +320,10 @@ def _synth(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from dataio.demo import DemoConfig, run_demo
+    from dataio.bench.demo import DemoConfig, run_demo
 
     run_demo(DemoConfig(out=args.out, num_classes=args.classes, images_per_class=args.per_class,
-                        epochs=args.epochs, workers=_default_workers()))
+                        epochs=args.epochs, num_workers=_default_workers()))
     return 0
 
 
@@ -323,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
         "synth": _synth, "synth-text": _synth_text, "demo": _demo, "train": _train, "verify": _verify}[args.command]
     try:
         return handler(args)
+    except ConfigError as e:  # a library parameter: name the flag that sets it
+        print(f"dataio {args.command}: error: {e.for_names(_flag_names(e.parameters))}", file=sys.stderr)
+        return 2
     except (UsageError, ValueError) as e:
         print(f"dataio {args.command}: error: {e}", file=sys.stderr)
         return 2

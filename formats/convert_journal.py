@@ -24,8 +24,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dataio.errors import UsageError
-from formats.manifest import MANIFEST_NAME, sha256_file, write_atomic
+from dataio.formats.errors import ConfigError, UsageError
+from dataio.formats.files import sha256_file, write_atomic
+from dataio.formats.manifest import MANIFEST_NAME
 
 JOURNAL_DIR = ".journal"
 
@@ -67,8 +68,8 @@ class Journal:
             options = self.folder / "options.json"
             saved = json.loads(options.read_text()) if options.is_file() else {"identity": self.identity}
             if saved.get("identity") != self.identity:
-                raise UsageError(f"{out} holds an interrupted conversion with other options or source files "
-                                 "(pass --overwrite to start again)")
+                raise ConfigError(f"{out} holds an interrupted conversion with other options or source files "
+                                 "(pass {0} to start again)", "overwrite=True")
             self._begin()
             return self._kept(out, patterns, set(keep))
         check_output_folder(out, overwrite, patterns)
@@ -125,7 +126,7 @@ def check_output_folder(out: Path, overwrite: bool, patterns: tuple[str, ...]) -
         raise UsageError(f"output {out} exists and is not a folder")
     if out.is_dir() and any(out.iterdir()):
         if not overwrite:
-            raise UsageError(f"output folder {out} is not empty (pass --overwrite to replace it)")
+            raise ConfigError(f"output folder {out} is not empty (pass {{0}} to replace it)", "overwrite=True")
         _remove(out, patterns)
     out.mkdir(parents=True, exist_ok=True)
 

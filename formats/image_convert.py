@@ -5,9 +5,9 @@ Output, in OUT: ``shard-NNNNNN.tar`` (samples ``KEY.jpg``, ``KEY.cls``,
 ``samples.arrow`` (sample table), ``rejected.jsonl`` (one line per rejected
 file, with its reason) and ``manifest.json``, written last. Killed at any
 point, the same command resumes from the last finished shard
-(``formats.convert_journal``), with byte-identical output.
+(``dataio.formats.convert_journal``), with byte-identical output.
 
-Images are prepared in ``workers`` processes with an ordered map, so the
+Images are prepared in ``num_workers`` processes with an ordered map, so the
 output is byte-identical whatever the worker count.
 """
 
@@ -25,13 +25,14 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from dataio.errors import UsageError, WorkerDied
-from formats.image_prepare import ImagePrepareConfig, PreparedImage, Rejection, add_restart_markers, prepare_image
-from formats.convert_journal import Journal, ShardRecord, fingerprint
-from formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry, write_atomic
-from formats.sample_table import write_sample_table
-from formats.sizes import parse_size
-from formats.wds_shards import ShardWriter, scan_tar
+from dataio.formats.errors import UsageError, WorkerDied
+from dataio.formats.image_prepare import ImagePrepareConfig, PreparedImage, Rejection, add_restart_markers, prepare_image
+from dataio.formats.convert_journal import Journal, ShardRecord, fingerprint
+from dataio.formats.files import write_atomic
+from dataio.formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
+from dataio.formats.sample_table import write_sample_table
+from dataio.formats.sizes import parse_size
+from dataio.formats.wds_shards import ShardWriter, scan_tar
 
 # What ImageFolder accepts (torchvision's IMG_EXTENSIONS), compared lower-case.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -47,7 +48,7 @@ class ConvertImagesConfig:
     out: Path
     shard_size: int = 256 * 10**6
     max_shard_samples: int | None = None
-    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    num_workers: int = field(default_factory=lambda: os.cpu_count() or 1)
     strict: bool = False
     overwrite: bool = False
     progress: bool = True
@@ -57,8 +58,8 @@ class ConvertImagesConfig:
         object.__setattr__(self, "src", Path(self.src))
         object.__setattr__(self, "out", Path(self.out))
         object.__setattr__(self, "shard_size", parse_size(self.shard_size))
-        if self.workers < 1:
-            raise ValueError(f"workers must be >= 1, got {self.workers}")
+        if self.num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {self.num_workers}")
         if self.max_shard_samples is not None and self.max_shard_samples < 1:
             raise ValueError("max_shard_samples must be >= 1")
 
@@ -119,17 +120,17 @@ def _prepared(config: ConvertImagesConfig, files: list[tuple[str, int]]) -> Iter
     worker; ``ProcessPoolExecutor`` notices and fails the pending futures.
     """
     jobs = [(str(config.src), relative, config.prepare) for relative, _ in files]
-    if config.workers == 1:
+    if config.num_workers == 1:
         yield from map(_prepare_file, jobs)
         return
     chunks = [jobs[i:i + 8] for i in range(0, len(jobs), 8)]
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-    with ProcessPoolExecutor(config.workers, mp_context=context) as pool:
+    with ProcessPoolExecutor(config.num_workers, mp_context=context) as pool:
         pending: deque[Future] = deque()
         try:
             for chunk in chunks:
                 pending.append(pool.submit(_prepare_chunk, chunk))
-                if len(pending) >= 4 * config.workers:
+                if len(pending) >= 4 * config.num_workers:
                     yield from pending.popleft().result()
             while pending:
                 yield from pending.popleft().result()

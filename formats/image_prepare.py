@@ -7,7 +7,7 @@ pixel (no generation loss).
 
 Every JPEG written is then rewritten losslessly (its DCT coefficients as they
 are, as jpegtran does) with a restart marker every few MCUs and optimised
-Huffman tables (``dataio._jpeg_region.add_restart_markers``): the reader can
+Huffman tables (``dataio.formats._jpeg_codec.add_restart_markers``): the reader can
 then cut a file down to the part a crop needs before decoding it
 (``dataio/jpeg_splice.c``), and any other JPEG reader decodes the same pixels
 as before, no slower (bench/results). Metadata segments (EXIF, ICC profiles,
@@ -26,8 +26,10 @@ from dataclasses import dataclass
 
 from PIL import Image, ImageOps
 
+from dataio.formats.limits import MAX_PIXELS
+
 try:
-    from dataio._jpeg_region import add_restart_markers
+    from dataio.formats._jpeg_codec import add_restart_markers
 except ImportError:  # built without libjpeg headers: JPEGs are written as they are
     add_restart_markers = None
 
@@ -46,7 +48,7 @@ class ImagePrepareConfig:
 
     max_side: int | None = None  # downscale so the longer side is at most this
     quality: int | None = None  # re-encode every image at this JPEG quality
-    max_pixels: int = 89_478_485  # PIL's default bomb limit (~0.25 GB of RGBA)
+    max_pixels: int = MAX_PIXELS
     restart_interval: int = RESTART_INTERVAL  # most MCUs between JPEG restart markers; 0: none
 
     def __post_init__(self) -> None:

@@ -7,14 +7,13 @@ one must give a clear error, never a crash.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dataio.errors import DataioError
+from dataio.formats.errors import DataioError, ShardError
+from dataio.formats.files import sha256_file, write_atomic
 
 MANIFEST_NAME = "manifest.json"
 SAMPLE_TABLE_NAME = "samples.arrow"
@@ -145,8 +144,6 @@ def read_manifest(source: str | Path) -> tuple[Path, Manifest]:
 def check_shard_file(path: Path, entry: ShardEntry, verify_checksum: bool = False) -> None:
     """Raise ``ShardError`` naming ``path`` if it is missing, not the manifest's size, or (with
     ``verify_checksum``) not its sha256."""
-    from dataio.errors import ShardError
-
     if not path.is_file():
         raise ShardError(str(path), "missing")
     size = path.stat().st_size
@@ -154,23 +151,3 @@ def check_shard_file(path: Path, entry: ShardEntry, verify_checksum: bool = Fals
         raise ShardError(str(path), f"size {size} bytes, manifest says {entry.bytes} (truncated or replaced)")
     if verify_checksum and sha256_file(path) != entry.sha256:
         raise ShardError(str(path), "sha256 does not match the manifest")
-
-
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    """Hex sha256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def write_atomic(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temp file and a rename."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from dataio.errors import DataioError
+from dataio.formats.errors import DataioError
+from dataio.formats.files import write_atomic
 
 SCHEMA = pa.schema(
     [
@@ -53,8 +54,6 @@ class SampleTable:
 
 def write_sample_table(path: str | Path, columns: dict[str, list]) -> None:
     """Write the table atomically (temp file, then rename)."""
-    from formats.manifest import write_atomic
-
     table = pa.Table.from_pydict(columns, schema=SCHEMA)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, SCHEMA) as writer:

@@ -1,7 +1,7 @@
 """``dataio convert text SRC... OUT``: tokenise a corpus once into token shards.
 
 Documents come from .txt (one per line, or per blank-line-separated
-paragraph), .jsonl or .parquet files (``formats.text_sources``). Each is
+paragraph), .jsonl or .parquet files (``dataio.formats.text_sources``). Each is
 encoded with the tokenizer (``tokenizers``' batch encoder, which runs on all
 cores and keeps input order, so the output does not depend on the thread
 count), framed with BOS/EOS, and split into ``max_length`` chunks; splits are
@@ -10,7 +10,7 @@ WebDataset shards; ``manifest.json`` records counts, a length histogram, the
 tokenizer's hash and per-shard checksums. Bad documents are counted and listed
 (a few examples each) in ``rejected.json``. Killed at any point, the same
 command resumes from the last finished shard with byte-identical output
-(``formats.convert_journal``); a tokenizer trained by the interrupted run is
+(``dataio.formats.convert_journal``); a tokenizer trained by the interrupted run is
 reused, after checking its hash.
 """
 
@@ -27,14 +27,15 @@ from typing import Literal
 import numpy as np
 from tqdm import tqdm
 
-from dataio.errors import UsageError
-from formats.convert_journal import Journal, ShardRecord, fingerprint
-from formats.manifest import MANIFEST_NAME, Manifest, ShardEntry, sha256_file, write_atomic
-from formats.text_shards import ArrowTokenWriter, token_dtype
-from formats.text_sources import Document, SourceStats, expand_sources, iter_documents
-from formats.tokenizer_setup import (TOKENIZER_NAME, TokenizerConfig, TokenizerInfo, load_tokenizer,
+from dataio.formats.errors import ConfigError, UsageError
+from dataio.formats.convert_journal import Journal, ShardRecord, fingerprint
+from dataio.formats.files import sha256_file, write_atomic
+from dataio.formats.manifest import MANIFEST_NAME, Manifest, ShardEntry
+from dataio.formats.text_shards import ArrowTokenWriter, token_dtype
+from dataio.formats.text_sources import Document, SourceStats, expand_sources, iter_documents
+from dataio.formats.tokenizer_setup import (TOKENIZER_NAME, TokenizerConfig, TokenizerInfo, load_tokenizer,
                                      save_tokenizer, train_bpe)
-from formats.wds_shards import ShardWriter
+from dataio.formats.wds_shards import ShardWriter
 
 REJECTED_TEXT_NAME = "rejected.json"
 ENCODE_CHUNK = 2048  # documents per batch-encode call
@@ -63,11 +64,13 @@ class ConvertTextConfig:
         if not self.sources:
             raise UsageError("no source files given")
         if self.max_length < 2:
-            raise UsageError(f"--max-length must be >= 2, got {self.max_length}")
-        if self.doc_sep not in ("line", "blank") or self.format not in ("arrow", "wds"):
-            raise UsageError("--doc-sep is line|blank and --format is arrow|wds")
+            raise ConfigError(f"{{0}} must be >= 2, got {self.max_length}", "max_length")
+        if self.doc_sep not in ("line", "blank"):
+            raise ConfigError(f"{{0}} must be line or blank, got {self.doc_sep!r}", "doc_sep")
+        if self.format not in ("arrow", "wds"):
+            raise ConfigError(f"{{0}} must be arrow or wds, got {self.format!r}", "format")
         if self.shard_tokens < 1:
-            raise UsageError("--shard-tokens must be >= 1")
+            raise ConfigError(f"{{0}} must be >= 1, got {self.shard_tokens}", "shard_tokens")
 
 
 @dataclass
@@ -175,7 +178,7 @@ def convert_text(config: ConvertTextConfig) -> ConvertTextSummary:
     """Tokenise ``config.sources`` into shards in ``config.out``; see the module docstring.
 
     Killed at any point, the same command resumes from the last finished
-    shard (``formats.convert_journal``), with byte-identical output.
+    shard (``dataio.formats.convert_journal``), with byte-identical output.
     """
     files = expand_sources(list(config.sources))
     tok = config.tokenizer

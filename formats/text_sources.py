@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from dataio.errors import UsageError
+import pyarrow.parquet as pq
+
+from dataio.formats.errors import UsageError
 
 SUFFIXES = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
 EXAMPLES = 5  # problems kept per kind for the report
@@ -122,8 +124,6 @@ def _jsonl(path: Path, field_name: str, stats: SourceStats) -> Iterator[Document
 
 
 def _parquet(path: Path, field_name: str, stats: SourceStats) -> Iterator[Document]:
-    import pyarrow.parquet as pq
-
     try:
         parquet = pq.ParquetFile(path)
     except Exception as e:  # pyarrow raises ArrowInvalid/OSError subclasses for corrupt files

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from dataio.errors import UsageError
-from formats.manifest import write_atomic
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from dataio.formats.errors import ConfigError, UsageError
+from dataio.formats.files import write_atomic
 
 TOKENIZER_NAME = "tokenizer.json"
 
@@ -33,11 +35,11 @@ class TokenizerConfig:
 
     def __post_init__(self) -> None:
         if (self.path is None) == (self.train is None):
-            raise UsageError("give exactly one of --tokenizer PATH or --train-tokenizer bpe")
+            raise ConfigError("give exactly one of {0} or {1}", "path", "train")
         if self.train is not None and self.train != "bpe":
-            raise UsageError(f"--train-tokenizer {self.train!r}: only 'bpe' is supported")
+            raise ConfigError(f"{{0}} {self.train!r}: only 'bpe' is supported", "train")
         if self.vocab_size < 260:
-            raise UsageError(f"--vocab-size must be >= 260 (256 bytes + specials), got {self.vocab_size}")
+            raise ConfigError(f"{{0}} must be >= 260 (256 bytes + specials), got {self.vocab_size}", "vocab_size")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,8 +60,6 @@ def _specials(config: TokenizerConfig) -> list[str]:
 
 def train_bpe(texts: Iterable[str], config: TokenizerConfig):
     """A byte-level BPE tokenizer trained on ``texts`` (deterministic for the same input)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -71,8 +71,6 @@ def train_bpe(texts: Iterable[str], config: TokenizerConfig):
 
 def load_tokenizer(path: Path):
     """Load a tokenizers JSON file; UsageError naming the file if it is not one."""
-    from tokenizers import Tokenizer
-
     if not path.is_file():
         raise UsageError(f"tokenizer {path} does not exist")
     try:
@@ -90,7 +88,8 @@ def save_tokenizer(tokenizer, out: Path, config: TokenizerConfig) -> TokenizerIn
     for name in ("bos", "eos"):
         token = getattr(config, name)
         if token and ids[name] is None:
-            raise UsageError(f"the tokenizer has no {name.upper()} token {token!r} (set --{name} or --no-{name})")
+            raise ConfigError(f"the tokenizer has no {name.upper()} token {token!r} (set {{0}} to one it has, or {{1}})",
+                              name, f"{name}=None")
     pad_id = ids["pad"] if ids["pad"] is not None else (ids["eos"] if ids["eos"] is not None else 0)
     return TokenizerInfo(file=TOKENIZER_NAME, sha256=hashlib.sha256(text.encode()).hexdigest(),
                          vocab_size=tokenizer.get_vocab_size(with_added_tokens=True),

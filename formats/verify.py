@@ -14,8 +14,14 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dataio.errors import DataioError, ShardError
-from formats.manifest import Manifest, check_shard_file, read_manifest
+import pyarrow as pa
+import pyarrow.compute as pc
+from PIL import Image
+
+from dataio.formats.errors import DataioError, ShardError
+from dataio.formats.limits import MAX_PIXELS
+from dataio.formats.manifest import Manifest, check_shard_file, read_manifest
+from dataio.formats.sample_table import read_sample_table
 
 
 @dataclass
@@ -50,8 +56,6 @@ def count_tar_samples(path: Path) -> int:
 
 
 def _count_arrow_rows(path: Path) -> int:
-    import pyarrow as pa
-
     try:
         reader = pa.ipc.open_file(pa.memory_map(str(path), "r"))
         rows = 0
@@ -86,11 +90,6 @@ def _check_shard(folder: Path, manifest: Manifest, index: int) -> tuple[str | No
 
 
 def _decode_images(folder: Path, manifest: Manifest, bad_shards: set[int], report: VerifyReport) -> None:
-    from PIL import Image
-
-    from dataio.turbo_decode import MAX_PIXELS
-    from formats.sample_table import read_sample_table
-
     table = read_sample_table(folder / manifest.sample_table)
     files = {}
     try:
@@ -119,9 +118,6 @@ def _decode_images(folder: Path, manifest: Manifest, bad_shards: set[int], repor
 
 
 def _check_tokens(folder: Path, manifest: Manifest, bad_shards: set[int], report: VerifyReport) -> None:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     vocab = int(manifest.options.get("tokenizer", {}).get("vocab_size", 0))
     for index, entry in enumerate(manifest.shards):
         if index in bad_shards or not entry.file.endswith(".arrow"):

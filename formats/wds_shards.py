@@ -17,7 +17,8 @@ from typing import Any
 
 import webdataset as wds
 
-from formats.manifest import ShardEntry, sha256_file, write_atomic
+from dataio.formats.files import sha256_file, write_atomic
+from dataio.formats.manifest import ShardEntry
 
 TAR_BLOCK = 512
 FIXED_MTIME = 0  # reproducible tar files: identical bytes on every run

@@ -10,8 +10,8 @@ from PIL import Image
 
 from hypothesis import settings
 
-from formats.image_convert import ConvertImagesConfig, convert_images
-from formats.synthetic import SyntheticImagesConfig, add_faulty_files, write_image_folder
+from dataio.formats.image_convert import ConvertImagesConfig, convert_images
+from dataio.formats.synthetic import SyntheticImagesConfig, add_faulty_files, write_image_folder
 
 # Fuzzing campaigns: short in `make test`, long in `make fuzz` (--hypothesis-profile=long).
 settings.register_profile("default", max_examples=25, deadline=None)
@@ -46,7 +46,7 @@ def image_folder(tmp_path_factory) -> tuple[Path, dict[str, str]]:
 @pytest.fixture(scope="session")
 def image_shards(image_folder, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("shards") / "out"
-    convert_images(ConvertImagesConfig(src=image_folder[0], out=out, shard_size="400KB", workers=2, progress=False))
+    convert_images(ConvertImagesConfig(src=image_folder[0], out=out, shard_size="400KB", num_workers=2, progress=False))
     return out
 
 
@@ -60,7 +60,7 @@ def coloured_shards(tmp_path_factory) -> Path:
         size = ((300, 200), (200, 300), (256, 256))[i % 3]
         Image.new("RGB", size, colour_of(i)).save(folder / f"img{i:03d}.jpg", quality=95)
     out = tmp_path_factory.mktemp("coloured_shards") / "out"
-    convert_images(ConvertImagesConfig(src=root, out=out, max_shard_samples=7, workers=1, progress=False))
+    convert_images(ConvertImagesConfig(src=root, out=out, max_shard_samples=7, num_workers=1, progress=False))
     return out
 
 

@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 
 from dataio import ImageLoader
 from dataio.errors import DATA_EXCEPTIONS, DataioError
-from dataio.token_shards import TokenShards
-from dataio.turbo_decode import REGION_DECODE, decode_crop_into
-from formats.manifest import MANIFEST_NAME, parse_manifest
-from formats.verify import count_tar_samples
+from dataio.text.token_shards import TokenShards
+from dataio.images.turbo_decode import REGION_DECODE, decode_crop_into
+from dataio.formats.manifest import MANIFEST_NAME, parse_manifest
+from dataio.formats.verify import count_tar_samples
 
 pytestmark = pytest.mark.fuzz
 FIXTURES = settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -147,18 +147,18 @@ def test_mutated_token_shard_reads_or_raises_shard_error(text_shards, tmp_path_f
 def test_splicer_and_rewriter_give_a_jpeg_none_or_a_value_error(jpeg_sample, data):
     """The restart-interval splicer (never an error: a cut or None) and the pack-time rewrite on damaged bytes."""
     if not REGION_DECODE:
-        pytest.skip("dataio._jpeg_region not built")
-    from dataio import _jpeg_region
+        pytest.skip("dataio.formats._jpeg_codec not built")
+    from dataio.formats import _jpeg_codec
 
     mutated = mutate(jpeg_sample, data.draw(mutations(len(jpeg_sample))))
     corner = st.integers(-50, 600)
-    result = _jpeg_region.splice(mutated, data.draw(corner), data.draw(corner), data.draw(corner), data.draw(corner))
+    result = _jpeg_codec.splice(mutated, data.draw(corner), data.draw(corner), data.draw(corner), data.draw(corner))
     if result is not None:
         spliced, left, top = result
         assert left >= 0 and top >= 0 and spliced[:2] == b"\xff\xd8" and spliced[-2:] == b"\xff\xd9"
         assert len(spliced) <= len(mutated) + 2
     try:
-        _jpeg_region.add_restart_markers(mutated, data.draw(st.integers(-1, 70_000)))
+        _jpeg_codec.add_restart_markers(mutated, data.draw(st.integers(-1, 70_000)))
     except ValueError:
         pass
 
@@ -171,10 +171,10 @@ def test_fuzz_inputs_exist(jpeg_sample):
 @given(data=st.data())
 def test_randaugment_kernel_with_any_plan_gives_an_image_or_a_value_error(data):
     """Any op codes and parameters (NaN, huge, out of range) on any small image: a result or ValueError."""
-    from augment import cpu_kernel
+    from dataio.augment import cpu_kernel
 
     if not cpu_kernel.AVAILABLE:
-        pytest.skip("augment._randaugment_cpu not built")
+        pytest.skip("dataio.augment._randaugment_cpu not built")
     n, height, width, num_ops = (data.draw(st.integers(lo, hi)) for lo, hi in ((1, 3), (3, 24), (3, 24), (0, 4)))
     images = torch.from_numpy(np.random.default_rng(0).integers(0, 256, (n, 3, height, width), dtype=np.uint8))
     codes = np.array(data.draw(st.lists(st.integers(-2, 11), min_size=n * num_ops, max_size=n * num_ops)),

@@ -21,13 +21,13 @@ import pytest
 from dataio import ImageLoader
 from dataio.cli import main
 from dataio.errors import SampleError, ShardError, TooManyErrors, WorkerDied
-from dataio.turbo_decode import decode_crop_into
-from formats import image_convert
-from formats.image_convert import ConvertImagesConfig, convert_images
-from formats.image_prepare import ImagePrepareConfig, Rejection, prepare_image
-from formats.manifest import read_manifest
-from formats.sample_table import read_sample_table
-from formats.verify import count_tar_samples, verify
+from dataio.images.turbo_decode import decode_crop_into
+from dataio.formats import image_convert
+from dataio.formats.image_convert import ConvertImagesConfig, convert_images
+from dataio.formats.image_prepare import ImagePrepareConfig, Rejection, prepare_image
+from dataio.formats.manifest import read_manifest
+from dataio.formats.sample_table import read_sample_table
+from dataio.formats.verify import count_tar_samples, verify
 from tests.conftest import NUM_COLOURED
 
 
@@ -118,7 +118,7 @@ def test_a_dead_convert_worker_raises_within_seconds(image_folder, tmp_path, mon
     monkeypatch.setattr(image_convert, "_prepare_file", _die_on_cmyk)  # forked workers inherit it
     started = time.monotonic()
     with pytest.raises(WorkerDied, match="died"):
-        convert_images(ConvertImagesConfig(src=image_folder[0], out=tmp_path / "out", workers=2, progress=False,
+        convert_images(ConvertImagesConfig(src=image_folder[0], out=tmp_path / "out", num_workers=2, progress=False,
                                            max_shard_samples=4))
     assert time.monotonic() - started < 30
     assert not list((tmp_path / "out").glob(".shard-*")), "a partial shard was left behind"

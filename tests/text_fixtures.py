@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from formats.synthetic_text import synthetic_documents
-from formats.text_convert import ConvertTextConfig, convert_text
-from formats.tokenizer_setup import TokenizerConfig
+from dataio.formats.synthetic_text import synthetic_documents
+from dataio.formats.text_convert import ConvertTextConfig, convert_text
+from dataio.formats.tokenizer_setup import TokenizerConfig
 
 MAX_LENGTH = 96
 

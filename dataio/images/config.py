@@ -1,0 +1,143 @@
+"""Configuration of ``dataio.ImageLoader``: one frozen, keyword-only dataclass."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
+from dataio.loading.error_policy import ErrorPolicy
+from dataio.sampling.partition import DEFAULT_WINDOW
+from dataio.sampling.world import check_rank_args
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageLoaderConfig:
+    """Every option of the image loader, validated on construction.
+
+    Train mode does RandomResizedCrop(``crop_scale``, ``crop_ratio``) and a
+    horizontal flip with probability ``hflip``; val mode resizes and center
+    crops with ratio ``val_crop_ratio``. ``shuffle`` defaults to ``train``.
+
+    Device augmentation (train only): ``randaugment`` and ``mix`` run batched
+    on ``device`` after the copy; ``crop_on_device`` decodes each image whole at
+    ``decode_size`` on the host and does the crop and flip on the device (for
+    when the CPU is the bottleneck). ``schedule`` sets the resolution (and,
+    with ``dynamic_batch``, the batch size) per epoch, overriding
+    ``image_size`` and ``batch_size``.
+    """
+
+    batch_size: int = 256
+    image_size: int = 224
+    train: bool = True
+    shuffle: bool | None = None
+    seed: int = 0
+    drop_last: bool = False
+    num_workers: int | None = None  # decode threads; None: one per core
+    pin_memory: bool = False
+    device: str = "cpu"
+    normalize: bool = False  # float output, normalised on the target device
+    mean: tuple[float, float, float] = IMAGENET_MEAN
+    std: tuple[float, float, float] = IMAGENET_STD
+    channels_last: bool = True
+    crop_scale: tuple[float, float] = (0.08, 1.0)
+    crop_ratio: tuple[float, float] = (3 / 4, 4 / 3)
+    val_crop_ratio: float = 0.875
+    hflip: float = 0.5
+    fast_resize: bool = False  # nearest-neighbour instead of antialiased bilinear
+    reduced_decode: bool = True  # JPEG DCT scaling when the crop is downscaled >= 2x
+    region_decode: bool = True  # decode only the crop's rows and columns (dataio.formats._jpeg_codec)
+    prefetch_batches: int = 1  # batches in flight per decode thread
+    on_error: ErrorPolicy = ErrorPolicy.RAISE
+    max_errors: int | None = None
+    verify_checksums: bool = False
+    world_size: int | None = None  # None: from torch.distributed when initialised, else 1
+    rank: int | None = None
+    shuffle_window: int = DEFAULT_WINDOW  # samples shuffled together after the shard shuffle
+    randaugment: RandAugmentConfig | None = None
+    mix: MixConfig | None = None
+    crop_on_device: bool = False
+    decode_size: int | None = None  # crop_on_device: host decode size; default image_size * 8 / 7
+    schedule: ResolutionSchedule | None = None
+    decoder: Literal["auto", "turbo", "dali"] = "auto"  # auto: DALI on a CUDA device, turbo otherwise
+    hw_decoder_load: float = 0.65  # DALI on A100/H100: share of images sent to the hardware JPEG decoder
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "on_error", ErrorPolicy(self.on_error))
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.image_size < 8:
+            raise ValueError(f"image_size must be >= 8, got {self.image_size}")
+        if self.num_workers is not None and self.num_workers < 0:
+            raise ValueError(f"num_workers must be >= 0, got {self.num_workers}")
+        if not 0 < self.crop_scale[0] <= self.crop_scale[1] <= 1:
+            raise ValueError(f"crop_scale must satisfy 0 < lo <= hi <= 1, got {self.crop_scale}")
+        if not 0 < self.crop_ratio[0] <= self.crop_ratio[1]:
+            raise ValueError(f"crop_ratio must satisfy 0 < lo <= hi, got {self.crop_ratio}")
+        if not 0 < self.val_crop_ratio <= 1:
+            raise ValueError(f"val_crop_ratio must be in (0, 1], got {self.val_crop_ratio}")
+        if not 0 <= self.hflip <= 1:
+            raise ValueError(f"hflip must be a probability, got {self.hflip}")
+        if self.prefetch_batches < 1:
+            raise ValueError("prefetch_batches must be >= 1")
+        if self.max_errors is not None and self.max_errors < 0:
+            raise ValueError("max_errors must be >= 0")
+        check_rank_args(self.world_size, self.rank)
+        if self.shuffle_window < 1:
+            raise ValueError(f"shuffle_window must be >= 1, got {self.shuffle_window}")
+        if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
+            raise ValueError("mean and std need 3 values, std positive")
+        if not self.train and (self.randaugment or self.mix or self.crop_on_device or self.schedule):
+            raise ValueError("randaugment, mix, crop_on_device and schedule are for train=True loaders")
+        if self.decoder not in ("auto", "turbo", "dali"):
+            raise ValueError(f"decoder must be auto|turbo|dali, got {self.decoder!r}")
+        if self.decoder == "dali" and self.crop_on_device:
+            raise ValueError("crop_on_device is for the turbo decoder (DALI crops while decoding)")
+        if not 0 <= self.hw_decoder_load <= 1:
+            raise ValueError(f"hw_decoder_load must be in [0, 1], got {self.hw_decoder_load}")
+        if self.decode_size is not None and self.decode_size < 8:
+            raise ValueError(f"decode_size must be >= 8, got {self.decode_size}")
+
+    @property
+    def resolved_decoder(self) -> str:
+        """'dali' or 'turbo': ``auto`` picks DALI when the loader's device is an available GPU."""
+        if self.decoder != "auto":
+            return self.decoder
+        if self.crop_on_device or not self.device.startswith("cuda"):
+            return "turbo"
+        return "dali" if torch.cuda.is_available() else "turbo"
+
+    @property
+    def device_augments(self) -> bool:
+        """Whether batches go through ``augment.DeviceAugment`` after the copy."""
+        return bool(self.randaugment or self.mix or self.crop_on_device)
+
+    def image_size_at(self, epoch: int) -> int:
+        """Output resolution of ``epoch``."""
+        return self.schedule.image_size(epoch) if self.schedule else self.image_size
+
+    def batch_size_at(self, epoch: int) -> int:
+        """Batch size of ``epoch``."""
+        return self.schedule.batch_size_at(epoch) if self.schedule else self.batch_size
+
+    def decode_size_at(self, epoch: int) -> int:
+        """Side of the host decode: the output size, or the whole-image size for ``crop_on_device``."""
+        if not self.crop_on_device:
+            return self.image_size_at(epoch)
+        return self.decode_size or -(-self.image_size_at(epoch) * 8 // 7 // 8) * 8
+
+    @property
+    def shuffles(self) -> bool:
+        """Whether epochs are shuffled: ``shuffle``, or ``train`` when it is None."""
+        return self.train if self.shuffle is None else self.shuffle
+
+    @property
+    def threads(self) -> int:
+        """Decode threads actually used (0 means decode in the calling thread)."""
+        return os.cpu_count() or 1 if self.num_workers is None else self.num_workers

@@ -1,0 +1,62 @@
+"""Move uint8 batches to the target device and normalise there (timm's PrefetchLoader).
+
+On CUDA the host batch is pinned, copied on a side stream with
+``non_blocking=True`` while the previous batch is being used
+(``dataio.loading.device_copy``), and converted to float and normalised on
+the GPU. On the CPU the batch is used in place. Both
+give the layout of ``dataio.images.contract``. With device augmentation, the
+``dataio.augment.DeviceAugment`` chain runs on the same side stream after the copy,
+re-seeded for each batch from its ``SeedKey``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
+
+import torch
+
+from dataio.augment.chain import DeviceAugment, Normalize
+from dataio.images.config import ImageLoaderConfig
+from dataio.loading.device_copy import DeviceCopy
+
+
+class HostBatch(Protocol):
+    images: torch.Tensor  # (N, S, S, 3) uint8
+    labels: torch.Tensor  # (N,) int64
+    key: Any  # augment.SeedKey of this batch
+    crops: Any  # augment.CropBoxes for crop_on_device, else None
+
+
+class DeviceTransfer:
+    """Turns host ``(images NHWC uint8, labels int64)`` into the contract's device tensors."""
+
+    def __init__(self, config: ImageLoaderConfig, augment: DeviceAugment | None = None,
+                 normalize: Normalize | None = None) -> None:
+        self.augment = augment
+        self.device = torch.device(config.device)
+        self.normalize = normalize  # the loader's one Normalize, shared with ``augment``
+        self.channels_last = config.channels_last
+        self.copy = DeviceCopy(self.device)
+
+    def _finish(self, images: torch.Tensor, labels: torch.Tensor, batch: HostBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        images = images.permute(0, 3, 1, 2)  # NCHW view of NHWC memory: channels_last
+        if self.augment is not None and len(labels):  # an empty batch (all skipped) is dropped anyway
+            self.augment.seed_for(batch.key)
+            return self.augment(images, labels, batch.crops)
+        if self.normalize is not None:
+            images = self.normalize(images)
+        if self.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        else:
+            images = images.contiguous()
+        return images, labels
+
+    def _move(self, batch: HostBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        images = batch.images.to(self.device, non_blocking=True)
+        return self._finish(images, batch.labels.to(self.device, non_blocking=True), batch)
+
+    def __call__(self, batches: Iterable[HostBatch]) -> Iterator[tuple[torch.Tensor, torch.Tensor, HostBatch]]:
+        """Yield ``(images, labels, host batch)``; on CUDA, batch k+1 is copied while batch k is consumed."""
+        for (images, labels), batch in self.copy(batches, self._move):
+            yield images, labels, batch

@@ -1,0 +1,311 @@
+"""``dataio.ImageLoader``: a drop-in replacement for ``DataLoader(ImageFolder(...))``.
+
+Reads the shards written by ``dataio convert images``. Per batch, the main
+thread draws every random parameter (crop boxes, flips) from a generator
+seeded by (seed, epoch, rank, batch), then decode threads fill one
+preallocated NHWC uint8 batch (see ``threaded_batches``), and
+``DeviceTransfer`` moves it to the device. The output contract is in
+``dataio.images.contract``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from dataio.augment import CropBoxes, DeviceAugment, EpochSizedCrop, Normalize, SeedKey, crop_boxes
+from dataio.sampling import partition
+from dataio.images.buffer_pool import BufferPool
+from dataio.images.device_transfer import DeviceTransfer
+from dataio.sampling.world import resolve_world
+from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
+from dataio.formats.errors import SampleError, ShardError
+from dataio.loading.error_policy import DATA_EXCEPTIONS, ErrorStats
+from dataio.images.config import ImageLoaderConfig
+from dataio.images.dali_decode import DaliDecoder
+from dataio.images.shard_files import ShardFiles
+from dataio.images.threaded_batches import ThreadedBatches
+from dataio.images.turbo_decode import decode_crop_into
+from dataio.formats.manifest import read_manifest
+from dataio.formats.sample_table import SampleTable, read_sample_table
+
+CHUNK = 32  # samples per decode task
+
+
+class ImageBatch(NamedTuple):
+    """A batch with its provenance, from ``ImageLoader.batches()``."""
+
+    images: torch.Tensor  # see dataio.images.contract
+    labels: torch.Tensor  # (N,) int64, or (N, classes) float soft labels with mix
+    samples: np.ndarray  # (N,) int64 global sample ids (rows of the sample table)
+    repeated: np.ndarray  # (N,) bool: padding repeats that evaluation should drop
+
+
+@dataclasses.dataclass
+class _HostBatch:
+    images: torch.Tensor  # (N, S, S, 3) uint8
+    labels: torch.Tensor  # (N,) int64
+    key: SeedKey  # seeds this batch's device augmentation
+    samples: np.ndarray  # (N,) int64
+    repeated: np.ndarray  # (N,) bool
+    planned: int  # positions of the epoch order this batch covers (before any skipped sample)
+    crops: CropBoxes | None = None  # crop_on_device: boxes in decoded pixels, and flips
+
+    def keep(self, mask: np.ndarray) -> "_HostBatch":
+        """The batch without the samples where ``mask`` is False."""
+        index = torch.from_numpy(mask)
+        crops = self.crops and CropBoxes(boxes=self.crops.boxes[mask], flipped=self.crops.flipped[mask])
+        return _HostBatch(self.images[index], self.labels[index], self.key, self.samples[mask], self.repeated[mask],
+                          self.planned, crops)
+
+
+class ImageLoader(ResumableLoader):
+    """Iterate ``(images, labels)`` batches over an image shard folder.
+
+    ``ImageLoader(folder, batch_size=256, image_size=224, train=True, ...)``
+    takes the fields of :class:`ImageLoaderConfig` as keywords, or a
+    ``config=``. Each ``for`` pass is one epoch; the epoch advances by itself
+    after a full pass, or is set with ``set_epoch``. ``batches()`` yields
+    ``ImageBatch`` with sample ids and padding flags; ``state_dict()`` resumes
+    mid-epoch, on the same or another world size.
+    """
+
+    def __init__(self, source: str | Path, config: ImageLoaderConfig | None = None, **options: Any) -> None:
+        self.config = dataclasses.replace(config or ImageLoaderConfig(), **options)
+        self.folder, self.manifest = read_manifest(source)
+        if self.manifest.kind != "images":
+            raise ShardError(str(self.folder), f"holds {self.manifest.kind!r} shards, not images "
+                                               "(convert with `dataio convert images`)")
+        self.table: SampleTable = read_sample_table(self.folder / self.manifest.sample_table)
+        if len(self.table) != self.manifest.num_samples:
+            raise ValueError(f"{self.folder}: sample table has {len(self.table)} rows, manifest {self.manifest.num_samples}")
+        self.files = ShardFiles(self.folder, self.manifest, self.config.verify_checksums)
+        self.stats = ErrorStats(max_errors=self.config.max_errors)
+        self.world_size, self.rank = resolve_world(self.config.world_size, self.config.rank)
+        partition.check_world(len(self.table), self.world_size, drop_last=self.config.drop_last,
+                              multiple=self.config.batch_size_at(0))
+        self.position = EpochPosition(seed=self.config.seed, world_size=self.world_size)
+        self._order: tuple[int, np.ndarray] | None = None
+        threads = self.config.threads
+        self._dali = self._dali_decoder() if self.config.resolved_decoder == "dali" else None
+        if self._dali is not None:  # one pipeline run at a time, overlapped with the consumer
+            self._pool: ThreadPoolExecutor | None = ThreadPoolExecutor(1, thread_name_prefix="dataio-dali")
+        else:
+            self._pool = ThreadPoolExecutor(threads, thread_name_prefix="dataio-decode") if threads else None
+        self._normalize = Normalize(self.config.mean, self.config.std) if self.config.normalize else None
+        self._transfer = DeviceTransfer(self.config, self._device_augment(), self._normalize)
+        self._pin = self.config.pin_memory and torch.cuda.is_available()
+        self._buffers = BufferPool(capacity=self.config.prefetch_batches * max(1, threads) + 4)
+
+    def _dali_decoder(self) -> DaliDecoder:
+        c = self.config
+        device = torch.device(c.device)
+        device_id = (device.index or 0) if device.type == "cuda" else None
+        max_batch = max(c.schedule.batch_size_at(e) for e in range(c.schedule.epochs)) if c.schedule else c.batch_size
+        return DaliDecoder(max_batch=max_batch, threads=c.threads or 1, device_id=device_id,
+                           hw_decoder_load=c.hw_decoder_load, seed=c.seed)
+
+    @property
+    def decoder(self) -> str:
+        """The decoder in use: 'turbo' or 'dali'."""
+        return "dali" if self._dali is not None else "turbo"
+
+    def _device_augment(self) -> DeviceAugment | None:
+        c = self.config
+        if not c.device_augments:
+            return None
+        crop = None
+        if c.crop_on_device:  # sizes come from the schedule per epoch; the boxes from make_batch
+            crop = EpochSizedCrop(c.image_size, schedule=c.schedule, scale=c.crop_scale, ratio=c.crop_ratio,
+                                  hflip=c.hflip)
+        return DeviceAugment(crop=crop, randaugment=c.randaugment, mix=c.mix, normalize=self._normalize,
+                             channels_last=c.channels_last)
+
+    # -- DataLoader-compatible surface -------------------------------------------------
+    @property
+    def batch_size(self) -> int:
+        """Batch size of the current epoch (it varies with a dynamic-batch schedule)."""
+        return self.config.batch_size_at(self.epoch)
+
+    @property
+    def image_size(self) -> int:
+        """Output resolution of the current epoch."""
+        return self.config.image_size_at(self.epoch)
+
+    @property
+    def drop_last(self) -> bool:
+        return self.config.drop_last
+
+    @property
+    def num_workers(self) -> int:
+        return self.config.threads
+
+    @property
+    def pin_memory(self) -> bool:
+        return self.config.pin_memory
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        return self.manifest.classes
+
+    def __len__(self) -> int:
+        """Batches of the next (or current) pass: the whole epoch, or its rest after a resume."""
+        return len(partition.batch_bounds(self.num_samples(), self.batch_size))
+
+    def num_samples(self) -> int:
+        """Samples this rank reads in the next (or current) pass, padding repeats included."""
+        return len(self._share()[0])
+
+    # -- iteration --------------------------------------------------------------------------
+    def order(self, epoch: int | None = None) -> np.ndarray:
+        """The epoch's global sample order (``partition.epoch_order``), the same on every rank."""
+        epoch = self.epoch if epoch is None else epoch
+        if self._order is None or self._order[0] != epoch:
+            c = self.config
+            self._order = (epoch, partition.epoch_order(self.table.shard, seed=c.seed, epoch=epoch,
+                                                        shuffle=c.shuffles, window=c.shuffle_window))
+        return self._order[1]
+
+    def _share(self) -> tuple[np.ndarray, np.ndarray]:
+        """This rank's positions of the order in the pass from ``position.consumed``, and repeat flags."""
+        return partition.rank_share(len(self.table), world_size=self.world_size, rank=self.rank,
+                                    consumed=self.position.consumed, drop_last=self.config.drop_last,
+                                    multiple=self.batch_size)
+
+    def _make_batch(self, samples: np.ndarray, repeated: np.ndarray, bounds: list[tuple[int, int]],
+                    consumed: int) -> Callable:
+        c = self.config
+        epoch = self.epoch
+        size = c.decode_size_at(epoch)
+
+        def make(index: int) -> tuple[_HostBatch, list[Callable[[], list]]]:
+            start, stop = bounds[index]
+            keys = samples[start:stop]
+            # seeded by the global position of the batch: a resume on the same world redraws the same crops
+            step = consumed + self.world_size * start
+            rng = np.random.default_rng([c.seed, epoch, self.rank, step])
+            widths, heights = self.table.width[keys], self.table.height[keys]
+            device_crops = None
+            if c.train:
+                boxes = crop_boxes.random_resized_crop_boxes(widths, heights, rng, c.crop_scale, c.crop_ratio)
+                flipped = crop_boxes.flips(len(keys), rng, c.hflip)
+                if c.crop_on_device:  # decode whole images; crop the mapped boxes on the device
+                    scale = np.stack([size / widths, size / heights] * 2, axis=1)
+                    device_crops = CropBoxes(boxes=boxes * scale, flipped=flipped)
+                    boxes = np.stack([np.zeros(len(keys)), np.zeros(len(keys)), widths, heights], 1).astype(float)
+                    flipped = np.zeros(len(keys), dtype=bool)
+            else:
+                boxes = crop_boxes.center_crop_boxes(widths, heights, c.val_crop_ratio)
+                flipped = np.zeros(len(keys), dtype=bool)
+            labels = torch.from_numpy(self.table.label[keys].astype(np.int64))
+            key = SeedKey(seed=c.seed, epoch=epoch, rank=self.rank, step=step)
+            flags = repeated[start:stop]
+            if self._dali is not None:
+                batch = _HostBatch(torch.empty(0), labels, key, keys, flags, stop - start, device_crops)
+                return batch, [lambda: self._decode_dali_batch(batch, keys, boxes, flipped, size)]
+            shape = (len(keys), size, size, 3)
+            if self._pin:  # torch's pinned host allocator caches and reuses these
+                images = torch.empty(shape, dtype=torch.uint8, pin_memory=True)
+                pixels = images.numpy()
+            else:
+                pixels = self._buffers.get(shape)
+                images = torch.from_numpy(pixels)
+            tasks = [
+                (lambda lo=lo: self._decode_range(keys, boxes, flipped, pixels, lo, min(lo + CHUNK, len(keys))))
+                for lo in range(0, len(keys), CHUNK)
+            ]
+            return _HostBatch(images, labels, key, keys, flags, stop - start, device_crops), tasks
+
+        return make
+
+    def _read_sample(self, sample: int) -> bytes:
+        """The encoded image of ``sample`` from its shard."""
+        shard = int(self.table.shard[sample])
+        return self.files.read(shard, int(self.table.offset[sample]), int(self.table.size[sample]))
+
+    def _sample_error(self, sample: int, reason: str) -> SampleError:
+        """A data error naming ``sample`` by shard and key."""
+        return SampleError(self.files.names[int(self.table.shard[sample])], self.table.key(sample), reason)
+
+    def _decode_range(self, keys, boxes, flipped, pixels, lo: int, hi: int) -> list[tuple[int, SampleError]]:
+        """Decode samples lo..hi-1 of a batch; returns the data errors as (position, error)."""
+        failures = []
+        c = self.config
+        for i in range(lo, hi):
+            sample = int(keys[i])
+            try:
+                decode_crop_into(self._read_sample(sample), boxes[i], bool(flipped[i]), pixels[i],
+                                 fast_resize=c.fast_resize, reduced_decode=c.reduced_decode,
+                                 region_decode=c.region_decode)
+            except DATA_EXCEPTIONS as e:
+                failures.append((i, self._sample_error(sample, f"{type(e).__name__}: {e}")))
+        return failures
+
+    def _decode_dali_batch(self, batch: _HostBatch, keys, boxes, flipped, size: int) -> list[tuple[int, SampleError]]:
+        """Fill ``batch.images`` with DALI; the decoder names the files it fails on."""
+        encoded, failures = [], []
+        for i, sample in enumerate(keys.tolist()):
+            try:
+                encoded.append(np.frombuffer(self._read_sample(sample), dtype=np.uint8))
+            except DATA_EXCEPTIONS as e:
+                failures.append((i, self._sample_error(sample, str(e))))
+        unreadable = {i for i, _ in failures}
+        readable = [i for i in range(len(keys)) if i not in unreadable]
+        images, failed = self._dali.decode_each(encoded, boxes[readable], flipped[readable], size)
+        failures += [(readable[i], self._sample_error(int(keys[readable[i]]), reason)) for i, reason in failed]
+        if unreadable:  # put the decoded images at their positions, zeros at the unreadable ones
+            batch.images = torch.zeros((len(keys), size, size, 3), dtype=torch.uint8, device=images.device)
+            batch.images[readable] = images
+        else:
+            batch.images = images
+        return failures
+
+    def _host_batches(self, consumed: int) -> Iterator[_HostBatch]:
+        positions, repeated = self._share()
+        samples = self.order()[positions]
+        bounds = partition.batch_bounds(len(samples), self.batch_size)
+        producer = ThreadedBatches(self._make_batch(samples, repeated, bounds, consumed), len(bounds),
+                                   pool=self._pool, prefetch=self.config.prefetch_batches * max(1, self.config.threads))
+        for batch, failures in producer:
+            if failures:
+                for _, error in sorted(failures, key=lambda f: f[0]):
+                    self.stats.handle(self.config.on_error, error)
+                keep = np.ones(len(batch.labels), dtype=bool)
+                keep[[i for i, _ in failures]] = False
+                batch = batch.keep(keep)
+            self.stats.samples_ok += len(batch.labels)
+            yield batch  # possibly empty under the skip policy; counted, then dropped
+
+    def batches(self) -> Iterator[ImageBatch]:
+        """One pass (an epoch, or its rest after a resume) of ``ImageBatch``."""
+        consumed = self.position.begin(len(self.table))
+        for images, labels, host in self._transfer(self._host_batches(consumed)):
+            self.position.advance(host.planned)  # before the yield: state_dict() then covers this batch
+            if len(labels):
+                yield ImageBatch(images, labels, host.samples, host.repeated)
+        self.position.end()
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for batch in self.batches():
+            yield batch.images, batch.labels
+
+    def close(self) -> None:
+        """Stop the decode threads and close the shard files."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        if self._dali is not None:
+            self._dali.close()
+        self.files.close()
+
+    def __enter__(self) -> "ImageLoader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,46 @@
+"""Random access to the bytes of samples inside shard files.
+
+``os.pread`` releases the GIL and is safe to call from many threads on one
+descriptor. Shards are checked against the manifest when opened (existence
+and size; sha256 too with ``verify_checksums``), so a missing, truncated or
+altered shard is named before reading starts, not discovered as a hang.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dataio.formats.errors import ShardError
+from dataio.formats.manifest import Manifest, check_shard_file
+
+
+class ShardFiles:
+    """Open descriptors of every shard of a manifest; close with ``close()``."""
+
+    def __init__(self, folder: Path, manifest: Manifest, verify_checksums: bool = False) -> None:
+        self.names = [entry.file for entry in manifest.shards]
+        self._fds: list[int] = []
+        try:
+            for entry in manifest.shards:
+                path = folder / entry.file
+                check_shard_file(path, entry, verify_checksums)
+                self._fds.append(os.open(path, os.O_RDONLY))
+        except BaseException:
+            self.close()
+            raise
+
+    def read(self, shard: int, offset: int, size: int) -> bytes:
+        """The ``size`` bytes at ``offset`` of shard number ``shard``."""
+        data = os.pread(self._fds[shard], size, offset)
+        if len(data) != size:
+            raise ShardError(self.names[shard], f"short read at offset {offset}: {len(data)} of {size} bytes")
+        return data
+
+    def close(self) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds = []
+
+    def __del__(self) -> None:
+        self.close()

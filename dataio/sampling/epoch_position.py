@@ -1,0 +1,110 @@
+"""Where a loader is in its run: a small stateful stage with a JSON-safe state (torchdata style).
+
+Both loaders keep one. It counts in positions of the epoch's global order
+(``dataio.sampling.partition``): ``consumed`` positions were read before this pass
+(by any world size), and this rank has been dealt ``dealt`` positions of its
+share since. Because shares are strided, all ranks together have then
+consumed a prefix of the order, which ``consumed_now`` returns: resuming from
+it on any world size reads each remaining sample once.
+
+``begin(total)`` starts a pass and returns where it starts, ``advance(n)``
+counts a batch before it is handed out (so a ``state_dict()`` taken while the
+consumer holds a batch already covers it), ``end()`` moves to the next epoch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dataio.sampling import partition
+
+
+class EpochPosition:
+    """Epoch and global position of a loader with ``seed`` on ``world_size`` ranks."""
+
+    def __init__(self, *, seed: int, world_size: int) -> None:
+        self.seed, self.world_size = seed, world_size
+        self.epoch = 0
+        self.consumed = 0  # global positions read before this pass
+        self.dealt = 0  # positions this rank was dealt in this pass
+        self.total: int | None = None  # positions in the epoch, known once a pass begins
+
+    def set_epoch(self, epoch: int) -> None:
+        """The next pass yields all of ``epoch`` (as ``DistributedSampler.set_epoch``)."""
+        self.epoch = int(epoch)
+        self.consumed = self.dealt = 0
+
+    def begin(self, total: int) -> int:
+        """Start a pass over an epoch of ``total`` positions; returns the positions already consumed."""
+        if self.consumed > total:
+            raise ValueError(f"the saved position {self.consumed} is past the epoch's {total} positions")
+        self.total, self.dealt = total, 0
+        return self.consumed
+
+    def advance(self, positions: int) -> None:
+        self.dealt += positions
+
+    def end(self) -> None:
+        self.epoch += 1
+        self.consumed = self.dealt = 0
+
+    def consumed_now(self) -> int:
+        """Global positions consumed, by all ranks together, once each is where this rank is."""
+        if self.total is None:
+            return self.consumed
+        return partition.consumed_after(self.total, world_size=self.world_size, consumed=self.consumed,
+                                        per_rank_done=self.dealt)
+
+    def state_dict(self) -> dict[str, int]:
+        """``{"epoch", "samples_consumed", "seed", "world_size"}``: all a resume needs, on any world size."""
+        return {"epoch": self.epoch, "samples_consumed": self.consumed_now(), "seed": self.seed,
+                "world_size": self.world_size}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state``: the next pass yields the rest of that epoch (any world size)."""
+        missing = {"epoch", "samples_consumed", "seed"} - set(state)
+        if missing:
+            raise ValueError(f"loader state lacks {sorted(missing)}: {state}")
+        if state["seed"] != self.seed:
+            raise ValueError(f"state was saved with seed {state['seed']}, loader has {self.seed}: "
+                             "the epoch order would differ")
+        if int(state["samples_consumed"]) < 0:
+            raise ValueError(f"samples_consumed must be >= 0, got {state['samples_consumed']}")
+        self.epoch = int(state["epoch"])
+        self.consumed, self.dealt, self.total = int(state["samples_consumed"]), 0, None
+
+
+class ResumableLoader:
+    """The epoch and resume surface both loaders expose, over their ``self.position``.
+
+    A loader whose positions are batches rather than samples overrides
+    ``_samples_at`` and ``_position_of`` to convert.
+    """
+
+    position: EpochPosition
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next (or current) pass yields."""
+        return self.position.epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch whose order the next pass yields (as ``DistributedSampler``)."""
+        self.position.set_epoch(epoch)
+
+    def _samples_at(self, position: int) -> int:
+        return position
+
+    def _position_of(self, samples: int, epoch: int) -> int:
+        return samples
+
+    def state_dict(self) -> dict[str, int]:
+        """Small JSON-safe position: epoch, samples consumed by all ranks, seed and world size."""
+        state = self.position.state_dict()
+        state["samples_consumed"] = self._samples_at(state["samples_consumed"])
+        return state
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Continue from ``state``, saved on any world size: the next pass yields the rest of that epoch."""
+        self.position.load_state_dict(state)
+        self.position.consumed = self._position_of(self.position.consumed, self.position.epoch)

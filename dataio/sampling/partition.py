@@ -1,0 +1,113 @@
+"""Which samples each rank reads in an epoch, as pure functions (MosaicML ``partition`` style).
+
+No processes, no state: the loaders, the tests and any backend call these
+with the same arguments and get the same arrays.
+
+1. ``epoch_order``: the epoch's global order, a permutation that depends on
+   (seed, epoch) only, never on the world size. Shuffling is two-level: the
+   shards are permuted, each shard's samples are permuted, and the resulting
+   sequence is shuffled again within windows of ``window`` positions, so a
+   window draws from about ``window / shard size`` shards (page-cache
+   locality) while neighbours in a batch rarely share a shard
+   (``same_shard_rate`` measures it).
+2. ``rank_share``: the positions of that order a rank reads, after the first
+   ``consumed`` positions, which were read before a resume. The remaining
+   positions are dealt strided (rank ``r`` takes ``r, r + W, r + 2W, ...``),
+   so after every rank has read ``k`` of them, exactly the first ``W * k``
+   remaining positions are consumed: the consumed set is always a prefix of
+   the order, whatever the world size, which is what makes resumption elastic.
+3. ``batch_bounds``: where each of a rank's batches starts and stops.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+DEFAULT_WINDOW = 65536  # samples shuffled together after the shard shuffle
+
+
+def epoch_order(sample_shards: np.ndarray | int, *, seed: int, epoch: int, shuffle: bool = True,
+                window: int = DEFAULT_WINDOW) -> np.ndarray:
+    """Global sample order of an epoch: int64 ``(N,)``, a permutation of ``0..N-1``.
+
+    ``sample_shards``: the shard of each sample, int ``(N,)``, or N for one shard.
+    """
+    if isinstance(sample_shards, (int, np.integer)):
+        sample_shards = np.zeros(int(sample_shards), dtype=np.int64)
+    num_samples = len(sample_shards)
+    if not shuffle:
+        return np.arange(num_samples, dtype=np.int64)
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    rng = np.random.default_rng([seed, epoch, 0x5EED])
+    by_shard = np.argsort(sample_shards, kind="stable")  # sample ids grouped by shard
+    _, starts, counts = np.unique(sample_shards[by_shard], return_index=True, return_counts=True)
+    blocks = [by_shard[starts[i] + rng.permutation(counts[i])] for i in rng.permutation(len(starts))]
+    order = np.concatenate(blocks).astype(np.int64) if blocks else np.zeros(0, dtype=np.int64)
+    full = num_samples - num_samples % window
+    if window > 1 and full:
+        order[:full] = rng.permuted(order[:full].reshape(-1, window), axis=1).ravel()
+    rng.shuffle(order[full:])  # the last, shorter window (a view: in place)
+    return order
+
+
+def rank_share(total: int, *, world_size: int, rank: int, consumed: int = 0, drop_last: bool,
+               multiple: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the epoch order that ``rank`` reads, and which of them are padding repeats.
+
+    Returns ``(positions, repeated)``: int64 and bool arrays of shape
+    ``(per_rank,)``, the same length on every rank. Positions before
+    ``consumed`` are never dealt. With ``drop_last`` every rank reads a
+    multiple of ``multiple`` (its batch size) and the remainder is dropped;
+    otherwise the remainder is padded by repeating the epoch's first
+    positions, flagged in ``repeated`` so evaluation can drop them.
+    """
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
+    if not 0 <= consumed <= total:
+        raise ValueError(f"consumed {consumed} is not in 0..{total}")
+    remaining = total - consumed
+    if drop_last:
+        per_rank = remaining // (world_size * multiple) * multiple
+    else:
+        per_rank = -(-remaining // world_size)
+    index = rank + world_size * np.arange(per_rank, dtype=np.int64)  # into the remaining positions
+    repeated = index >= remaining
+    # padding repeats the epoch's first positions, so a resumed pass pads as the uninterrupted one
+    positions = np.where(repeated, (index - remaining) % max(total, 1), consumed + index)
+    return positions, repeated
+
+
+def check_world(total: int, world_size: int, *, drop_last: bool, multiple: int = 1, unit: str = "samples") -> None:
+    """Refuse, at start-up, an epoch that leaves the ranks nothing to read (rather than hang later)."""
+    needed = world_size * multiple if drop_last else 1
+    if total < needed:
+        what = f"a full batch of {multiple} for each of {world_size} ranks" if drop_last else "one for any rank"
+        raise ValueError(f"{total} {unit} cannot give {what}: the ranks would have no data")
+
+
+def consumed_after(total: int, *, world_size: int, consumed: int, per_rank_done: int) -> int:
+    """Global positions consumed once every rank has read ``per_rank_done`` of its share."""
+    return consumed + min(world_size * per_rank_done, total - consumed)
+
+
+def batch_bounds(count: int, batch_size: int, drop_last: bool = False) -> list[tuple[int, int]]:
+    """(start, stop) positions of each batch over ``count`` samples."""
+    stop = count - count % batch_size if drop_last else count
+    return [(start, min(start + batch_size, stop)) for start in range(0, stop, batch_size)]
+
+
+def same_shard_rate(batches: list[np.ndarray], sample_shards: np.ndarray) -> float:
+    """Share of adjacent pairs within a batch that come from the same shard (lower mixes better)."""
+    same = pairs = 0
+    for batch in batches:
+        shards = sample_shards[batch]
+        same += int((shards[1:] == shards[:-1]).sum())
+        pairs += max(0, len(batch) - 1)
+    return same / pairs if pairs else 0.0
+
+
+def random_same_shard_rate(sample_shards: np.ndarray) -> float:
+    """``same_shard_rate`` of a perfect global shuffle: the sum of squared shard shares."""
+    counts = np.bincount(sample_shards).astype(float)
+    return float(((counts / counts.sum()) ** 2).sum())

@@ -1,0 +1,44 @@
+"""Configuration of ``dataio.TextLoader``: one frozen, keyword-only dataclass."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from dataio.loading.error_policy import ErrorPolicy
+from dataio.sampling import partition
+from dataio.sampling.world import check_rank_args
+
+
+@dataclass(frozen=True, kw_only=True)
+class TextLoaderConfig:
+    """Every option of the text loader, validated on construction."""
+
+    mode: Literal["fixed", "bucket", "budget", "pack"] = "budget"
+    batch_size: int = 32  # rows per batch (fixed, bucket, pack)
+    max_tokens: int = 16384  # budget: rows x padded length per batch
+    block_size: int = 1024  # pack: tokens per row
+    pad_multiple: int = 8
+    window: int = 8192  # bucket/budget: samples sorted together
+    shuffle: bool = True
+    shuffle_window: int = partition.DEFAULT_WINDOW  # samples shuffled together after the shard shuffle
+    seed: int = 0
+    drop_last: bool = False
+    world_size: int | None = None  # None: from torch.distributed when initialised, else 1
+    rank: int | None = None
+    device: str = "cpu"
+    pin_memory: bool = False
+    verify_checksums: bool = False
+    on_error: ErrorPolicy = ErrorPolicy.RAISE  # a bad sample: raise, or drop it (skip, warn) and count it in stats
+    max_errors: int | None = None  # under skip/warn: more bad samples than this raise TooManyErrors
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("fixed", "bucket", "budget", "pack"):
+            raise ValueError(f"mode must be fixed|bucket|budget|pack, got {self.mode!r}")
+        for name in ("batch_size", "max_tokens", "block_size", "pad_multiple", "window", "shuffle_window"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        object.__setattr__(self, "on_error", ErrorPolicy(self.on_error))
+        if self.max_errors is not None and self.max_errors < 0:
+            raise ValueError(f"max_errors must be >= 0, got {self.max_errors}")
+        check_rank_args(self.world_size, self.rank)

@@ -1,0 +1,172 @@
+"""``dataio.TextLoader``: batches of pre-tokenised text from memory-mapped Arrow shards.
+
+Modes (``TextLoaderConfig.mode``):
+
+- ``fixed``: ``batch_size`` random samples per batch, padded;
+- ``bucket``: ``batch_size`` samples of similar length (sorted within
+  shuffled windows; batch order shuffled);
+- ``budget``: as bucket, but each batch takes as many rows as fit
+  ``max_tokens`` (rows x padded length), so the batch size varies;
+- ``pack``: documents concatenated into ``block_size`` rows with document
+  boundaries (``cu_seqlens``, ``position_ids``), no padding but the tail.
+
+Each epoch's plan is built globally and dealt to ranks (``dataio.text.batch_plans``),
+so every rank gets the same number of batches. Batches are dicts of int64
+tensors (see ``dataio.text.collate``) plus ``repeated`` (bool per row:
+padding repeats that evaluation should drop); ``state_dict`` resumes
+mid-epoch, on the same or another world size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from dataio.formats.errors import SampleError
+from dataio.loading.device_copy import DeviceCopy, copy_arrays
+from dataio.loading.error_policy import ErrorStats
+from dataio.sampling import partition
+from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
+from dataio.sampling.world import resolve_world
+from dataio.text import batch_plans as plans
+from dataio.text.batch_plans import BatchPlan
+from dataio.text.collate import pack_rows, pad_rows
+from dataio.text.config import TextLoaderConfig
+from dataio.text.token_shards import TokenShards
+
+
+class TextLoader(ResumableLoader):
+    """Iterate dict batches over a token shard folder: ``TextLoader(folder, mode="budget", max_tokens=...)``."""
+
+    def __init__(self, source: str | Path, config: TextLoaderConfig | None = None, **options: Any) -> None:
+        self.config = dataclasses.replace(config or TextLoaderConfig(), **options)
+        self.shards = TokenShards(source, self.config.verify_checksums)
+        self.stats = ErrorStats(max_errors=self.config.max_errors)
+        self._copy = DeviceCopy(self.config.device)
+        if len(self.shards) == 0:
+            raise ValueError(f"{source} holds no samples")
+        self.world_size, self.rank = resolve_world(self.config.world_size, self.config.rank)
+        self.position = EpochPosition(seed=self.config.seed, world_size=self.world_size)
+        self._plan_cache: tuple[int, Any] | None = None
+        self._dealt_cache: tuple[int, int, BatchPlan] | None = None
+        self.padding_tokens = self.real_tokens = 0  # counters over everything yielded
+        partition.check_world(len(self.global_plan(0)[1]), self.world_size, drop_last=self.config.drop_last,
+                              unit="batches")
+
+    @property
+    def pad_id(self) -> int:
+        return self.shards.pad_id
+
+    def global_plan(self, epoch: int | None = None) -> tuple[plans.PackStream | None, BatchPlan]:
+        """The epoch's batches over all ranks (and the token stream when packing); world-size independent."""
+        epoch = self.epoch if epoch is None else epoch
+        if self._plan_cache and self._plan_cache[0] == epoch:
+            return self._plan_cache[1]
+        c = self.config
+        rng = plans.epoch_rng(c.seed, epoch) if c.shuffle else None
+        lengths = self.shards.lengths
+        order = partition.epoch_order(self.shards.shard_of, seed=c.seed, epoch=epoch, shuffle=c.shuffle,
+                                      window=c.shuffle_window)
+        stream = None
+        if c.mode == "pack":
+            stream, full = plans.pack_plan(lengths, block_size=c.block_size, batch_size=c.batch_size, rng=rng,
+                                           drop_last=c.drop_last, order=order)
+        elif c.mode == "fixed":
+            full = plans.fixed_plan(len(lengths), c.batch_size, rng=rng, drop_last=c.drop_last, order=order)
+        elif c.mode == "bucket":
+            full = plans.bucket_plan(lengths, c.batch_size, window=c.window, rng=rng, drop_last=c.drop_last,
+                                     order=order)
+        else:
+            full = plans.budget_plan(lengths, c.max_tokens, window=c.window, pad_multiple=c.pad_multiple, rng=rng,
+                                     order=order)
+        self._plan_cache = (epoch, (stream, full))
+        return stream, full
+
+    def plan(self) -> BatchPlan:
+        """This rank's batches in the next (or current) pass: the epoch, or its rest after a resume."""
+        key = (self.epoch, self.position.consumed)
+        if self._dealt_cache is None or self._dealt_cache[:2] != key:
+            full = self.global_plan()[1]
+            dealt = plans.deal(full, world_size=self.world_size, rank=self.rank, drop_last=self.config.drop_last,
+                               consumed=self.position.consumed)
+            self._dealt_cache = (*key, dealt)
+        return self._dealt_cache[2]
+
+    def __len__(self) -> int:
+        return len(self.plan())
+
+    def _samples_at(self, position: int) -> int:
+        """Samples (rows; block rows when packing) in the first ``position`` batches of the epoch's plan."""
+        return int(self.global_plan()[1].offsets[position])
+
+    def _position_of(self, samples: int, epoch: int) -> int:
+        offsets = self.global_plan(epoch)[1].offsets
+        position = int(np.searchsorted(offsets, samples))
+        if position >= len(offsets) or offsets[position] != samples:
+            raise ValueError(f"samples_consumed={samples} is not at a batch boundary of epoch {epoch}'s plan: "
+                             "was the state saved with other batching options?")
+        return position
+
+    def numpy_batch(self, index: int) -> dict[str, np.ndarray]:
+        """Batch ``index`` of this rank's current pass, as numpy arrays (bad samples per ``on_error``)."""
+        stream, _ = self.global_plan()
+        plan = self.plan()
+        rows = plan.batch(index)
+        if stream is not None:
+            batch = pack_rows(rows, stream, self._checked_tokens, pad_id=self.pad_id)
+        else:
+            tokens = [self._checked_tokens(int(s)) for s in rows]
+            rows = np.array([s for s, t in zip(rows.tolist(), tokens) if t is not None], dtype=np.int64)
+            batch = pad_rows([t for t in tokens if t is not None], pad_id=self.pad_id,
+                             pad_multiple=self.config.pad_multiple)
+            batch["sample_ids"] = rows
+        batch["repeated"] = np.full(len(batch["input_ids"]), bool(plan.repeated[index]))
+        return batch
+
+    def _checked_tokens(self, sample: int) -> np.ndarray | None:
+        """Sample ``sample``'s token ids, or None when the error policy drops it (``raise`` raises)."""
+        try:
+            tokens = self.shards.checked_tokens(sample)
+        except SampleError as error:
+            self.stats.handle(self.config.on_error, error)
+            return None
+        self.stats.samples_ok += 1
+        return tokens
+
+    def _move(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+        """One batch on the device: one staging buffer and one copy on CUDA, zero-copy views on the CPU."""
+        if self._copy.stream is None:
+            return {name: torch.from_numpy(array) for name, array in batch.items()}
+        return copy_arrays(batch, self._copy.device, pin=self.config.pin_memory)
+
+    def _numpy_batches(self) -> Iterator[dict[str, np.ndarray]]:
+        self.position.begin(len(self.global_plan()[1]))
+        for index in range(len(self)):
+            batch = self.numpy_batch(index)
+            mask = batch["attention_mask"]
+            real = int(mask.sum())
+            self.real_tokens += real
+            self.padding_tokens += mask.size - real
+            self.position.advance(1)  # before the yield: state_dict() then covers this batch
+            if len(batch["input_ids"]):  # every row dropped by the error policy: counted, then skipped
+                yield batch
+        self.position.end()
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        for moved, _ in self._copy(self._numpy_batches(), self._move):
+            yield moved
+
+    def close(self) -> None:
+        """Release the memory-mapped shards (as ``ImageLoader.close`` closes its files); iterating again raises."""
+        self.shards.close()
+
+    def __enter__(self) -> "TextLoader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

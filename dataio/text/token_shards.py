@@ -1,0 +1,91 @@
+"""Memory-mapped access to the token shards of ``dataio convert text``.
+
+Shards are Arrow IPC files opened with ``pyarrow.memory_map``: the token ids
+are never copied into RAM as a whole; ``tokens(i)`` is a zero-copy numpy view
+of sample ``i``. Each shard is checked against the manifest first (present,
+right size, schema; sha256 with ``verify_checksums``), and an error names it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from dataio.formats.errors import SampleError, ShardError
+from dataio.formats.manifest import Manifest, check_shard_file, read_manifest
+
+
+class TokenShards:
+    """Every sample's token ids (views into memory maps) and lengths, by global sample index."""
+
+    def __init__(self, source: str | Path, verify_checksums: bool = False) -> None:
+        self.folder, self.manifest = read_manifest(source)
+        m: Manifest = self.manifest
+        if m.kind != "text" or m.options.get("format", "arrow") != "arrow":
+            raise ShardError(str(self.folder), f"holds {m.kind!r} shards in format {m.options.get('format')!r}, "
+                                               "not Arrow token shards (convert with `dataio convert text`)")
+        self.tokenizer = dict(m.options.get("tokenizer", {}))
+        self.pad_id = int(self.tokenizer.get("pad_id", 0))
+        self.vocab_size = int(self.tokenizer.get("vocab_size", 0))  # 0: unknown, ids are not checked
+        self._values: list[np.ndarray] = []
+        chunk_of, starts, lengths = [], [], []
+        for entry in m.shards:
+            path = self.folder / entry.file
+            check_shard_file(path, entry, verify_checksums)
+            try:
+                reader = pa.ipc.open_file(pa.memory_map(str(path), "r"))
+                count = 0
+                for i in range(reader.num_record_batches):
+                    batch = reader.get_batch(i)
+                    batch.validate(full=True)  # offsets within bounds: a corrupt shard fails here, not later
+                    ids = batch.column("input_ids")
+                    offsets = ids.offsets.to_numpy()
+                    chunk_of.append(np.full(len(ids), len(self._values), dtype=np.int32))
+                    starts.append(offsets[:-1].astype(np.int64) + 0)
+                    lengths.append(np.diff(offsets).astype(np.int64))
+                    self._values.append(ids.values.to_numpy(zero_copy_only=True))
+                    count += len(ids)
+            except (pa.ArrowException, KeyError, OSError) as e:
+                raise ShardError(str(path), f"not a readable token shard ({e})") from None
+            if count != entry.num_samples:
+                raise ShardError(str(path), f"{count} rows, manifest says {entry.num_samples}")
+        empty = np.zeros(0, dtype=np.int64)
+        self._chunk_of = np.concatenate(chunk_of) if chunk_of else np.zeros(0, dtype=np.int32)
+        self._starts = np.concatenate(starts) if starts else empty
+        self.lengths = np.concatenate(lengths) if lengths else empty
+        self.shard_of = np.repeat(np.arange(len(m.shards)), [e.num_samples for e in m.shards])
+        self._shard_start = np.concatenate([[0], np.cumsum([e.num_samples for e in m.shards])]).astype(np.int64)
+        self._closed = False
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def tokens(self, sample: int) -> np.ndarray:
+        """Token ids of ``sample``: a read-only view into the memory-mapped shard."""
+        if self._closed:
+            raise ValueError(f"{self.folder}: the loader was closed")
+        start = self._starts[sample]
+        return self._values[self._chunk_of[sample]][start:start + self.lengths[sample]]
+
+    def key(self, sample: int) -> str:
+        """``sample``'s name in errors: its row in its shard."""
+        return str(int(sample - self._shard_start[self.shard_of[sample]]))
+
+    def checked_tokens(self, sample: int) -> np.ndarray:
+        """``tokens(sample)``, or a ``SampleError`` naming shard and row if an id is past the vocabulary.
+
+        Such an id would otherwise reach the model's embedding and fail there
+        with an IndexError that names nothing.
+        """
+        tokens = self.tokens(sample)
+        if self.vocab_size and len(tokens) and int(tokens.max()) >= self.vocab_size:
+            shard = self.manifest.shards[int(self.shard_of[sample])].file
+            raise SampleError(shard, self.key(sample),
+                              f"token id {int(tokens.max())} is not below the vocabulary size {self.vocab_size}")
+        return tokens
+
+    def close(self) -> None:
+        """Drop the views into the memory maps, so they are unmapped once no batch holds one."""
+        self._values, self._closed = [], True

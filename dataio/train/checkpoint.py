@@ -1,0 +1,66 @@
+"""Training checkpoints: everything a resumed run needs, written atomically.
+
+A checkpoint holds the model, optimizer, grad scaler and LR scheduler
+states, the RNG states (torch CPU and CUDA, numpy, random), the train
+loader's position, the step count and the chronometer. It is written to a
+temporary file and renamed, so a kill never leaves a half-written one; the
+previous checkpoint stays until the new one is complete. Loading uses
+``torch.load(weights_only=True)``: nothing in it is unpickled as code.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from dataio.formats.files import atomic_writer
+
+NAME = "checkpoint.pt"
+
+
+def rng_state() -> dict[str, Any]:
+    state = {"torch": torch.get_rng_state(), "numpy": _numpy_state(), "python": _python_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    kind, keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), int(pos), int(has_gauss), float(gauss)))
+    version, internal, gauss_next = state["python"]
+    random.setstate((int(version), tuple(int(v) for v in internal.tolist()), gauss_next))
+
+
+def _numpy_state() -> tuple:
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    return kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss
+
+
+def _python_state() -> tuple:
+    version, internal, gauss_next = random.getstate()
+    return version, torch.tensor(internal, dtype=torch.int64), gauss_next
+
+
+def save(out: Path, state: dict[str, Any]) -> Path:
+    """Write ``out/checkpoint.pt`` atomically (temp file, fsync, rename)."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / NAME
+    with atomic_writer(path) as f:
+        torch.save(state, f)
+    return path
+
+
+def load(out: Path) -> dict[str, Any] | None:
+    """The checkpoint in ``out``, or None when there is none."""
+    path = out / NAME
+    if not path.is_file():
+        return None
+    return torch.load(path, map_location="cpu", weights_only=True)

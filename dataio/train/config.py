@@ -1,0 +1,92 @@
+"""Configuration of ``dataio train``: one frozen, keyword-only dataclass, validated on construction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """Every option of the bundled trainer.
+
+    Images: ``batch_size`` per rank at ``image_size`` (with ``progressive``,
+    the resolution ramps from ``image_size * 5 / 7`` and, with
+    ``dynamic_batch``, the batch grows as the resolution falls, the LR scaled
+    with it). Text (a text model name): ``max_tokens`` per batch in budget
+    mode, or ``batch_size`` rows of ``block_size`` tokens with ``pack``.
+    ``lr`` is the OneCycle peak; ``warmup`` the share of steps rising to it.
+    """
+
+    train: Path
+    val: Path | None = None
+    model: str = "small_cnn"
+    out: Path = Path("runs/train")
+    epochs: int = 10
+    image_size: int = 224
+    batch_size: int = 128
+    max_tokens: int = 16384
+    block_size: int = 512
+    pack: bool = False
+    optimizer: Literal["sgd", "adamw"] = "sgd"
+    lr: float | None = None  # default: 0.1 x batch/256 for SGD, 3e-3 for AdamW
+    momentum: float = 0.9
+    weight_decay: float | None = None  # default: 5e-5 for SGD, 0.05 for AdamW; never on BN or biases
+    warmup: float = 0.1
+    label_smoothing: float = 0.1
+    randaugment: int = 0  # RandAugment magnitude (0 = off), two ops per image
+    mixup: float = 0.0  # MixUp alpha (0 = off)
+    cutmix: float = 0.0  # CutMix alpha (0 = off)
+    progressive: bool = False
+    dynamic_batch: bool = False
+    amp: Literal["auto", "bf16", "fp16", "off"] = "auto"  # auto: bf16 on a GPU that has it, fp16 on others, off on CPU
+    channels_last: bool = True
+    compile: bool = False
+    device: str = "auto"  # auto: cuda:<local rank> when there is a GPU, else cpu
+    num_workers: int | None = None  # decode threads per rank
+    seed: int = 0
+    checkpoint_every: int = 0  # steps between checkpoints (0: end of each epoch only)
+    resume: bool = False  # continue from OUT/checkpoint.pt when it exists
+    halt_after_steps: int | None = None  # fault injection for tests: exit abruptly after this many steps
+    world_size: int = 1
+    rank: int = 0
+    local_rank: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "train", Path(self.train))
+        object.__setattr__(self, "out", Path(self.out))
+        if self.val is not None:
+            object.__setattr__(self, "val", Path(self.val))
+        for name in ("epochs", "batch_size", "max_tokens", "block_size", "world_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.image_size < 32 or self.image_size % 32:
+            raise ValueError(f"image_size must be a multiple of 32, got {self.image_size}")
+        if self.optimizer not in ("sgd", "adamw") or self.amp not in ("auto", "bf16", "fp16", "off"):
+            raise ValueError(f"optimizer must be sgd|adamw and amp auto|bf16|fp16|off, got "
+                             f"{self.optimizer!r}, {self.amp!r}")
+        if not 0 <= self.warmup < 1 or not 0 <= self.label_smoothing < 1:
+            raise ValueError("warmup and label_smoothing must be in [0, 1)")
+        if not 0 <= self.randaugment <= 10 or self.mixup < 0 or self.cutmix < 0:
+            raise ValueError("randaugment must be in 0..10, mixup and cutmix >= 0")
+        if self.lr is not None and self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.checkpoint_every < 0:
+            raise ValueError("checkpoint_every must be >= 0")
+        if not 0 <= self.rank < self.world_size:
+            raise ValueError(f"rank {self.rank} is not in 0..{self.world_size - 1}")
+        if self.dynamic_batch and not self.progressive:
+            raise ValueError("dynamic_batch needs progressive")
+
+    @property
+    def peak_lr(self) -> float:
+        if self.lr is not None:
+            return self.lr
+        return 0.1 * self.batch_size * self.world_size / 256 if self.optimizer == "sgd" else 3e-3
+
+    @property
+    def decay(self) -> float:
+        if self.weight_decay is not None:
+            return self.weight_decay
+        return 5e-5 if self.optimizer == "sgd" else 0.05

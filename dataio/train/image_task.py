@@ -1,0 +1,93 @@
+"""What ``dataio train`` does with image shards: loaders, model, loss and evaluation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn import functional as F
+
+from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
+from dataio.images.loader import ImageLoader
+from dataio.train.models import build_image_model
+from dataio.train.config import TrainConfig
+from dataio.formats.manifest import read_manifest
+
+
+def _schedule(c: TrainConfig) -> ResolutionSchedule | None:
+    if not c.progressive:
+        return None
+    start = max(32, round(c.image_size * 5 / 7 / 32) * 32)
+    return ResolutionSchedule(epochs=c.epochs, start_size=start, end_size=c.image_size,
+                              ramp_end=max(1, round(c.epochs * 0.85)), batch_size=c.batch_size,
+                              dynamic_batch=c.dynamic_batch)
+
+
+class ImageTask:
+    """Train on ``config.train`` shards, evaluate with center crops on ``config.val``."""
+
+    unit = "img"
+
+    def __init__(self, config: TrainConfig, device: torch.device) -> None:
+        c = config
+        self.config, self.device = c, device
+        common = dict(num_workers=c.num_workers, device=str(device), normalize=True, channels_last=c.channels_last,
+                      pin_memory=device.type == "cuda", world_size=c.world_size, rank=c.rank, seed=c.seed)
+        self.num_classes = len(read_manifest(c.train)[1].classes)
+        mix = None
+        if c.mixup or c.cutmix:
+            mix = MixConfig(num_classes=self.num_classes, mixup_alpha=c.mixup, cutmix_alpha=c.cutmix,
+                            label_smoothing=c.label_smoothing)
+        self.schedule = _schedule(c)
+        self.train_loader = ImageLoader(
+            c.train, batch_size=c.batch_size, image_size=c.image_size, train=True, schedule=self.schedule,
+            randaugment=RandAugmentConfig(magnitude=c.randaugment) if c.randaugment else None, mix=mix, **common)
+        self.val_loader = ImageLoader(c.val, batch_size=c.batch_size, image_size=c.image_size, train=False,
+                                      **common) if c.val else None
+
+    def build_model(self) -> nn.Module:
+        model = build_image_model(self.config.model, self.num_classes)
+        return model.to(memory_format=torch.channels_last) if self.config.channels_last else model
+
+    def steps_in_epoch(self, epoch: int) -> int:
+        self.train_loader.set_epoch(epoch)
+        return len(self.train_loader)
+
+    def lr_scale(self, epoch: int) -> float:
+        return self.schedule.lr_scale(epoch) if self.schedule and self.config.dynamic_batch else 1.0
+
+    def train_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        return iter(self.train_loader)
+
+    def loss(self, model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, int]:
+        images, labels = batch
+        logits = model(images)
+        smoothing = 0.0 if labels.is_floating_point() else self.config.label_smoothing  # mix targets are smoothed
+        return F.cross_entropy(logits.float(), labels, label_smoothing=smoothing), len(labels)
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        """Top-1 accuracy and loss over the validation set, padding repeats dropped, summed over ranks."""
+        if self.val_loader is None:
+            return {}
+        model.eval()
+        totals = torch.zeros(3, dtype=torch.float64, device=self.device)  # correct, count, loss sum
+        self.val_loader.set_epoch(0)
+        for batch in self.val_loader.batches():
+            keep = torch.from_numpy(~batch.repeated).to(self.device)
+            logits = model(batch.images).float()
+            losses = F.cross_entropy(logits, batch.labels, reduction="none")
+            totals += torch.stack([((logits.argmax(1) == batch.labels) & keep).sum().double(),
+                                   keep.sum().double(), (losses * keep).sum().double()])
+        if dist.is_initialized():
+            dist.all_reduce(totals)
+        correct, count, loss = totals.tolist()
+        model.train()
+        return {"val_acc": correct / max(count, 1), "val_loss": loss / max(count, 1)}
+
+    def close(self) -> None:
+        self.train_loader.close()
+        if self.val_loader is not None:
+            self.val_loader.close()

@@ -1,0 +1,36 @@
+"""Models of ``dataio train``, chosen by name (no torchvision or timm needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from torch import nn
+
+from dataio.train.models.resnet import resnet18, resnet50
+from dataio.train.models.small_cnn import SmallCNN
+from dataio.train.models.small_gpt import SmallGPT
+
+IMAGE_MODELS: dict[str, Callable[[int], nn.Module]] = {
+    "resnet18": resnet18, "resnet50": resnet50, "small_cnn": lambda num_classes: SmallCNN(num_classes),
+}
+TEXT_MODELS: dict[str, Callable[[int, int], nn.Module]] = {
+    "small_gpt": lambda vocab_size, max_length: SmallGPT(vocab_size, max_length=max_length),
+    "tiny_gpt": lambda vocab_size, max_length: SmallGPT(vocab_size, dim=64, layers=2, heads=2, max_length=max_length),
+}
+
+
+def build_image_model(name: str, num_classes: int) -> nn.Module:
+    if name not in IMAGE_MODELS:
+        raise ValueError(f"unknown image model {name!r}; choose from {sorted(IMAGE_MODELS)} "
+                         f"(text models: {sorted(TEXT_MODELS)})")
+    return IMAGE_MODELS[name](num_classes)
+
+
+def build_text_model(name: str, vocab_size: int, max_length: int) -> nn.Module:
+    if name not in TEXT_MODELS:
+        raise ValueError(f"unknown text model {name!r}; choose from {sorted(TEXT_MODELS)}")
+    return TEXT_MODELS[name](vocab_size, max_length)
+
+
+def is_text_model(name: str) -> bool:
+    return name in TEXT_MODELS

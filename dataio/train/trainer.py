@@ -1,0 +1,202 @@
+"""``dataio train``: a compact trainer that consumes dataio's loaders.
+
+The recipe's checklist: AMP (bf16, or fp16 with a GradScaler), channels_last,
+``cudnn.benchmark``, OneCycle LR with warm-up (scaled per epoch with a
+dynamic batch size), label smoothing or soft MixUp/CutMix targets, SGD with
+momentum or AdamW without weight decay on norms and biases, opt-in
+``torch.compile``, ``no_grad`` evaluation, and DDP (gloo on CPU, nccl on GPU,
+``find_unused_parameters=False``) under ``torchrun``. Checkpoints (see
+``dataio.train.checkpoint``) carry the loader position, so a run killed mid-epoch
+resumes without repeating or skipping data. A ``Chronometer`` splits each
+step into waiting for data and computing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from dataio.train import checkpoint
+from dataio.train.chronometer import Chronometer
+from dataio.train.config import TrainConfig
+from dataio.train.image_task import ImageTask
+from dataio.train.models import is_text_model
+from dataio.train.text_task import TextTask
+
+
+def _device(config: TrainConfig) -> torch.device:
+    if config.device != "auto":
+        return torch.device(config.device)
+    return torch.device(f"cuda:{config.local_rank}" if torch.cuda.is_available() else "cpu")
+
+
+def _amp_dtype(config: TrainConfig, device: torch.device) -> torch.dtype | None:
+    """bf16, fp16 or None (full precision)."""
+    if config.amp == "off" or (config.amp == "auto" and device.type != "cuda"):
+        return None
+    if config.amp == "fp16" or (config.amp == "auto" and not torch.cuda.is_bf16_supported()):
+        return torch.float16
+    return torch.bfloat16
+
+
+def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    """SGD (Nesterov momentum) or AdamW; no weight decay on 1-d parameters (norms, biases)."""
+    decay = [p for p in model.parameters() if p.requires_grad and p.ndim > 1]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim <= 1]
+    groups = [{"params": decay, "weight_decay": config.decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=config.peak_lr, momentum=config.momentum, nesterov=True)
+    return torch.optim.AdamW(groups, lr=config.peak_lr, betas=(0.9, 0.95))
+
+
+def _task(config: TrainConfig, device: torch.device) -> ImageTask | TextTask:
+    if is_text_model(config.model):
+        return TextTask(config, device)
+    return ImageTask(config, device)
+
+
+class Trainer:
+    """One run: ``Trainer(config).fit()`` returns the summary."""
+
+    def __init__(self, config: TrainConfig) -> None:
+        self.config = c = config
+        self.device = _device(c)
+        if c.world_size > 1 and not dist.is_initialized():
+            backend = "nccl" if self.device.type == "cuda" else "gloo"
+            dist.init_process_group(backend, rank=c.rank, world_size=c.world_size)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+            torch.backends.cudnn.benchmark = True
+        torch.manual_seed(c.seed)
+        self.task = _task(c, self.device)
+        self.total_steps = sum(self.task.steps_in_epoch(e) for e in range(c.epochs))
+        self.task.train_loader.set_epoch(0)
+        self.model = self.task.build_model().to(self.device)
+        self.optimizer = make_optimizer(self.model, c)
+        self.scheduler = torch.optim.lr_scheduler.OneCycleLR(
+            self.optimizer, max_lr=c.peak_lr, total_steps=max(1, self.total_steps), pct_start=c.warmup,
+            anneal_strategy="cos", cycle_momentum=False)
+        self.amp_dtype = _amp_dtype(c, self.device)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.amp_dtype is torch.float16)
+        self.chronometer = Chronometer(unit=self.task.unit)
+        self.step = 0
+        if c.resume:
+            self._restore()
+        self.network: nn.Module = torch.compile(self.model) if c.compile else self.model
+        if c.world_size > 1:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.network = nn.parallel.DistributedDataParallel(self.network, device_ids=ids,
+                                                               find_unused_parameters=False)
+
+    @property
+    def is_main(self) -> bool:
+        return self.config.rank == 0
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def _state(self) -> dict[str, Any]:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
+                "rng": checkpoint.rng_state(), "loader": self.task.train_loader.state_dict(), "step": self.step,
+                "chronometer": json.dumps(self.chronometer.as_dict())}
+
+    def _save(self) -> None:
+        if self.is_main:
+            checkpoint.save(self.config.out, self._state())
+        if dist.is_initialized():
+            dist.barrier()
+
+    def _restore(self) -> None:
+        state = checkpoint.load(self.config.out)
+        if state is None:
+            return
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        checkpoint.set_rng_state(state["rng"])
+        self.task.train_loader.load_state_dict(state["loader"])
+        self.step = int(state["step"])
+        self.chronometer = Chronometer.from_dict(json.loads(state["chronometer"]))
+        self._print(f"resumed from step {self.step}: epoch {self.task.train_loader.epoch}, "
+                    f"{state['loader']['samples_consumed']} samples of it consumed")
+
+    # -- the loop ----------------------------------------------------------------------------
+    def _print(self, line: str) -> None:
+        if self.is_main:
+            print(line, flush=True)
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+
+    def _train_step(self, batch: Any, epoch: int) -> tuple[float, int]:
+        with self._autocast():
+            loss, samples = self.task.loss(self.network, batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        scale = self.task.lr_scale(epoch)
+        for group, lr in zip(self.optimizer.param_groups, self.scheduler.get_last_lr()):
+            group["lr"] = lr * scale  # the dynamic batch's linear scaling, on top of OneCycle
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.scheduler.step()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)  # so compute time is the device's, not the launch's
+        return float(loss.detach()), samples
+
+    def _epoch(self) -> None:
+        c, loader, clock = self.config, self.task.train_loader, self.chronometer
+        epoch = loader.epoch
+        self.network.train()
+        clock.start_wait()
+        for batch in self.task.train_batches():
+            wait = clock.got_batch()
+            loss, samples = self._train_step(batch, epoch)
+            self.step += 1
+            clock.step_done(epoch=epoch, wait=wait, samples=samples, loss=loss,
+                            lr=self.optimizer.param_groups[0]["lr"])
+            if c.checkpoint_every and self.step % c.checkpoint_every == 0:
+                self._save()
+            if c.halt_after_steps is not None and self.step >= c.halt_after_steps:
+                os._exit(75)  # fault injection: as if killed, with no cleanup and no final checkpoint
+            clock.start_wait()
+        metrics = self.task.evaluate(self.network)
+        recent = [s for s in clock.steps if s["epoch"] == epoch]
+        rate = sum(s["samples"] for s in recent) / max(sum(s["wait"] + s["compute"] for s in recent), 1e-9)
+        clock.epoch_done(epoch, {**metrics, "train_loss": recent[-1]["loss"] if recent else float("nan")})
+        shown = " ".join(f"{k}={v:.4f}" for k, v in metrics.items())
+        self._print(f"epoch {epoch + 1}/{c.epochs} step={self.step} loss={recent[-1]['loss'] if recent else 0:.4f} "
+                    f"{shown} {rate:,.0f} {self.task.unit}/s")
+        self._save()
+
+    def fit(self) -> dict[str, Any]:
+        """Train to ``config.epochs``; returns the summary (also in OUT/log.json)."""
+        try:
+            while self.task.train_loader.epoch < self.config.epochs:
+                self._epoch()
+            peak = torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None
+            summary = self.chronometer.summary(peak)
+            summary.update({k: v for k, v in (self.chronometer.epochs[-1] if self.chronometer.epochs else {}).items()
+                            if k.startswith("val_")})
+            self._print("summary: " + Chronometer.summary_line(summary) +
+                        "".join(f" {k}={v:.4f}" for k, v in summary.items() if k.startswith("val_")))
+            if self.is_main:
+                self.chronometer.write(self.config.out, summary)
+            if dist.is_initialized():
+                dist.barrier()  # no rank tears the group down while another still uses it
+            return summary
+        finally:
+            self.task.close()
+            if self.config.world_size > 1 and dist.is_initialized():
+                dist.destroy_process_group()
+
+
+def train(config: TrainConfig) -> dict[str, Any]:
+    return Trainer(config).fit()

@@ -1,0 +1,285 @@
+/* Decode only a region of a JPEG with libjpeg-turbo, into a 4-byte-per-pixel buffer PIL can map.
+ *
+ * header(data) -> (width, height): the image size, from the header alone.
+ * decode_region(data, x0, y0, x1, y1, scale_denom, out, splice=True) -> (width, height, left)
+ * pack_rgbx(rgbx, out, width, height, flip): RGBX -> RGB into out, optionally mirrored (below).
+ * add_restart_markers(data, most_mcus) -> bytes: the pack-time lossless rewrite (jpeg_restart.h).
+ * splice(data, x0, y0, x1, y1) -> (bytes, left, top) or None: jpeg_splice.h (the DALI backend's cut,
+ *     with the same chroma context as decode_region).
+ *
+ * (x0, y0, x1, y1) is the wanted box in pixels of the image decoded at 1/scale_denom
+ * (scale_denom in 1, 2, 4, 8: DCT scaling). Rows above y0 are skipped (entropy-decoded
+ * only), rows below y1 are never read, and columns outside [x0, x1) are not inverse-DCT'd
+ * or colour-converted (jpeg_crop_scanline widens the span to iMCU boundaries). In a file whose
+ * restart intervals tile its MCU rows (what dataio's packer writes), splice (the default) first
+ * cuts the file down to the intervals around the box, so that rows and columns outside it are
+ * not even entropy-decoded; the pixels are the same either way. The rows are
+ * written to the writable buffer out as width * height RGBX pixels (PIL's own layout for RGB
+ * images, so PIL can map it without a copy); the wanted box starts at column left. out must
+ * hold ceil(image width / scale_denom) * (y1 - y0) * 4 bytes. The GIL is released while decoding.
+ *
+ * Errors raise ValueError with libjpeg's message. A truncated file is an error (libjpeg
+ * only warns and pads with grey); other warnings (extraneous bytes, ...) are ignored, as PIL
+ * does. Colour spaces other than YCbCr/RGB/grayscale (CMYK, YCCK) raise NotImplementedError
+ * so the caller can fall back to PIL.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdlib.h>
+#include <string.h>
+#include "jpeg_error.h"
+#include "jpeg_restart.h"
+#include "jpeg_splice.h"
+
+enum { OK = 0, LIBJPEG_ERROR, UNSUPPORTED, BAD_BOX, SMALL_BUFFER };
+
+static int supported(const struct jpeg_decompress_struct *cinfo) {
+    return cinfo->jpeg_color_space == JCS_YCbCr || cinfo->jpeg_color_space == JCS_RGB ||
+           cinfo->jpeg_color_space == JCS_GRAYSCALE;
+}
+
+typedef struct {
+    long x0, y0, x1, y1; /* the box, in pixels of the image scaled by 1/denom */
+    int denom;
+    int splice; /* decode from the restart intervals that cover the box only, where the file allows */
+    unsigned char *pixels;
+    size_t capacity;
+} region_request;
+
+/* Decode the region of request into request->pixels, setting width, height and left; with no
+ * request, read the header only and set width and height to the image's size. */
+static int decode(const unsigned char *data, size_t size, const region_request *request, long *width,
+                  long *height, long *left, region_error_mgr *err) {
+    struct jpeg_decompress_struct cinfo;
+    JSAMPROW row;
+    cinfo.err = region_errors(err);
+    if (setjmp(err->escape)) {
+        jpeg_destroy_decompress(&cinfo);
+        return LIBJPEG_ERROR;
+    }
+    jpeg_create_decompress(&cinfo);
+    jpeg_mem_src(&cinfo, data, (unsigned long)size);
+    jpeg_read_header(&cinfo, TRUE);
+    int status = supported(&cinfo) ? OK : UNSUPPORTED;
+    if (status != OK || request == NULL) {
+        *width = (long)cinfo.image_width;
+        *height = (long)cinfo.image_height;
+        jpeg_destroy_decompress(&cinfo);
+        return status;
+    }
+    long x0 = request->x0, y0 = request->y0, x1 = request->x1, y1 = request->y1;
+    cinfo.out_color_space = JCS_EXT_RGBX;
+    cinfo.scale_num = 1;
+    cinfo.scale_denom = (unsigned int)request->denom;
+    jpeg_start_decompress(&cinfo);
+    if (x0 < 0 || y0 < 0 || x1 <= x0 || y1 <= y0 || x1 > (long)cinfo.output_width ||
+        y1 > (long)cinfo.output_height) {
+        jpeg_destroy_decompress(&cinfo);
+        return BAD_BOX;
+    }
+    JDIMENSION xoffset = (JDIMENSION)x0, span = (JDIMENSION)(x1 - x0);
+    if (span < cinfo.output_width)
+        jpeg_crop_scanline(&cinfo, &xoffset, &span);
+    *left = x0 - (long)xoffset;
+    *width = (long)span;
+    *height = y1 - y0;
+    if ((size_t)span * (size_t)(y1 - y0) * 4 > request->capacity) {
+        jpeg_destroy_decompress(&cinfo);
+        return SMALL_BUFFER;
+    }
+    if (y0 > 0)
+        jpeg_skip_scanlines(&cinfo, (JDIMENSION)y0);
+    while (cinfo.output_scanline < (JDIMENSION)y1 && !err->truncated) {
+        row = request->pixels + (size_t)(cinfo.output_scanline - y0) * span * 4;
+        jpeg_read_scanlines(&cinfo, &row, 1);
+    }
+    jpeg_abort_decompress(&cinfo);
+    jpeg_destroy_decompress(&cinfo);
+    return err->truncated ? LIBJPEG_ERROR : OK;
+}
+
+/* Scaled pixels of context kept around the box when splicing, so that chroma upsampling at the
+ * box's edges sees the same neighbours as in the whole image (h2v2 fancy upsampling reads one
+ * chroma row or column, two pixels, beyond). */
+#define SPLICE_CONTEXT 2
+
+/* decode(), from only the restart intervals around the box when the file has them (jpeg_splice.h):
+ * the same pixels, without entropy-decoding rows and columns outside the box. */
+static int decode_spliced(const unsigned char *data, size_t size, const region_request *request, long *width,
+                          long *height, long *left, region_error_mgr *err) {
+    unsigned char *spliced;
+    size_t spliced_size;
+    long image_left, image_top;
+    long denom = request->denom;
+    if (!request->splice || request->x0 < 0 || request->y0 < 0 || request->x0 >= request->x1 ||
+        request->y0 >= request->y1 || request->x1 > 65535 || request->y1 > 65535 ||
+        !jpeg_splice(data, size, (request->x0 - SPLICE_CONTEXT) * denom, (request->y0 - SPLICE_CONTEXT) * denom,
+                     (request->x1 + SPLICE_CONTEXT) * denom, (request->y1 + SPLICE_CONTEXT) * denom, &spliced,
+                     &spliced_size, &image_left, &image_top))
+        return decode(data, size, request, width, height, left, err);
+    region_request shifted = *request; /* the spliced image starts at (image_left, image_top) */
+    shifted.x0 -= image_left / denom;
+    shifted.x1 -= image_left / denom;
+    shifted.y0 -= image_top / denom;
+    shifted.y1 -= image_top / denom;
+    int status = decode(spliced, spliced_size, &shifted, width, height, left, err);
+    free(spliced);
+    return status;
+}
+
+/* Sets the Python exception for a failed status; returns NULL. */
+static PyObject *raise_for(int status, const region_error_mgr *err) {
+    switch (status) {
+    case LIBJPEG_ERROR:
+        PyErr_Format(PyExc_ValueError, "JPEG decode failed: %s", err->message);
+        break;
+    case UNSUPPORTED:
+        PyErr_SetString(PyExc_NotImplementedError, "JPEG colour space is not YCbCr, RGB or grayscale");
+        break;
+    case BAD_BOX:
+        PyErr_SetString(PyExc_ValueError, "region outside the (scaled) image");
+        break;
+    default:
+        PyErr_SetString(PyExc_ValueError, "output buffer too small for the region");
+    }
+    return NULL;
+}
+
+static PyObject *header(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    long width = 0, height = 0;
+    int status;
+    region_error_mgr err;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*:header", &data))
+        return NULL;
+    status = decode(data.buf, (size_t)data.len, NULL, &width, &height, NULL, &err);
+    PyBuffer_Release(&data);
+    if (status != OK)
+        return raise_for(status, &err);
+    return Py_BuildValue("(ll)", width, height);
+}
+
+static PyObject *decode_region(PyObject *self, PyObject *args) {
+    Py_buffer data, out;
+    long x0, y0, x1, y1, width = 0, height = 0, left = 0;
+    int denom, status, splice = 1;
+    region_error_mgr err;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*lllliw*|p:decode_region", &data, &x0, &y0, &x1, &y1, &denom, &out, &splice))
+        return NULL;
+    if (denom != 1 && denom != 2 && denom != 4 && denom != 8) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&out);
+        PyErr_SetString(PyExc_ValueError, "scale_denom must be 1, 2, 4 or 8");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    region_request request = {x0, y0, x1, y1, denom, splice, out.buf, (size_t)out.len};
+    status = decode_spliced(data.buf, (size_t)data.len, &request, &width, &height, &left, &err);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&out);
+    if (status != OK)
+        return raise_for(status, &err);
+    return Py_BuildValue("(lll)", width, height, left);
+}
+
+/* pack_rgbx(rgbx, out, width, height, flip): RGBX pixels (PIL's layout of a resized RGB image, from
+ * tobytes("raw", "RGBX")) to packed RGB in the writable out, mirrored left-right if flip: one pass,
+ * GIL released, instead of PIL's flip (a new image) and RGB packing (a new bytes object). */
+static PyObject *pack_rgbx(PyObject *self, PyObject *args) {
+    Py_buffer src, out;
+    int width, height, flip;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*w*iip:pack_rgbx", &src, &out, &width, &height, &flip))
+        return NULL;
+    if (width < 1 || height < 1 || (size_t)src.len != (size_t)width * height * 4 ||
+        (size_t)out.len != (size_t)width * height * 3) {
+        PyBuffer_Release(&src);
+        PyBuffer_Release(&out);
+        PyErr_SetString(PyExc_ValueError, "pack_rgbx: rgbx must hold width*height*4 bytes and out width*height*3");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    const unsigned char *in = src.buf;
+    unsigned char *to = out.buf;
+    for (int y = 0; y < height; y++) {
+        const unsigned char *row = in + (size_t)y * width * 4;
+        unsigned char *dest = to + (size_t)y * width * 3;
+        int last = y == height - 1; /* the final pixel of out gets exactly 3 bytes */
+        int whole = width - last;   /* pixels written with a 4-byte move (the 4th byte is overwritten next) */
+        if (flip)
+            for (int x = 0; x < whole; x++) memcpy(dest + 3 * x, row + 4 * (size_t)(width - 1 - x), 4);
+        else
+            for (int x = 0; x < whole; x++) memcpy(dest + 3 * x, row + 4 * (size_t)x, 4);
+        if (last) memcpy(dest + 3 * (size_t)(width - 1), row + 4 * (size_t)(flip ? 0 : width - 1), 3);
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&src);
+    PyBuffer_Release(&out);
+    Py_RETURN_NONE;
+}
+
+/* add_restart_markers(data, most_mcus) -> bytes (jpeg_restart.h). */
+static PyObject *add_restart_markers(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    int most_mcus, ok;
+    unsigned char *rewritten = NULL;
+    size_t size = 0;
+    region_error_mgr err;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*i:add_restart_markers", &data, &most_mcus))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ok = jpeg_add_restart_markers(data.buf, (size_t)data.len, most_mcus, &rewritten, &size, &err);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    if (!ok)
+        return raise_for(LIBJPEG_ERROR, &err);
+    PyObject *result = PyBytes_FromStringAndSize((const char *)rewritten, (Py_ssize_t)size);
+    free(rewritten);
+    return result;
+}
+
+/* v moved into [-65536, 131072]: a box coordinate that cuts the same (JPEG sides are at most 65535
+ * pixels) and leaves room to add the context without overflow. */
+static long pixel_bound(long v) { return v < -65536 ? -65536 : v > 131072 ? 131072 : v; }
+
+/* splice(data, x0, y0, x1, y1) -> (bytes, left, top) or None (jpeg_splice.h): the DALI backend's cut,
+ * of the intervals around the full-size box plus SPLICE_CONTEXT pixels, as decode_region cuts. */
+static PyObject *splice(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    long x0, y0, x1, y1, left = 0, top = 0;
+    unsigned char *spliced = NULL;
+    size_t size = 0;
+    int ok;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*llll:splice", &data, &x0, &y0, &x1, &y1))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ok = jpeg_splice(data.buf, (size_t)data.len, pixel_bound(x0) - SPLICE_CONTEXT, pixel_bound(y0) - SPLICE_CONTEXT,
+                     pixel_bound(x1) + SPLICE_CONTEXT, pixel_bound(y1) + SPLICE_CONTEXT, &spliced, &size, &left,
+                     &top);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    if (!ok)
+        Py_RETURN_NONE;
+    PyObject *result = Py_BuildValue("(y#ll)", (const char *)spliced, (Py_ssize_t)size, left, top);
+    free(spliced);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"add_restart_markers", add_restart_markers, METH_VARARGS, "add_restart_markers(data, most_mcus) -> bytes"},
+    {"splice", splice, METH_VARARGS, "splice(data, x0, y0, x1, y1) -> (bytes, left, top) or None"},
+    {"header", header, METH_VARARGS, "header(data) -> (width, height)"},
+    {"pack_rgbx", pack_rgbx, METH_VARARGS, "pack_rgbx(rgbx, out, width, height, flip) -> None"},
+    {"decode_region", decode_region, METH_VARARGS,
+     "decode_region(data, x0, y0, x1, y1, scale_denom, out, splice=True) -> (width, height, left)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_jpeg_codec", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__jpeg_codec(void) { return PyModule_Create(&module); }
