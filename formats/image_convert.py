@@ -30,7 +30,7 @@ from dataio.formats.image_prepare import ImagePrepareConfig, PreparedImage, Reje
 from dataio.formats.convert_journal import Journal, ShardRecord, fingerprint
 from dataio.formats.files import write_atomic
 from dataio.formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
-from dataio.formats.sample_table import write_sample_table
+from dataio.formats.sample_table import CHECKSUM_FIELD, sample_checksum, write_sample_table
 from dataio.formats.sizes import parse_size
 from dataio.formats.wds_shards import ShardWriter, scan_tar
 
@@ -145,14 +145,14 @@ def _prepared(config: ConvertImagesConfig, files: list[tuple[str, int]]) -> Iter
 def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
     """Pack ``config.src`` into shards in ``config.out``; resumes an interrupted run (see ``convert_journal``)."""
     classes, files = scan_image_folder(config.src)
-    options = {"max_side": config.prepare.max_side, "quality": config.prepare.quality,
+    options = {"sample_checksum": CHECKSUM_FIELD.name, "max_side": config.prepare.max_side, "quality": config.prepare.quality,
                "max_pixels": config.prepare.max_pixels, "shard_size": config.shard_size,
                "restart_interval": config.prepare.restart_interval if add_restart_markers else 0}
     journal = Journal(config.out, fingerprint({**options, "max_shard_samples": config.max_shard_samples,
                                                "classes": classes}, files))
     done = journal.start(config.out, config.overwrite, _OUTPUT_PATTERNS)
     records = list(done)
-    accepted = [tuple(row) for record in done for row in record.rows]  # (path, label, width, height)
+    accepted = [tuple(row) for record in done for row in record.rows]  # (path, label, width, height, xxh3)
     start = done[-1].files_end if done else 0
     writer = ShardWriter(config.out, config.shard_size, config.max_shard_samples, first_index=len(done))
     pending = ShardRecord(entry={}, files_end=start)
@@ -178,7 +178,7 @@ def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
                 entry = writer.write({"__key__": key, "jpg": result.jpeg, "cls": str(label), "json": json.dumps(meta)})
                 if entry is not None:
                     finished(entry, position)
-                row = (relative, label, result.width, result.height)
+                row = (relative, label, result.width, result.height, sample_checksum(result.jpeg))
                 accepted.append(row)
                 pending.rows.append(list(row))
                 pending.converted += result.converted
@@ -201,7 +201,7 @@ def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
     return ConvertSummary(len(accepted), len(rejected), converted, len(shards), config.out, tuple(rejected))
 
 
-def _write_sample_table(out: Path, locations: list, accepted: list[tuple[str, int, int, int]]) -> None:
+def _write_sample_table(out: Path, locations: list, accepted: list[tuple[str, int, int, int, int]]) -> None:
     columns: dict[str, list] = {name: [] for name in ("key", "shard", "offset", "size")}
     for shard_index, samples in enumerate(locations):
         for components in samples:
@@ -210,6 +210,7 @@ def _write_sample_table(out: Path, locations: list, accepted: list[tuple[str, in
             columns["shard"].append(shard_index)
             columns["offset"].append(image.offset)
             columns["size"].append(image.size)
-    for name, values in zip(("path", "label", "width", "height"), zip(*accepted) if accepted else ([],) * 4):
+    names = ("path", "label", "width", "height", CHECKSUM_FIELD.name)
+    for name, values in zip(names, zip(*accepted) if accepted else ([],) * len(names)):
         columns[name] = list(values)
     write_sample_table(out / SAMPLE_TABLE_NAME, columns)

@@ -7,6 +7,7 @@ one must give a clear error, never a crash.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -54,6 +55,10 @@ class Manifest:
         data["shards"] = [asdict(s) for s in self.shards]
         data["classes"] = list(self.classes)
         return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+    def fingerprint(self) -> str:
+        """A short hash of the manifest (shards, counts, checksums): which data set a loader state belongs to."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
 
     def write(self, folder: str | Path) -> Path:
         """Write atomically (temp file, then rename) to ``folder/manifest.json``."""

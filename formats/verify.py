@@ -21,7 +21,8 @@ from PIL import Image
 from dataio.formats.errors import DataioError, ShardError
 from dataio.formats.limits import MAX_PIXELS
 from dataio.formats.manifest import Manifest, check_shard_file, read_manifest
-from dataio.formats.sample_table import read_sample_table
+from dataio.formats.files import sha256_file
+from dataio.formats.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
 
 
 @dataclass
@@ -89,13 +90,49 @@ def _check_shard(folder: Path, manifest: Manifest, index: int) -> tuple[str | No
     return None, True
 
 
-def _decode_images(folder: Path, manifest: Manifest, bad_shards: set[int], report: VerifyReport) -> None:
-    table = read_sample_table(folder / manifest.sample_table)
+def _check_table(folder: Path, manifest: Manifest, report: VerifyReport) -> tuple[SampleTable | None, dict[int, str]]:
+    """The sample table, if readable, and its rows that disagree with the manifest (each reported)."""
+    try:
+        table = read_sample_table(folder / manifest.sample_table)
+    except DataioError as e:
+        report.problems.append(str(e))
+        return None, {}
+    if len(table) != manifest.num_samples:
+        report.problems.append(f"{manifest.sample_table}: {len(table)} rows, manifest says {manifest.num_samples}")
+    faults = table_faults(table, [s.bytes for s in manifest.shards], len(manifest.classes))
+    for row, reason in sorted(faults.items()):
+        report.problems.append(f"sample {table.key(row)!r} in {manifest.sample_table}: {reason}")
+    return table, faults
+
+
+def _check_tokenizer(folder: Path, manifest: Manifest, report: VerifyReport) -> None:
+    """The tokenizer file against the sha256 the manifest records for it."""
+    tokenizer = manifest.options.get("tokenizer")
+    if not isinstance(tokenizer, dict) or not isinstance(tokenizer.get("file"), str):
+        return
+    path = folder / Path(tokenizer["file"]).name
+    if not path.is_file():
+        report.problems.append(f"tokenizer {path}: missing")
+    elif sha256_file(path) != tokenizer.get("sha256"):
+        report.problems.append(f"tokenizer {path}: sha256 does not match the manifest")
+
+
+def _label_of(data: bytes) -> int | None:
+    try:
+        return int(data.decode("ascii").strip())
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def _decode_images(folder: Path, manifest: Manifest, table: SampleTable, faults: dict[int, str],
+                   bad_shards: set[int], report: VerifyReport) -> None:
+    """Decode every image, check its checksum, and its ``.cls`` member against the table's label."""
+    labels = _cls_members(folder, manifest, bad_shards)
     files = {}
     try:
         for sample in range(len(table)):
             shard = int(table.shard[sample])
-            if shard in bad_shards or shard >= len(manifest.shards):
+            if shard in bad_shards or sample in faults:
                 continue
             name = manifest.shards[shard].file
             if shard not in files:
@@ -103,6 +140,13 @@ def _decode_images(folder: Path, manifest: Manifest, bad_shards: set[int], repor
             handle = files[shard]
             handle.seek(int(table.offset[sample]))
             data = handle.read(int(table.size[sample]))
+            key = table.key(sample)
+            if table.checksum is not None and sample_checksum(data) != int(table.checksum[sample]):
+                report.problems.append(f"sample {key!r} in shard {name}: checksum mismatch (damaged bytes)")
+            stored = labels.get((shard, key))
+            if stored is not None and stored != int(table.label[sample]):
+                report.problems.append(f"sample {key!r} in shard {name}: .cls says {stored}, "
+                                       f"the sample table {int(table.label[sample])}")
             try:
                 with Image.open(io.BytesIO(data)) as image:
                     if image.size[0] * image.size[1] > MAX_PIXELS:
@@ -115,6 +159,20 @@ def _decode_images(folder: Path, manifest: Manifest, bad_shards: set[int], repor
     finally:
         for handle in files.values():
             handle.close()
+
+
+def _cls_members(folder: Path, manifest: Manifest, bad_shards: set[int]) -> dict[tuple[int, str], int | None]:
+    """``(shard, key) -> label`` from every tar's ``.cls`` members (listed and read; nothing is extracted)."""
+    labels: dict[tuple[int, str], int | None] = {}
+    for index, entry in enumerate(manifest.shards):
+        if index in bad_shards or not entry.file.endswith(".tar"):
+            continue
+        with tarfile.open(folder / entry.file, "r:") as tar:
+            for member in tar:
+                if member.isreg() and member.name.endswith(".cls") and member.size < 64:
+                    handle = tar.extractfile(member)
+                    labels[(index, member.name[:-4])] = _label_of(handle.read()) if handle else None
+    return labels
 
 
 def _check_tokens(folder: Path, manifest: Manifest, bad_shards: set[int], report: VerifyReport) -> None:
@@ -142,9 +200,12 @@ def verify(folder: str | Path, *, deep: bool = False) -> VerifyReport:
             report.problems.append(problem)
         if not decodable:
             bad.add(index)
+    table, faults = _check_table(folder, manifest, report) if manifest.kind == "images" else (None, {})
+    if manifest.kind == "text":
+        _check_tokenizer(folder, manifest, report)
     if deep:
-        if manifest.kind == "images":
-            _decode_images(folder, manifest, bad, report)
+        if manifest.kind == "images" and table is not None:
+            _decode_images(folder, manifest, table, faults, bad, report)
         elif manifest.kind == "text":
             _check_tokens(folder, manifest, bad, report)
     return report

@@ -56,7 +56,8 @@ class ImageLoaderConfig:
     prefetch_batches: int = 1  # batches in flight per decode thread
     on_error: ErrorPolicy = ErrorPolicy.RAISE
     max_errors: int | None = None
-    verify_checksums: bool = False
+    verify_checksums: bool = False  # each shard's sha256 against the manifest, when the loader is built
+    verify_samples: bool = True  # each image's xxh3 against the sample table, on every read (tables since 1.1)
     world_size: int | None = None  # None: from torch.distributed when initialised, else 1
     rank: int | None = None
     shuffle_window: int = DEFAULT_WINDOW  # samples shuffled together after the shard shuffle

@@ -33,7 +33,7 @@ from dataio.images.shard_files import ShardFiles
 from dataio.images.threaded_batches import ThreadedBatches
 from dataio.images.turbo_decode import decode_crop_into
 from dataio.formats.manifest import read_manifest
-from dataio.formats.sample_table import SampleTable, read_sample_table
+from dataio.formats.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
 
 CHUNK = 32  # samples per decode task
 
@@ -86,11 +86,14 @@ class ImageLoader(ResumableLoader):
         if len(self.table) != self.manifest.num_samples:
             raise ValueError(f"{self.folder}: sample table has {len(self.table)} rows, manifest {self.manifest.num_samples}")
         self.files = ShardFiles(self.folder, self.manifest, self.config.verify_checksums)
+        self._faults = table_faults(self.table, [s.bytes for s in self.manifest.shards], len(self.manifest.classes))
+        self._checksums = self.table.checksum if self.config.verify_samples else None
         self.stats = ErrorStats(max_errors=self.config.max_errors)
         self.world_size, self.rank = resolve_world(self.config.world_size, self.config.rank)
         partition.check_world(len(self.table), self.world_size, drop_last=self.config.drop_last,
                               multiple=self.config.batch_size_at(0))
-        self.position = EpochPosition(seed=self.config.seed, world_size=self.world_size)
+        self.position = EpochPosition(seed=self.config.seed, world_size=self.world_size,
+                                      dataset=self.manifest.fingerprint())
         self._order: tuple[int, np.ndarray] | None = None
         threads = self.config.threads
         self._dali = self._dali_decoder() if self.config.resolved_decoder == "dali" else None
@@ -203,7 +206,7 @@ class ImageLoader(ResumableLoader):
             else:
                 boxes = crop_boxes.center_crop_boxes(widths, heights, c.val_crop_ratio)
                 flipped = np.zeros(len(keys), dtype=bool)
-            labels = torch.from_numpy(self.table.label[keys].astype(np.int64))
+            labels = torch.from_numpy(self.table.label[keys].astype(np.int64))  # faulty rows are dropped later
             key = SeedKey(seed=c.seed, epoch=epoch, rank=self.rank, step=step)
             flags = repeated[start:stop]
             if self._dali is not None:
@@ -225,13 +228,25 @@ class ImageLoader(ResumableLoader):
         return make
 
     def _read_sample(self, sample: int) -> bytes:
-        """The encoded image of ``sample`` from its shard."""
+        """The encoded image of ``sample`` from its shard, checked against the table's checksum.
+
+        Raises ValueError (a data error, so the error policy applies) for a row
+        that disagrees with the manifest or bytes that are not those packed.
+        """
+        fault = self._faults.get(sample)
+        if fault is not None:
+            raise ValueError(f"sample table: {fault}")
         shard = int(self.table.shard[sample])
-        return self.files.read(shard, int(self.table.offset[sample]), int(self.table.size[sample]))
+        data = self.files.read(shard, int(self.table.offset[sample]), int(self.table.size[sample]))
+        if self._checksums is not None and sample_checksum(data) != int(self._checksums[sample]):
+            raise ValueError("checksum mismatch: the image bytes are not those packed (damaged shard)")
+        return data
 
     def _sample_error(self, sample: int, reason: str) -> SampleError:
         """A data error naming ``sample`` by shard and key."""
-        return SampleError(self.files.names[int(self.table.shard[sample])], self.table.key(sample), reason)
+        shard = int(self.table.shard[sample])
+        where = self.files.names[shard] if 0 <= shard < len(self.files.names) else self.manifest.sample_table
+        return SampleError(where, self.table.key(sample), reason)
 
     def _decode_range(self, keys, boxes, flipped, pixels, lo: int, hi: int) -> list[tuple[int, SampleError]]:
         """Decode samples lo..hi-1 of a batch; returns the data errors as (position, error)."""

@@ -16,14 +16,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from dataio.sampling import partition
 
 
 class EpochPosition:
     """Epoch and global position of a loader with ``seed`` on ``world_size`` ranks."""
 
-    def __init__(self, *, seed: int, world_size: int) -> None:
+    def __init__(self, *, seed: int, world_size: int, dataset: str = "") -> None:
         self.seed, self.world_size = seed, world_size
+        self.dataset = dataset  # fingerprint of the data set's manifest: a state from another one is refused
         self.epoch = 0
         self.consumed = 0  # global positions read before this pass
         self.dealt = 0  # positions this rank was dealt in this pass
@@ -57,14 +60,18 @@ class EpochPosition:
 
     def state_dict(self) -> dict[str, int]:
         """``{"epoch", "samples_consumed", "seed", "world_size"}``: all a resume needs, on any world size."""
-        return {"epoch": self.epoch, "samples_consumed": self.consumed_now(), "seed": self.seed,
-                "world_size": self.world_size}
+        state: dict[str, Any] = {"epoch": self.epoch, "samples_consumed": self.consumed_now(), "seed": self.seed,
+                                 "world_size": self.world_size}
+        if self.dataset:
+            state["dataset"] = self.dataset
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from ``state``: the next pass yields the rest of that epoch (any world size)."""
-        missing = {"epoch", "samples_consumed", "seed"} - set(state)
-        if missing:
-            raise ValueError(f"loader state lacks {sorted(missing)}: {state}")
+        check_state(state)
+        if self.dataset and state.get("dataset", self.dataset) != self.dataset:
+            raise ValueError(f"loader state was saved on another data set (fingerprint {state['dataset']!r}, "
+                             f"this one is {self.dataset!r})")
         if state["seed"] != self.seed:
             raise ValueError(f"state was saved with seed {state['seed']}, loader has {self.seed}: "
                              "the epoch order would differ")
@@ -72,6 +79,25 @@ class EpochPosition:
             raise ValueError(f"samples_consumed must be >= 0, got {state['samples_consumed']}")
         self.epoch = int(state["epoch"])
         self.consumed, self.dealt, self.total = int(state["samples_consumed"]), 0, None
+
+
+def check_state(state: Any) -> None:
+    """Raise ValueError saying what is wrong unless ``state`` is a loader state of the right shape and types."""
+    if not isinstance(state, dict):
+        raise ValueError(f"loader state must be a dict, got {type(state).__name__}")
+    missing = {"epoch", "samples_consumed", "seed"} - set(state)
+    if missing:
+        raise ValueError(f"loader state lacks {sorted(missing)}")
+    for name, least in (("epoch", 0), ("samples_consumed", 0), ("seed", None), ("world_size", 1)):
+        if name not in state:
+            continue
+        value = state[name]
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ValueError(f"loader state {name} must be an integer, got {value!r} ({type(value).__name__})")
+        if least is not None and value < least:
+            raise ValueError(f"loader state {name} must be >= {least}, got {value}")
+    if "dataset" in state and not isinstance(state["dataset"], str):
+        raise ValueError(f"loader state dataset must be a fingerprint string, got {state['dataset']!r}")
 
 
 class ResumableLoader:

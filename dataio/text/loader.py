@@ -51,7 +51,8 @@ class TextLoader(ResumableLoader):
         if len(self.shards) == 0:
             raise ValueError(f"{source} holds no samples")
         self.world_size, self.rank = resolve_world(self.config.world_size, self.config.rank)
-        self.position = EpochPosition(seed=self.config.seed, world_size=self.world_size)
+        self.position = EpochPosition(seed=self.config.seed, world_size=self.world_size,
+                                      dataset=self.shards.manifest.fingerprint())
         self._plan_cache: tuple[int, Any] | None = None
         self._dealt_cache: tuple[int, int, BatchPlan] | None = None
         self.padding_tokens = self.real_tokens = 0  # counters over everything yielded

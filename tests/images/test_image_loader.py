@@ -97,7 +97,8 @@ def test_resume_mid_epoch_continues_identically(coloured_shards):
     for _ in range(2):
         next(iterator)
     state = first.state_dict()
-    assert state == {"epoch": 4, "samples_consumed": 16, "seed": 3, "world_size": 1}
+    assert state == {"epoch": 4, "samples_consumed": 16, "seed": 3, "world_size": 1,
+                     "dataset": first.manifest.fingerprint()}
     resumed = ImageLoader(coloured_shards, batch_size=8, image_size=32, seed=3)
     resumed.load_state_dict(state)
     assert _identities(resumed) == expected[2:]
