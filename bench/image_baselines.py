@@ -30,7 +30,7 @@ from PIL import Image
 from dataio.augment import crop_boxes
 from dataio.formats.image_convert import scan_image_folder
 from dataio.formats.manifest import read_manifest
-from dataio.formats.sample_table import read_sample_table
+from dataio.formats.sample_table import read_sample_table, sample_checksum
 from dataio.images.loader import ImageLoader
 from dataio.images.shard_files import ShardFiles
 from dataio.images.turbo_decode import decode_crop_into
@@ -181,6 +181,24 @@ def make_dali_cpu(shards: list[Path], *, batch_size: int, size: int, num_workers
 def make_dataio(shards_folder: Path, *, batch_size: int, size: int, num_workers: int) -> Epoch:
     loader = ImageLoader(shards_folder, batch_size=batch_size, image_size=size, num_workers=num_workers)
     return Epoch(lambda: loader, lambda b: len(b[1]), loader.close)
+
+
+def make_dataio_unchecked(shards_folder: Path, *, batch_size: int, size: int, num_workers: int) -> Epoch:
+    """dataio with its per-sample checksums off (``verify_samples=False``): the checksums' end-to-end cost."""
+    loader = ImageLoader(shards_folder, batch_size=batch_size, image_size=size, num_workers=num_workers,
+                         verify_samples=False)
+    return Epoch(lambda: loader, lambda b: len(b[1]), loader.close)
+
+
+def make_checksum_loop(files: list[bytes]) -> Epoch:
+    """Single thread: the per-sample checksum the loader computes on every read, over files in memory."""
+
+    def one_pass() -> Iterable[int]:
+        for data in files:
+            sample_checksum(data)
+            yield 1
+
+    return Epoch(one_pass, lambda n: n)
 
 
 def make_dataio_dali_gpu(shards_folder: Path, *, batch_size: int, size: int, num_workers: int) -> Epoch:

@@ -69,13 +69,16 @@ _RUNNERS = {
     # original bytes: the target is taken against the faster of the two DALI rows
     "dali_cpu_plain": ("(c') DALI CPU pipeline, no restart markers", "plain_shard_list", "make_dali_cpu"),
     "dataio": ("(d) dataio.ImageLoader (turbo)", "folder", "make_dataio"),
+    # the same with its per-sample checksums off: their end-to-end cost (the issue's target: under 2%)
+    "dataio_unchecked": ("(d') dataio.ImageLoader, sample checksums off", "folder", "make_dataio_unchecked"),
     "dataio_dali_gpu": ("(e) dataio.ImageLoader (DALI GPU)", "folder", "make_dataio_dali_gpu"),
 }
 
 
 def default_loaders() -> tuple[str, ...]:
-    """The CPU loaders (DALI twice: dataio's packing and the original bytes), plus DALI GPU on a GPU machine."""
-    base = ("standard", "webdataset", "dali_cpu", "dali_cpu_plain", "dataio")
+    """The CPU loaders (DALI twice: dataio's packing and the original bytes; dataio with and without its
+    sample checksums), plus DALI GPU on a GPU machine."""
+    base = ("standard", "webdataset", "dali_cpu", "dali_cpu_plain", "dataio", "dataio_unchecked")
     return base + ("dataio_dali_gpu",) if torch.cuda.is_available() else base
 
 
@@ -117,14 +120,16 @@ def bench_images(config: BenchImagesConfig, log=print) -> dict[str, Any]:
         samples = baselines.accepted_samples(folder)
         limit_loop = baselines.make_machine_limit(baselines.source_images(config.src, samples),
                                                   size=config.image_size)
-        own_loop = baselines.make_machine_limit(baselines.packed_images(folder), size=config.image_size,
-                                                dataio_path=True)
-        limit_rates, own_rates = [], []
+        packed = baselines.packed_images(folder)
+        own_loop = baselines.make_machine_limit(packed, size=config.image_size, dataio_path=True)
+        checksum_loop = baselines.make_checksum_loop(packed)
+        limit_rates, own_rates, checksum_rates = [], [], []
         rates: dict[str, list[list[float]]] = {name: [] for name in config.loaders}  # per round, per epoch
         for round_index in range(config.rounds):
             for name in config.loaders:
                 limit_rates.append(max(baselines.timed(limit_loop) for _ in range(2)))
                 own_rates.append(max(baselines.timed(own_loop) for _ in range(2)))
+                checksum_rates.append(max(baselines.timed(checksum_loop) for _ in range(2)))
                 log(f"running {_RUNNERS[name][0]}" + (f" (round {round_index + 1})" if config.rounds > 1 else "")
                     + " ...")
                 rates[name].append(_measure(_make(name, config, folder, shard_lists), config))
@@ -150,6 +155,7 @@ def bench_images(config: BenchImagesConfig, log=print) -> dict[str, Any]:
                           "dataio_single_thread_img_s": own_single},
         "rows": rows,
         "targets": TARGETS,
+        "sample_checksum": _checksum_cost(by_name, own_single, statistics.median(checksum_rates)),
         "checks": _checks(by_name, limit),
         "round_checks": [_checks({r["loader"]: {"img_s": r["round_img_s"][i]} for r in rows}, limit)
                          for i in range(config.rounds)] if config.rounds > 1 else [],
@@ -158,6 +164,16 @@ def bench_images(config: BenchImagesConfig, log=print) -> dict[str, Any]:
     paths = write_results(config.out, "images", result, {r["label"]: r["img_s"] for r in rows}, "images/s")
     log("wrote " + ", ".join(str(p) for p in paths))
     return result
+
+
+def _checksum_cost(by_name: dict[str, dict], own_single: float, checksum_single: float) -> dict[str, Any]:
+    """What the per-sample checksums cost: their share of dataio's single-thread per-image work (a
+    CPU-time measure, steady on a shared machine), and the end-to-end throughput of the loader with
+    them against without them (noisier: two timed runs)."""
+    checked, unchecked = (by_name.get(n, {}).get("img_s") for n in ("dataio", "dataio_unchecked"))
+    return {"us_per_image": 1e6 / checksum_single,
+            "share_of_per_image_work": own_single / checksum_single,
+            "throughput_cost": 1 - checked / unchecked if checked and unchecked else None}
 
 
 def _checks(by_name: dict[str, dict], limit: float) -> dict[str, dict[str, Any]]:
@@ -195,6 +211,12 @@ def render(result: dict[str, Any]) -> str:
         share = ours / (own * lim["cores"])
         lines.append(f"dataio's own path over the packed files (spliced region decode + crop-resize): {own:,.0f} img/s "
                      f"single-thread; the loader runs at {share:.0%} of that x {lim['cores']} cores")
+    checksum = result.get("sample_checksum")
+    if checksum:
+        cost = checksum["throughput_cost"]
+        lines.append(f"sample checksums (xxh3-64, checked on every read): {checksum['us_per_image']:.1f} us/image, "
+                     f"{checksum['share_of_per_image_work']:.1%} of dataio's per-image work"
+                     + (f"; throughput with them vs without: {-cost:+.1%}" if cost is not None else ""))
     rounds = result.get("round_checks") or []
     for name, check in result["checks"].items():
         if check["value"] is not None:

@@ -29,9 +29,12 @@ from PIL import Image, ImageOps
 from dataio.formats.limits import MAX_PIXELS
 
 try:
-    from dataio.formats._jpeg_codec import add_restart_markers
-except ImportError:  # built without libjpeg headers: JPEGs are written as they are
-    add_restart_markers = None
+    from dataio.formats._jpeg_codec import CorruptJPEGError, add_restart_markers, check as check_jpeg_scans
+except ImportError:  # built without libjpeg headers: JPEGs are written as they are, and not checked
+    add_restart_markers = check_jpeg_scans = None
+
+    class CorruptJPEGError(ValueError):  # type: ignore[no-redef]
+        """Never raised without the extension."""
 
 EXIF_ORIENTATION = 0x0112
 # Quality used when a file must be re-encoded (format or colour conversion)
@@ -102,28 +105,68 @@ def prepare_image(data: bytes, config: ImagePrepareConfig) -> PreparedImage | Re
         return Rejection(f"cannot decode: {type(e).__name__}: {e}")
     needs_encode = source_format != "JPEG" or image.mode != "RGB" or orientation != 1
     needs_encode |= config.quality is not None
+    resize = config.max_side is not None and max(image.size) > config.max_side
+    if source_format == "JPEG" and (needs_encode or resize or not _rewrites(config)):
+        damage = _jpeg_damage(data)  # a file kept as is is checked by its rewrite below, for free
+        if damage is not None:
+            return damage
     if orientation != 1:
         image = ImageOps.exif_transpose(image)
     if image.mode != "RGB":
         image = _to_rgb(image)
-    if config.max_side is not None and max(image.size) > config.max_side:
+    if resize:
         scale = config.max_side / max(image.size)
         size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
         image = image.resize(size, Image.LANCZOS)
         needs_encode = True
     if not needs_encode:
-        return PreparedImage(_with_restarts(data, config), image.width, image.height, converted=False)
+        try:
+            return PreparedImage(_with_restarts(data, config), image.width, image.height, converted=False)
+        except CorruptJPEGError as e:
+            return Rejection(f"damaged JPEG data: {_reason(e)}")
     out = io.BytesIO()
     image.save(out, format="JPEG", quality=config.quality or CONVERSION_QUALITY)
     return PreparedImage(_with_restarts(out.getvalue(), config), image.width, image.height, converted=True)
 
 
+def _rewrites(config: ImagePrepareConfig) -> bool:
+    """Whether JPEGs are rewritten with restart markers (which entropy-decodes every scan)."""
+    return bool(config.restart_interval) and add_restart_markers is not None
+
+
+def _jpeg_damage(data: bytes) -> Rejection | None:
+    """A rejection if libjpeg finds the entropy-coded data damaged.
+
+    PIL decodes such files without a word (libjpeg only warns, and fills what it lost with grey), so
+    a truncated or bit-flipped photo would be packed as a silently wrong image. The check
+    entropy-decodes every scan (0.7 ms for a 57 KB 500x375 JPEG, 15% of preparing it).
+    """
+    if check_jpeg_scans is None:
+        return None
+    try:
+        check_jpeg_scans(data)
+    except CorruptJPEGError as e:
+        return Rejection(f"damaged JPEG data: {_reason(e)}")
+    except ValueError:  # not libjpeg's kind of JPEG (12-bit, arithmetic coding...): PIL decoded it, trust PIL
+        return None
+    return None
+
+
+def _reason(error: CorruptJPEGError) -> str:
+    return str(error).removeprefix("JPEG decode failed: damaged data: ")
+
+
 def _with_restarts(jpeg: bytes, config: ImagePrepareConfig) -> bytes:
-    """``jpeg`` rewritten losslessly with restart markers; as it is if that is off, unavailable or fails."""
-    if not config.restart_interval or add_restart_markers is None:
+    """``jpeg`` rewritten losslessly with restart markers; as it is if that is off, unavailable or fails.
+
+    Raises CorruptJPEGError if the data is damaged (the rewrite entropy-decodes every scan).
+    """
+    if not _rewrites(config):
         return jpeg
     try:
         return add_restart_markers(jpeg, config.restart_interval)
+    except CorruptJPEGError:
+        raise
     except ValueError:  # libjpeg cannot transcode what PIL decoded (e.g. 12-bit): keep the original
         return jpeg
 

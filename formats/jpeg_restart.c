@@ -59,8 +59,6 @@ int jpeg_add_restart_markers(const unsigned char *data, size_t size, int most_mc
     jpeg_mem_src(&src, data, (unsigned long)size);
     jpeg_read_header(&src, TRUE);
     jvirt_barray_ptr *coefficients = jpeg_read_coefficients(&src);
-    if (err->truncated)
-        longjmp(err->escape, 1);
     jpeg_copy_critical_parameters(&src, &dst);
     dst.optimize_coding = TRUE;
     long per_row = mcus_per_row(&dst), interval = most_mcus < 1 ? 1 : most_mcus;

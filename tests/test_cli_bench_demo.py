@@ -50,13 +50,17 @@ def test_bench_images_writes_table_json_and_png(image_folder, tmp_path):
         assert label in result.stdout
     report = json.loads((tmp_path / "images.json").read_text())
     rows = {row["loader"]: row["img_s"] for row in report["rows"]}
-    assert set(rows) == {"standard", "webdataset", "dali_cpu", "dali_cpu_plain", "dataio"}
+    assert set(rows) == {"standard", "webdataset", "dali_cpu", "dali_cpu_plain", "dataio", "dataio_unchecked"}
     assert all(rate > 0 for rate in rows.values())
     # the DALI target is taken against the faster DALI row
     expected = rows["dataio"] / max(rows["dali_cpu"], rows["dali_cpu_plain"])
     assert report["checks"]["vs_dali_cpu"]["value"] == pytest.approx(expected)
     assert report["machine"]["cores"] == os.cpu_count()
     assert (tmp_path / "images.png").stat().st_size > 1000
+    checksum = report["sample_checksum"]  # the per-sample checksums' measured cost, printed too
+    assert 0 < checksum["us_per_image"] and 0 < checksum["share_of_per_image_work"] < 1
+    assert checksum["throughput_cost"] == pytest.approx(1 - rows["dataio"] / rows["dataio_unchecked"])
+    assert "sample checksums (xxh3-64" in result.stdout
 
 
 def test_bench_images_rounds_repeat_the_sequence(image_folder, tmp_path):

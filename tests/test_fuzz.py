@@ -163,6 +163,39 @@ def test_splicer_and_rewriter_give_a_jpeg_none_or_a_value_error(jpeg_sample, dat
         pass
 
 
+@FIXTURES
+@given(data=st.data())
+def test_damage_check_agrees_with_the_decoder_and_the_packer(jpeg_sample, data):
+    """check(), a whole-image decode_region and prepare_image agree on damaged data: whatever libjpeg
+    warns about is refused by all three; what check() passes decodes and may be packed."""
+    if not REGION_DECODE:
+        pytest.skip("dataio.formats._jpeg_codec not built")
+    from dataio.formats import _jpeg_codec
+    from dataio.formats.image_prepare import ImagePrepareConfig, PreparedImage, prepare_image
+
+    mutated = mutate(jpeg_sample, data.draw(mutations(len(jpeg_sample))), keep_size=data.draw(st.booleans()))
+    try:
+        _jpeg_codec.check(mutated)
+        damaged = False
+    except _jpeg_codec.CorruptJPEGError:
+        damaged = True
+    except ValueError:
+        return  # not a decodable JPEG at all
+    try:
+        width, height = _jpeg_codec.header(mutated)
+        if 0 < width * height <= 1 << 22:
+            _jpeg_codec.decode_region(mutated, 0, 0, width, height, 1, bytearray(width * height * 4))
+        decoded = True
+    except _jpeg_codec.CorruptJPEGError:
+        decoded = False
+    except (ValueError, NotImplementedError):
+        return
+    assert decoded != damaged or width * height > 1 << 22
+    prepared = prepare_image(mutated, ImagePrepareConfig(quality=data.draw(st.sampled_from([None, 90]))))
+    if damaged:
+        assert not isinstance(prepared, PreparedImage)
+
+
 def test_fuzz_inputs_exist(jpeg_sample):
     assert jpeg_sample[:2] == b"\xff\xd8" and io.BytesIO(jpeg_sample).getbuffer().nbytes > 100
     assert b"\xff\xdd" in jpeg_sample or not REGION_DECODE, "packed without restart markers: the splicer is not fuzzed"
