@@ -77,6 +77,14 @@ def _parser() -> argparse.ArgumentParser:
     text.add_argument("--overwrite", action="store_true")
     text.add_argument("--no-progress", action="store_true")
 
+    index = commands.add_parser("index", help="adopt existing WebDataset tars in place: sample table, DALI "
+                                               "indexes and manifest beside them, the tars untouched")
+    index.add_argument("shards", type=Path, nargs="+", help=".tar files in one folder, or the folder")
+    index.add_argument("--classes", type=Path, help="class names, one per line (line i is label i)")
+    index.add_argument("--workers", type=_positive)
+    index.add_argument("--overwrite", action="store_true", help="index a folder that has a manifest again")
+    index.add_argument("--no-progress", action="store_true")
+
     check = commands.add_parser("verify", help="check a shard folder: checksums, counts, decodability")
     check.add_argument("out", type=Path)
     check.add_argument("--deep", action="store_true", help="decode every image / check every token id")
@@ -202,6 +210,16 @@ def _convert_images(args: argparse.Namespace) -> int:
         print(f"rejected {rejected['path']}: {rejected['reason']}", file=sys.stderr)
     print(summary.line())
     return 1 if config.strict and summary.num_rejected else 0
+
+
+def _index(args: argparse.Namespace) -> int:
+    from dataio.formats.wds_index import IndexConfig, index_shards
+
+    summary = index_shards(IndexConfig(shards=tuple(args.shards), classes_file=args.classes,
+                                       overwrite=args.overwrite, progress=not args.no_progress,
+                                       **_given(num_workers=args.workers)))
+    print(summary.line())
+    return 0
 
 
 def _convert_text(args: argparse.Namespace) -> int:
@@ -335,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
                 ("bench", "augment"): _bench_augment, ("bench", "text"): _bench_text,
                 ("bench", "sampler"): _bench_sampler}
     handler = handlers.get((args.command, getattr(args, "kind", None))) or {
-        "synth": _synth, "synth-text": _synth_text, "demo": _demo, "train": _train, "verify": _verify}[args.command]
+        "synth": _synth, "synth-text": _synth_text, "demo": _demo, "train": _train, "verify": _verify,
+        "index": _index}[args.command]
     try:
         return handler(args)
     except ConfigError as e:  # a library parameter: name the flag that sets it

@@ -35,6 +35,7 @@ class ShardEntry:
     sha256: str
     index: str = ""
     num_tokens: int = 0
+    num_skipped: int = 0  # samples in the shard that are not indexed (tars adopted by `dataio index`)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,7 +53,7 @@ class Manifest:
 
     def to_json(self) -> str:
         data = asdict(self)
-        data["shards"] = [asdict(s) for s in self.shards]
+        data["shards"] = [_without_zero_skipped(asdict(s)) for s in self.shards]
         data["classes"] = list(self.classes)
         return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
@@ -65,6 +66,13 @@ class Manifest:
         path = Path(folder) / MANIFEST_NAME
         write_atomic(path, self.to_json().encode())
         return path
+
+
+def _without_zero_skipped(entry: dict[str, Any]) -> dict[str, Any]:
+    """Shards written by the converters skip nothing: their manifests stay as before the field existed."""
+    if entry["num_skipped"] == 0:
+        del entry["num_skipped"]
+    return entry
 
 
 def _field(data: dict[str, Any], name: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -108,11 +116,12 @@ def parse_manifest(text: str, where: str = MANIFEST_NAME) -> Manifest:
             file=_safe_name(_field(raw, "file", str, at), at),
             index=_safe_name(raw["index"], at) if _optional(raw, "index", str, "") else "",
             num_tokens=_optional(raw, "num_tokens", int, 0),
+            num_skipped=_optional(raw, "num_skipped", int, 0),
             num_samples=_field(raw, "num_samples", int, at),
             bytes=_field(raw, "bytes", int, at),
             sha256=_field(raw, "sha256", str, at),
         )
-        if entry.num_samples < 0 or entry.bytes < 0:
+        if entry.num_samples < 0 or entry.bytes < 0 or entry.num_skipped < 0:
             raise ManifestError(f"{at}: negative count")
         shards.append(entry)
     classes = _field(data, "classes", list, where) if "classes" in data else []

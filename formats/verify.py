@@ -81,8 +81,8 @@ def _check_shard(folder: Path, manifest: Manifest, index: int) -> tuple[str | No
         return str(e), False
     except DataioError as e:
         return f"shard {path}: {e}", False
-    if count != entry.num_samples:
-        return f"shard {path}: {count} samples, manifest says {entry.num_samples}", False
+    if count != entry.num_samples + entry.num_skipped:
+        return f"shard {path}: {count} samples, manifest says {entry.num_samples + entry.num_skipped}", False
     try:
         check_shard_file(path, entry, verify_checksum=True)
     except ShardError as e:
