@@ -47,7 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     images = kinds.add_parser("images", help="ImageNet-layout folder -> WebDataset shards")
     images.add_argument("src", type=Path)
     images.add_argument("out", type=Path)
-    images.add_argument("--format", choices=["wds"], default="wds")
+    images.add_argument("--format", choices=["wds", "arrow"], default="wds",
+                        help="wds: WebDataset tars; arrow: Arrow IPC in the Hugging Face image layout")
     images.add_argument("--shard-size", default="256MB", help="bytes per shard, e.g. 256MB")
     images.add_argument("--max-shard-samples", type=_positive)
     images.add_argument("--max-side", type=_positive, help="downscale so the longer side is at most N")
@@ -199,7 +200,7 @@ def _convert_images(args: argparse.Namespace) -> int:
     from dataio.formats.image_prepare import ImagePrepareConfig
 
     config = ConvertImagesConfig(
-        src=args.src, out=args.out, shard_size=args.shard_size, max_shard_samples=args.max_shard_samples,
+        src=args.src, out=args.out, format=args.format, shard_size=args.shard_size, max_shard_samples=args.max_shard_samples,
         num_workers=args.workers or _default_workers(), strict=args.strict, overwrite=args.overwrite,
         progress=not args.no_progress,
         prepare=ImagePrepareConfig(max_side=args.max_side, quality=args.quality, max_pixels=args.max_pixels,

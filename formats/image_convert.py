@@ -1,4 +1,4 @@
-"""``dataio convert images``: an ImageNet-layout folder to WebDataset shards.
+"""``dataio convert images``: an ImageNet-layout folder to WebDataset shards (or Arrow, ``format="arrow"``).
 
 Output, in OUT: ``shard-NNNNNN.tar`` (samples ``KEY.jpg``, ``KEY.cls``,
 ``KEY.json`` with the source path), ``shard-NNNNNN.idx`` (DALI index),
@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from dataio.formats.arrow_image_shards import ArrowImageWriter, image_locations
 from dataio.formats.errors import UsageError, WorkerDied
 from dataio.formats.image_prepare import ImagePrepareConfig, PreparedImage, Rejection, add_restart_markers, prepare_image
 from dataio.formats.convert_journal import Journal, ShardRecord, fingerprint
@@ -37,7 +38,7 @@ from dataio.formats.wds_shards import ShardWriter, scan_tar
 # What ImageFolder accepts (torchvision's IMG_EXTENSIONS), compared lower-case.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 REJECTED_NAME = "rejected.jsonl"
-_OUTPUT_PATTERNS = ("shard-*.tar", "shard-*.idx", ".shard-*", MANIFEST_NAME, SAMPLE_TABLE_NAME, REJECTED_NAME)
+_OUTPUT_PATTERNS = ("shard-*.tar", "shard-*.idx", "shard-*.arrow", ".shard-*", MANIFEST_NAME, SAMPLE_TABLE_NAME, REJECTED_NAME)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,6 +47,7 @@ class ConvertImagesConfig:
 
     src: Path
     out: Path
+    format: str = "wds"  # "wds": WebDataset tars; "arrow": Arrow IPC streams in HF's image layout
     shard_size: int = 256 * 10**6
     max_shard_samples: int | None = None
     num_workers: int = field(default_factory=lambda: os.cpu_count() or 1)
@@ -60,6 +62,8 @@ class ConvertImagesConfig:
         object.__setattr__(self, "shard_size", parse_size(self.shard_size))
         if self.num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {self.num_workers}")
+        if self.format not in ("wds", "arrow"):
+            raise ValueError(f"format must be 'wds' or 'arrow', got {self.format!r}")
         if self.max_shard_samples is not None and self.max_shard_samples < 1:
             raise ValueError("max_shard_samples must be >= 1")
 
@@ -147,14 +151,19 @@ def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
     classes, files = scan_image_folder(config.src)
     options = {"sample_checksum": CHECKSUM_FIELD.name, "max_side": config.prepare.max_side, "quality": config.prepare.quality,
                "max_pixels": config.prepare.max_pixels, "shard_size": config.shard_size,
-               "restart_interval": config.prepare.restart_interval if add_restart_markers else 0}
+               "restart_interval": config.prepare.restart_interval if add_restart_markers else 0,
+               **({"format": "arrow"} if config.format == "arrow" else {})}
     journal = Journal(config.out, fingerprint({**options, "max_shard_samples": config.max_shard_samples,
                                                "classes": classes}, files))
     done = journal.start(config.out, config.overwrite, _OUTPUT_PATTERNS)
     records = list(done)
     accepted = [tuple(row) for record in done for row in record.rows]  # (path, label, width, height, xxh3)
     start = done[-1].files_end if done else 0
-    writer = ShardWriter(config.out, config.shard_size, config.max_shard_samples, first_index=len(done))
+    if config.format == "arrow":
+        writer = ArrowImageWriter(config.out, config.shard_size, config.max_shard_samples, first_index=len(done),
+                                  classes=tuple(classes))
+    else:
+        writer = ShardWriter(config.out, config.shard_size, config.max_shard_samples, first_index=len(done))
     pending = ShardRecord(entry={}, files_end=start)
     bar = tqdm(total=len(files), initial=start, unit="img", desc="convert", disable=not config.progress)
 
@@ -191,7 +200,8 @@ def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
     rejected = [r for record in records for r in record.rejected]
     converted = sum(record.converted for record in records)
     shards = [ShardEntry(**record.entry) for record in done] + writer.entries
-    locations = [scan_tar(config.out / e.file) for e in shards[:len(done)]] + writer.locations
+    locate = image_locations if config.format == "arrow" else scan_tar
+    locations = [locate(config.out / e.file) for e in shards[:len(done)]] + writer.locations
     _write_sample_table(config.out, locations, accepted)
     lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rejected)
     write_atomic(config.out / REJECTED_NAME, lines.encode())

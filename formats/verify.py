@@ -56,12 +56,21 @@ def count_tar_samples(path: Path) -> int:
     return len(keys)
 
 
+def _arrow_batches(path: Path):
+    """The record batches of an Arrow IPC file (text shards) or stream (image shards, HF's layout)."""
+    source = pa.memory_map(str(path), "r")
+    try:
+        reader = pa.ipc.open_file(source)
+        return [reader.get_batch(i) for i in range(reader.num_record_batches)]
+    except pa.ArrowInvalid:
+        source.seek(0)
+        return list(pa.ipc.open_stream(source))
+
+
 def _count_arrow_rows(path: Path) -> int:
     try:
-        reader = pa.ipc.open_file(pa.memory_map(str(path), "r"))
         rows = 0
-        for i in range(reader.num_record_batches):
-            batch = reader.get_batch(i)
+        for batch in _arrow_batches(path):
             batch.validate(full=True)
             rows += batch.num_rows
         return rows
@@ -162,10 +171,16 @@ def _decode_images(folder: Path, manifest: Manifest, table: SampleTable, faults:
 
 
 def _cls_members(folder: Path, manifest: Manifest, bad_shards: set[int]) -> dict[tuple[int, str], int | None]:
-    """``(shard, key) -> label`` from every tar's ``.cls`` members (listed and read; nothing is extracted)."""
+    """``(shard, key) -> label`` from every tar's ``.cls`` members (listed and read; nothing is extracted)
+    and every Arrow image shard's label column."""
     labels: dict[tuple[int, str], int | None] = {}
     for index, entry in enumerate(manifest.shards):
-        if index in bad_shards or not entry.file.endswith(".tar"):
+        if index in bad_shards:
+            continue
+        if entry.file.endswith(".arrow"):  # image shards in HF's layout: the label column
+            for batch in _arrow_batches(folder / entry.file):
+                for key, label in zip(batch.column("key").to_pylist(), batch.column("label").to_pylist()):
+                    labels[(index, key)] = label
             continue
         with tarfile.open(folder / entry.file, "r:") as tar:
             for member in tar:
