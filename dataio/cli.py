@@ -2,7 +2,8 @@
 
 This is the only module that reads environment variables
 (``DATAIO_NUM_WORKERS``: default worker count; ``WORLD_SIZE``, ``RANK`` and
-``LOCAL_RANK`` from ``torchrun`` for ``dataio train``). Bad invocations print one
+``LOCAL_RANK`` from ``torchrun`` for ``dataio train``; for ``convert --rank/--world-size``
+the defaults come from a SLURM array, a SLURM job step or torchrun: ``_conversion_rank``). Bad invocations print one
 line and exit 2; data errors print one line and exit 1.
 
 Deliberately lazy: each command imports its stage inside its handler, so
@@ -38,6 +39,41 @@ def _positive(text: str) -> int:
     return value
 
 
+def _add_rank_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rank", type=int, help="this process's share of a multi-node conversion (default: "
+                        "SLURM_ARRAY_TASK_ID, SLURM_PROCID or RANK)")
+    parser.add_argument("--world-size", type=int, help="number of processes sharing the conversion (default: "
+                        "SLURM_ARRAY_TASK_COUNT, SLURM_NTASKS or WORLD_SIZE; else 1)")
+
+
+# (rank, world size) variables, in order of precedence: a SLURM array, a SLURM job step, torchrun
+_RANK_VARIABLES = (("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT"), ("SLURM_PROCID", "SLURM_NTASKS"),
+                   ("RANK", "WORLD_SIZE"))
+
+
+def _conversion_rank(args: argparse.Namespace) -> dict[str, int]:
+    """``rank`` and ``world_size`` for a converter: the flags, else the first pair of variables set."""
+    rank, world_size = args.rank, args.world_size
+    for rank_name, size_name in _RANK_VARIABLES:
+        if rank is not None and world_size is not None:
+            break
+        if rank_name in os.environ and size_name in os.environ:
+            try:
+                env_rank, env_size = int(os.environ[rank_name]), int(os.environ[size_name])
+            except ValueError:
+                raise UsageError(f"{rank_name}/{size_name} must be integers, got {os.environ[rank_name]!r}/"
+                                 f"{os.environ[size_name]!r}") from None
+            if rank_name == "SLURM_ARRAY_TASK_ID":  # arrays may start at 1 (--array=1-8)
+                env_rank -= int(os.environ.get("SLURM_ARRAY_TASK_MIN", "0") or 0)
+            rank = env_rank if rank is None else rank
+            world_size = env_size if world_size is None else world_size
+    world_size = 1 if world_size is None else world_size
+    rank = 0 if rank is None else rank
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise UsageError(f"--rank must be in 0..{world_size - 1} and --world-size >= 1, got {rank} of {world_size}")
+    return {"rank": rank, "world_size": world_size}
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dataio", description="Pack, read and benchmark training data.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -61,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     images.add_argument("--strict", action="store_true", help="exit non-zero if any file is rejected")
     images.add_argument("--overwrite", action="store_true")
     images.add_argument("--no-progress", action="store_true")
+    _add_rank_flags(images)
 
     text = kinds.add_parser("text", help="text corpus -> pre-tokenised Arrow (or WebDataset) shards")
     text.add_argument("src", type=Path, nargs="+", help=".txt/.jsonl/.parquet files or folders, then OUT")
@@ -77,6 +114,12 @@ def _parser() -> argparse.ArgumentParser:
     text.add_argument("--shard-tokens", type=_positive, default=50_000_000)
     text.add_argument("--overwrite", action="store_true")
     text.add_argument("--no-progress", action="store_true")
+    _add_rank_flags(text)
+    text.add_argument("--tokenizer-wait", type=float, metavar="SECONDS",
+                      help="how long a rank > 0 waits for the tokenizer rank 0 trains (default 3600)")
+
+    merge = commands.add_parser("merge", help="merge the rank folders of a multi-node conversion into one dataset")
+    merge.add_argument("out", type=Path)
 
     index = commands.add_parser("index", help="adopt existing WebDataset tars in place: sample table, DALI "
                                                "indexes and manifest beside them, the tars untouched")
@@ -205,12 +248,22 @@ def _convert_images(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         prepare=ImagePrepareConfig(max_side=args.max_side, quality=args.quality, max_pixels=args.max_pixels,
                                    **_given(restart_interval=args.restart_interval)),
+        **_conversion_rank(args),
     )
     summary = convert_images(config)
     for rejected in summary.rejected:
         print(f"rejected {rejected['path']}: {rejected['reason']}", file=sys.stderr)
     print(summary.line())
     return 1 if config.strict and summary.num_rejected else 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from dataio.formats.rank_merge import merge_ranks
+
+    manifest = merge_ranks(args.out)
+    print(f"merged {manifest.options['ranks']} ranks into {args.out}: {manifest.num_samples} samples in "
+          f"{len(manifest.shards)} shards")
+    return 0
 
 
 def _index(args: argparse.Namespace) -> int:
@@ -235,7 +288,7 @@ def _convert_text(args: argparse.Namespace) -> int:
     summary = convert_text(ConvertTextConfig(
         sources=tuple(sources), out=out, tokenizer=tokenizer, doc_sep=args.doc_sep, field=args.field,
         max_length=args.max_length, format=args.format, shard_tokens=args.shard_tokens, overwrite=args.overwrite,
-        progress=not args.no_progress))
+        progress=not args.no_progress, **_conversion_rank(args), **_given(tokenizer_wait=args.tokenizer_wait)))
     for kind, examples in sorted(summary.examples.items()):
         print(f"skipped ({kind}): {', '.join(examples)}{' ...' if summary.skipped[kind] > len(examples) else ''}",
               file=sys.stderr)
@@ -355,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("bench", "sampler"): _bench_sampler}
     handler = handlers.get((args.command, getattr(args, "kind", None))) or {
         "synth": _synth, "synth-text": _synth_text, "demo": _demo, "train": _train, "verify": _verify,
-        "index": _index}[args.command]
+        "index": _index, "merge": _merge}[args.command]
     try:
         return handler(args)
     except ConfigError as e:  # a library parameter: name the flag that sets it

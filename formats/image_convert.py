@@ -20,9 +20,10 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 from dataio.formats.arrow_image_shards import ArrowImageWriter, image_locations
@@ -30,6 +31,8 @@ from dataio.formats.errors import UsageError, WorkerDied
 from dataio.formats.image_prepare import ImagePrepareConfig, PreparedImage, Rejection, add_restart_markers, prepare_image
 from dataio.formats.convert_journal import Journal, ShardRecord, fingerprint
 from dataio.formats.files import write_atomic
+from dataio.formats.rank_merge import merge_if_complete
+from dataio.formats.rank_split import rank_folder, rank_range
 from dataio.formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
 from dataio.formats.sample_table import CHECKSUM_FIELD, sample_checksum, write_sample_table
 from dataio.formats.sizes import parse_size
@@ -55,6 +58,8 @@ class ConvertImagesConfig:
     overwrite: bool = False
     progress: bool = True
     prepare: ImagePrepareConfig = field(default_factory=ImagePrepareConfig)
+    rank: int = 0  # of a multi-node conversion: this process packs its share into OUT/rank-R-of-N
+    world_size: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "src", Path(self.src))
@@ -62,6 +67,8 @@ class ConvertImagesConfig:
         object.__setattr__(self, "shard_size", parse_size(self.shard_size))
         if self.num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {self.num_workers}")
+        if self.world_size < 1 or not 0 <= self.rank < self.world_size:
+            raise ValueError(f"rank must be in 0..world_size-1 and world_size >= 1, got {self.rank} of {self.world_size}")
         if self.format not in ("wds", "arrow"):
             raise ValueError(f"format must be 'wds' or 'arrow', got {self.format!r}")
         if self.max_shard_samples is not None and self.max_shard_samples < 1:
@@ -147,8 +154,25 @@ def _prepared(config: ConvertImagesConfig, files: list[tuple[str, int]]) -> Iter
 
 
 def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
-    """Pack ``config.src`` into shards in ``config.out``; resumes an interrupted run (see ``convert_journal``)."""
+    """Pack ``config.src`` into shards in ``config.out``; resumes an interrupted run (see ``convert_journal``).
+
+    With ``world_size`` > 1, only this rank's share of the files (``rank_split``), into
+    ``OUT/rank-R-of-N``; the last rank to finish merges the ranks' outputs (``rank_merge``).
+    """
     classes, files = scan_image_folder(config.src)
+    if config.world_size == 1:
+        return _pack(config, classes, files)
+    sizes = np.array([(config.src / relative).stat().st_size for relative, _ in files], dtype=np.int64)
+    start, stop = rank_range(sizes, config.rank, config.world_size)
+    part = replace(config, out=config.out / rank_folder(config.rank, config.world_size), rank=0, world_size=1)
+    part.out.mkdir(parents=True, exist_ok=True)
+    summary = _pack(part, classes, files[start:stop])
+    merge_if_complete(config.out)
+    return summary
+
+
+def _pack(config: ConvertImagesConfig, classes: list[str], files: list[tuple[str, int]]) -> ConvertSummary:
+    """The conversion of ``files`` (relative paths and labels) into ``config.out``."""
     options = {"sample_checksum": CHECKSUM_FIELD.name, "max_side": config.prepare.max_side, "quality": config.prepare.quality,
                "max_pixels": config.prepare.max_pixels, "shard_size": config.shard_size,
                "restart_interval": config.prepare.restart_interval if add_restart_markers else 0,

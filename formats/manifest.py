@@ -91,8 +91,11 @@ def _optional(data: dict[str, Any], name: str, kind: type, default: Any) -> Any:
 
 
 def _safe_name(name: str, where: str) -> str:
-    if not name or "/" in name or "\\" in name or name in (".", "..") or "\x00" in name:
-        raise ManifestError(f"{where}: {name!r} is not a plain file name")
+    """A file name, or ``FOLDER/NAME`` (a merged multi-node conversion's rank folder): never absolute,
+    never upwards, never deeper."""
+    parts = name.split("/") if isinstance(name, str) else []
+    if not 1 <= len(parts) <= 2 or any(not p or p in (".", "..") or "\\" in p or "\x00" in p for p in parts):
+        raise ManifestError(f"{where}: {name!r} is not a plain file name (or FOLDER/NAME)")
     return name
 
 

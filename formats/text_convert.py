@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import io
 import json
+import sys
+import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from itertools import islice
 from pathlib import Path
 from typing import Literal
@@ -31,6 +33,8 @@ from dataio.formats.errors import ConfigError, UsageError
 from dataio.formats.convert_journal import Journal, ShardRecord, fingerprint
 from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.manifest import MANIFEST_NAME, Manifest, ShardEntry
+from dataio.formats.rank_merge import merge_if_complete
+from dataio.formats.rank_split import rank_folder, rank_range
 from dataio.formats.text_shards import ArrowTokenWriter, token_dtype
 from dataio.formats.text_sources import Document, SourceStats, expand_sources, iter_documents
 from dataio.formats.tokenizer_setup import (TOKENIZER_NAME, TokenizerConfig, TokenizerInfo, load_tokenizer,
@@ -57,9 +61,14 @@ class ConvertTextConfig:
     shard_tokens: int = 50_000_000
     overwrite: bool = False
     progress: bool = True
+    rank: int = 0  # of a multi-node conversion: this process packs its share into OUT/rank-R-of-N
+    world_size: int = 1
+    tokenizer_wait: float = 3600.0  # seconds a rank > 0 waits for the tokenizer rank 0 trains
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sources", tuple(Path(p) for p in self.sources))
+        if self.world_size < 1 or not 0 <= self.rank < self.world_size:
+            raise ConfigError(f"{{0}} must be in 0..{{1}}-1, got {self.rank} of {self.world_size}", "rank", "world_size")
         object.__setattr__(self, "out", Path(self.out))
         if not self.sources:
             raise UsageError("no source files given")
@@ -179,8 +188,53 @@ def convert_text(config: ConvertTextConfig) -> ConvertTextSummary:
 
     Killed at any point, the same command resumes from the last finished
     shard (``dataio.formats.convert_journal``), with byte-identical output.
+    With ``world_size`` > 1, only this rank's share of the files (``rank_split``), into
+    ``OUT/rank-R-of-N``, with one tokenizer for all ranks (given, or trained by rank 0 on the whole
+    corpus: ``shared_tokenizer``); the last rank to finish merges (``rank_merge``).
     """
     files = expand_sources(list(config.sources))
+    if config.world_size == 1:
+        return _tokenise(config, files)
+    start, stop = rank_range(np.array([f.stat().st_size for f in files], dtype=np.int64), config.rank,
+                             config.world_size)
+    tokenizer = config.tokenizer
+    if tokenizer.path is None:
+        tokenizer = replace(tokenizer, path=shared_tokenizer(config, files), train=None)
+    part = replace(config, out=config.out / rank_folder(config.rank, config.world_size), tokenizer=tokenizer,
+                   rank=0, world_size=1)
+    part.out.mkdir(parents=True, exist_ok=True)
+    summary = _tokenise(part, files[start:stop])
+    merge_if_complete(config.out)
+    return summary
+
+
+def shared_tokenizer(config: ConvertTextConfig, files: list[Path]) -> Path:
+    """``OUT/tokenizer.json``: trained by rank 0 on every file (as a one-process run would), awaited by the others.
+
+    Every rank then converts with it as a given tokenizer, whose hash its journal and manifest hold,
+    and the merge checks that all ranks used the same one.
+    """
+    path = config.out / TOKENIZER_NAME
+    if config.rank == 0:
+        if not path.is_file():
+            config.out.mkdir(parents=True, exist_ok=True)
+            texts = (d.text for d in iter_documents(files, doc_sep=config.doc_sep, field_name=config.field,
+                                                    stats=SourceStats()))
+            save_tokenizer(train_bpe(texts, config.tokenizer), config.out, config.tokenizer)
+        return path
+    deadline = time.monotonic() + config.tokenizer_wait
+    if not path.is_file():
+        print(f"rank {config.rank}: waiting for rank 0 to train the tokenizer ({path})", file=sys.stderr)
+    while not path.is_file():
+        if time.monotonic() > deadline:
+            raise UsageError(f"rank {config.rank}: no tokenizer from rank 0 at {path} after "
+                             f"{config.tokenizer_wait:.0f} s; run rank 0 first, or give one with --tokenizer")
+        time.sleep(1.0)
+    return path
+
+
+def _tokenise(config: ConvertTextConfig, files: list[Path]) -> ConvertTextSummary:
+    """The conversion of ``files`` into ``config.out``."""
     tok = config.tokenizer
     tokenizer = load_tokenizer(tok.path) if tok.path else None  # fail on a bad tokenizer before touching OUT
     journal = Journal(config.out, _identity(config, files))

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from dataio.formats.class_names import numbered_classes, read_class_names
 from dataio.formats.errors import UsageError
 from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.image_headers import image_size
@@ -147,15 +148,7 @@ def _journaled(folder: Path, path: Path) -> dict:
 
 
 def _classes(config: IndexConfig, labels: list[int]) -> tuple[str, ...]:
-    if config.classes_file is None:
-        return tuple(str(i) for i in range(max(labels, default=-1) + 1))
-    try:
-        names = [line.strip() for line in config.classes_file.read_text().splitlines() if line.strip()]
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"classes file {config.classes_file}: cannot read ({e})") from None
-    if not names or len(set(names)) != len(names):
-        raise UsageError(f"classes file {config.classes_file}: empty or with a name twice")
-    return tuple(names)
+    return numbered_classes(labels) if config.classes_file is None else read_class_names(config.classes_file)
 
 
 def index_shards(config: IndexConfig) -> IndexSummary:

@@ -1,0 +1,142 @@
+"""Parquet files in the Hugging Face image-dataset layout, as a source of ``dataio convert images``.
+
+This is how ImageNet-1k ships on the Hub: ``data/train-00000-of-00294.parquet`` ..., each with an
+``image`` column (a struct of ``bytes`` and ``path``, HF's ``Image`` feature) and an integer
+``label`` column, the class names in the schema's ``huggingface`` metadata (a ``ClassLabel``).
+Columns are named by ``image_column``/``label_column``; a plain binary image column is taken too.
+
+Only the label column is read to list the samples (a column projection: no image bytes), so the
+conversion's fingerprint and resume position are known up front; image bytes are then streamed in
+row order, one record batch at a time, so memory stays bounded whatever the file size.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dataio.formats.class_names import numbered_classes, read_class_names
+from dataio.formats.errors import UsageError
+
+BATCH_ROWS = 64  # rows per streamed record batch: ~7 MB of ImageNet JPEGs
+
+
+@dataclass(frozen=True)
+class ParquetRow:
+    """One row: its id (``FILE#ROW``), label (None if missing) and image bytes (None if missing)."""
+
+    id: str
+    label: int | None
+    data: bytes | None
+    path: str  # the image's own path from the struct, else the id
+
+
+def parquet_files(src: Path) -> list[Path]:
+    """``src`` itself if it is a ``.parquet`` file, else the ``*.parquet`` files under it, sorted."""
+    if src.is_file() and src.suffix == ".parquet":
+        return [src]
+    files = sorted(src.rglob("*.parquet")) if src.is_dir() else []
+    if not files:
+        raise UsageError(f"{src}: no .parquet files")
+    return files
+
+
+def _features(schema: pa.Schema) -> dict:
+    raw = (schema.metadata or {}).get(b"huggingface")
+    try:
+        return json.loads(raw)["info"]["features"] if raw else {}
+    except (ValueError, KeyError, TypeError):
+        return {}
+
+
+@dataclass(frozen=True)
+class ParquetImages:
+    """The files, columns and class names of a Parquet image source, and its rows' (id, label) list."""
+
+    root: Path
+    files: tuple[Path, ...]
+    image_column: str
+    label_column: str
+    classes: tuple[str, ...]
+    rows: tuple[tuple[str, int], ...]  # (id, label or -1 when missing), in file and row order
+
+    def stream(self, start: int = 0) -> Iterator[ParquetRow]:
+        """Rows from number ``start`` on, in order, their image bytes read one batch at a time (row groups
+        wholly before ``start`` are not read)."""
+        first = 0  # number of the file's first row
+        for file in self.files:
+            reader = pq.ParquetFile(file)
+            count = reader.metadata.num_rows
+            if first + count > start:
+                yield from self._file_rows(reader, _name(self.root, file), start - first)
+            first += count
+
+    def _file_rows(self, reader: pq.ParquetFile, name: str, skip: int) -> Iterator[ParquetRow]:
+        groups, row = [], 0
+        for group in range(reader.metadata.num_row_groups):
+            size = reader.metadata.row_group(group).num_rows
+            if row + size > skip:
+                groups.append(group)
+            else:
+                row += size
+        for batch in reader.iter_batches(batch_size=BATCH_ROWS, row_groups=groups,
+                                         columns=[self.image_column, self.label_column]):
+            for image, label in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                if row >= skip:
+                    yield _row(f"{name}#{row}", image, label)
+                row += 1
+
+
+def _name(root: Path, file: Path) -> str:
+    return str(file.relative_to(root)) if file != root else file.name
+
+
+def _row(row_id: str, image, label) -> ParquetRow:
+    if isinstance(image, dict):
+        data, path = image.get("bytes"), image.get("path") or row_id
+    else:
+        data, path = image, row_id
+    return ParquetRow(row_id, label if isinstance(label, int) else None, data, path)
+
+
+def scan_parquet_images(src: Path, *, image_column: str = "image", label_column: str = "label",
+                        classes_file: Path | None = None) -> ParquetImages:
+    """List a Parquet image source: its files, class names and rows (labels only are read)."""
+    files = parquet_files(src)
+    class_names: tuple[str, ...] | None = None
+    rows: list[tuple[str, int]] = []
+    for file in files:
+        try:
+            reader = pq.ParquetFile(file)
+            schema = reader.schema_arrow
+        except (pa.ArrowException, OSError) as e:
+            raise UsageError(f"{file}: not a readable Parquet file ({e})") from None
+        for column in (image_column, label_column):
+            if column not in schema.names:
+                raise UsageError(f"{file}: no column {column!r} (columns: {', '.join(schema.names)}); "
+                                 "name the image and label columns")
+        image_type = schema.field(image_column).type
+        if not (pa.types.is_binary(image_type) or pa.types.is_large_binary(image_type)
+                or (pa.types.is_struct(image_type) and image_type.get_field_index("bytes") >= 0)):
+            raise UsageError(f"{file}: column {image_column!r} is {image_type}, not image bytes "
+                             "(a struct of bytes and path, or binary)")
+        if not pa.types.is_integer(schema.field(label_column).type):
+            raise UsageError(f"{file}: column {label_column!r} is {schema.field(label_column).type}, not integer labels")
+        names = _features(schema).get(label_column, {}).get("names")
+        if isinstance(names, list) and all(isinstance(n, str) for n in names):
+            if class_names is not None and tuple(names) != class_names:
+                raise UsageError(f"{file}: its class names differ from those of {files[0]}")
+            class_names = tuple(names)
+        name = _name(src, file)
+        labels = reader.read(columns=[label_column]).column(0).to_pylist()
+        rows += [(f"{name}#{row}", label if label is not None else -1) for row, label in enumerate(labels)]
+    if classes_file is not None:
+        class_names = read_class_names(classes_file)
+    if class_names is None:
+        class_names = numbered_classes([label for _, label in rows])
+    return ParquetImages(src, tuple(files), image_column, label_column, class_names, tuple(rows))

@@ -1,0 +1,136 @@
+"""``dataio merge OUT``: the ranks' outputs of a multi-node conversion as one dataset.
+
+Rank r of N writes a complete dataset of its own into ``OUT/rank-0000r-of-0000N/`` (its own journal,
+resume and manifest). The merge writes ``OUT/samples.arrow`` (images), ``OUT/tokenizer.json`` (text),
+the rejected list and, last, ``OUT/manifest.json``, whose shard entries point into the rank folders:
+no shard is copied or renamed. Since the ranks pack contiguous ranges of the input in order
+(``rank_split``), the merged dataset holds the samples of a one-process conversion in the same order.
+
+The last rank to finish merges (``merge_if_complete``); a lock file serialises ranks that finish
+together, and every write is atomic and deterministic, so a merge run twice writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import re
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import pyarrow as pa
+
+from dataio.formats.errors import DataioError, UsageError
+from dataio.formats.files import write_atomic
+from dataio.formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, read_manifest
+from dataio.formats.sample_table import read_sample_table, write_sample_table
+from dataio.formats.text_sources import EXAMPLES
+
+RANK_FOLDER = re.compile(r"rank-(\d{5})-of-(\d{5})")
+MERGE_LOCK = ".merge.lock"
+_COUNTS = ("num_documents", "num_tokens", "split_documents")  # text options that are sums over ranks
+
+
+def rank_folders(out: Path) -> tuple[int, list[Path]]:
+    """(world size, the rank folders in rank order); UsageError if there are none or they disagree."""
+    found = sorted((int(m[1]), int(m[2]), p) for p in out.iterdir() if (m := RANK_FOLDER.fullmatch(p.name)))
+    if not found:
+        raise UsageError(f"{out}: no rank-NNNNN-of-NNNNN folders (written by convert --rank R --world-size N)")
+    sizes = {world for _, world, _ in found}
+    if len(sizes) != 1:
+        raise UsageError(f"{out}: rank folders of several world sizes ({sorted(sizes)}); remove the stale ones")
+    return sizes.pop(), [p for _, _, p in found]
+
+
+def _finished(out: Path) -> tuple[int, list[Path], list[int]]:
+    world, folders = rank_folders(out)
+    done = {int(RANK_FOLDER.fullmatch(f.name)[1]) for f in folders if (f / MANIFEST_NAME).is_file()}
+    return world, folders, [r for r in range(world) if r not in done]
+
+
+def merge_ranks(out: str | Path) -> Manifest:
+    """Merge the finished ranks of ``out``; DataioError naming the ranks that have not finished."""
+    out = Path(out)
+    world, folders, missing = _finished(out)
+    if missing:
+        raise DataioError(f"{out}: rank(s) {', '.join(map(str, missing))} of {world} have not finished "
+                          f"(no {RANK_FOLDER.pattern.split('(')[0]}NNNNN-of-{world:05d}/{MANIFEST_NAME}); rerun them")
+    parts = [read_manifest(folder)[1] for folder in folders]
+    first = parts[0]
+    for folder, part in zip(folders, parts):
+        if part.kind != first.kind or part.classes != first.classes or _identity(part) != _identity(first):
+            raise DataioError(f"{folder}: converted with other options or classes than {folders[0].name}")
+    shards = tuple(replace(s, file=f"{f.name}/{s.file}", index=f"{f.name}/{s.index}" if s.index else "")
+                   for f, part in zip(folders, parts) for s in part.shards)
+    if first.kind == "images":
+        options = dict(first.options)
+        _merge_tables(out, folders, parts)
+        _merge_lines(out, folders, "rejected.jsonl")
+    else:
+        options = _merge_text(out, folders, parts)
+    options["ranks"] = world
+    manifest = Manifest(kind=first.kind, num_samples=sum(p.num_samples for p in parts), shards=shards,
+                        classes=first.classes, num_rejected=sum(p.num_rejected for p in parts),
+                        sample_table=SAMPLE_TABLE_NAME if first.kind == "images" else "", options=options)
+    manifest.write(out)
+    return manifest
+
+
+def merge_if_complete(out: Path) -> Manifest | None:
+    """Merge if every rank has finished (the last rank to finish does it); None otherwise."""
+    with open(out / MERGE_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # ranks finishing together merge one after the other
+        _, _, missing = _finished(out)
+        return None if missing else merge_ranks(out)
+
+
+def _identity(manifest: Manifest) -> str:
+    """The options that must agree across ranks (counts and per-rank totals excluded)."""
+    options = {k: v for k, v in manifest.options.items()
+               if k not in (*_COUNTS, "skipped", "length_histogram", "tokenizer")}  # tokenizers: checked apart
+    return json.dumps(options, sort_keys=True)
+
+
+def _merge_tables(out: Path, folders: list[Path], parts: list[Manifest]) -> None:
+    tables, base = [], 0
+    for folder, part in zip(folders, parts):
+        table = read_sample_table(folder / part.sample_table).table
+        shard = pa.array(table.column("shard").to_numpy() + base, pa.int32())
+        tables.append(table.set_column(table.schema.get_field_index("shard"), "shard", shard))
+        base += len(part.shards)
+    merged = pa.concat_tables(tables)
+    write_sample_table(out / SAMPLE_TABLE_NAME, {name: merged.column(name).to_pylist() for name in merged.schema.names})
+
+
+def _merge_lines(out: Path, folders: list[Path], name: str) -> None:
+    text = "".join((f / name).read_text() for f in folders if (f / name).is_file())
+    write_atomic(out / name, text.encode())
+
+
+def _merge_text(out: Path, folders: list[Path], parts: list[Manifest]) -> dict:
+    """Sums of the ranks' counts and histograms; one tokenizer, the same for all (checked by hash)."""
+    options = dict(parts[0].options)
+    tokenizer = options["tokenizer"]
+    hashes = {p.options["tokenizer"]["sha256"] for p in parts}
+    if len(hashes) != 1:
+        raise DataioError(f"{out}: the ranks used {len(hashes)} different tokenizers; convert again with one "
+                          "(--tokenizer FILE, or rank 0 trains it)")
+    source = folders[0] / Path(tokenizer["file"]).name
+    write_atomic(out / Path(tokenizer["file"]).name, source.read_bytes())
+    for key in _COUNTS:
+        options[key] = sum(int(p.options.get(key, 0)) for p in parts)
+    options["skipped"] = dict(sum((Counter(p.options.get("skipped", {})) for p in parts), Counter()))
+    bins: Counter = Counter()
+    for part in parts:  # [[lo, hi, count], ...] over power-of-two bins
+        bins.update({(int(lo), int(hi)): int(count) for lo, hi, count in part.options.get("length_histogram", [])})
+    options["length_histogram"] = [[lo, hi, count] for (lo, hi), count in sorted(bins.items())]
+    examples: dict[str, list[str]] = {}
+    for folder in folders:
+        if (folder / "rejected.json").is_file():
+            for kind, found in json.loads((folder / "rejected.json").read_text()).get("examples", {}).items():
+                examples.setdefault(kind, []).extend(found[:max(0, EXAMPLES - len(examples.get(kind, [])))])
+    merged = {"skipped": options["skipped"], "examples": examples}
+    write_atomic(out / "rejected.json", (json.dumps(merged, indent=1, sort_keys=True) + "\n").encode())
+    return options
+
