@@ -13,6 +13,8 @@ Deliberately lazy: each command imports its stage inside its handler, so
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import sys
 from pathlib import Path
@@ -38,6 +40,44 @@ def _positive(text: str) -> int:
     return value
 
 
+def _source(text: str) -> str | Path:
+    """A folder argument: an fsspec URL (``s3://...``, ``https://...``) stays a string, anything else a Path."""
+    return text if "://" in text and not text.startswith("file://") else Path(text)
+
+
+def _storage_options(pairs: list[str] | None) -> dict[str, object] | None:
+    """``--storage-option KEY=VALUE`` pairs as the backend's options; ``a.b=v`` nests, JSON values are parsed.
+
+    Credentials usually come from the backend's own environment variables
+    (``AWS_ACCESS_KEY_ID``, ``AWS_ENDPOINT_URL``, ...), read by botocore itself.
+    """
+    if not pairs:
+        return None
+    options: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--storage-option takes KEY=VALUE, got {key or pair!r}")  # the value may be a secret
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = value
+        *parents, leaf = key.split(".")
+        target = options
+        for parent in parents:
+            target = target.setdefault(parent, {})  # type: ignore[assignment]
+            if not isinstance(target, dict):
+                raise UsageError(f"--storage-option {key}: {parent} is set twice")
+        target[leaf] = parsed
+    return options
+
+
+def _add_storage(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
+                        help="an fsspec backend option for s3://, gs://, https:// folders (repeatable; "
+                             "a.b=v nests); AWS_* environment variables work as usual")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dataio", description="Pack, read and benchmark training data.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -46,7 +86,10 @@ def _parser() -> argparse.ArgumentParser:
     kinds = convert.add_subparsers(dest="kind", required=True)
     images = kinds.add_parser("images", help="ImageNet-layout folder -> WebDataset shards")
     images.add_argument("src", type=Path)
-    images.add_argument("out", type=Path)
+    images.add_argument("out", type=_source, help="a folder, or an s3://, gs://... URL (staged locally, then uploaded)")
+    images.add_argument("--staging", type=Path, help="remote OUT: the local folder it is converted in (default "
+                        "~/.cache/dataio/staging/<hash of OUT>, so a rerun resumes)")
+    _add_storage(images)
     images.add_argument("--format", choices=["wds"], default="wds")
     images.add_argument("--shard-size", default="256MB", help="bytes per shard, e.g. 256MB")
     images.add_argument("--max-shard-samples", type=_positive)
@@ -62,7 +105,10 @@ def _parser() -> argparse.ArgumentParser:
     images.add_argument("--no-progress", action="store_true")
 
     text = kinds.add_parser("text", help="text corpus -> pre-tokenised Arrow (or WebDataset) shards")
-    text.add_argument("src", type=Path, nargs="+", help=".txt/.jsonl/.parquet files or folders, then OUT")
+    text.add_argument("src", type=_source, nargs="+",
+                      help=".txt/.jsonl/.parquet files or folders, then OUT (a folder or an s3://... URL)")
+    text.add_argument("--staging", type=Path, help="remote OUT: the local folder it is converted in")
+    _add_storage(text)
     text.add_argument("--tokenizer", type=Path, help="a HF tokenizers JSON file")
     text.add_argument("--train-tokenizer", choices=["bpe"], help="train a byte-level BPE tokenizer on SRC")
     text.add_argument("--vocab-size", type=_positive, default=8192)
@@ -78,14 +124,17 @@ def _parser() -> argparse.ArgumentParser:
     text.add_argument("--no-progress", action="store_true")
 
     check = commands.add_parser("verify", help="check a shard folder: checksums, counts, decodability")
-    check.add_argument("out", type=Path)
+    check.add_argument("out", type=_source, help="a shard folder, or its s3://, gs://, https:// URL")
+    _add_storage(check)
     check.add_argument("--deep", action="store_true", help="decode every image / check every token id")
 
     bench = commands.add_parser("bench", help="throughput benchmarks")
     bench_kinds = bench.add_subparsers(dest="kind", required=True)
     bench_images = bench_kinds.add_parser("images", help="image loaders on the same folder")
     bench_images.add_argument("src", type=Path)
-    bench_images.add_argument("--shards", type=Path, help="an existing conversion of SRC")
+    bench_images.add_argument("--shards", type=_source, help="an existing conversion of SRC (a folder, or an "
+                              "s3://... URL: the remote row is timed beside the local one)")
+    _add_storage(bench_images)
     bench_images.add_argument("--out", type=Path, default=Path("bench/results"))
     bench_images.add_argument("--batch-size", type=_positive, default=256)
     bench_images.add_argument("--image-size", type=_positive, default=224)
@@ -121,8 +170,9 @@ def _parser() -> argparse.ArgumentParser:
     bench_sampler.add_argument("--num-shards", type=_positive, default=1024)
 
     fit = commands.add_parser("train", help="train a model on shards (torchrun for DDP)")
-    fit.add_argument("--train", type=Path, required=True, help="train shards (images or text)")
-    fit.add_argument("--val", type=Path, help="validation shards")
+    fit.add_argument("--train", type=_source, required=True, help="train shards (images or text; a folder or URL)")
+    fit.add_argument("--val", type=_source, help="validation shards")
+    _add_storage(fit)
     fit.add_argument("--model", default="small_cnn", help="resnet18, resnet50, small_cnn, small_gpt, tiny_gpt")
     fit.add_argument("--epochs", type=_positive, default=10)
     fit.add_argument("--image-size", type=_positive, default=224)
@@ -186,18 +236,40 @@ def _given(**options: object) -> dict[str, object]:
     return {name: value for name, value in options.items() if value is not None}
 
 
+def _maybe_remote(args: argparse.Namespace, out: str | Path, run):
+    """``run(out)`` for a local OUT; for a URL, run it in the staging folder and upload (manifest last)."""
+    if not isinstance(out, str):
+        if args.storage_option or args.staging:
+            raise UsageError("--storage-option and --staging are for a remote OUT (an s3://... URL)")
+        return run(out)
+    from dataio.formats.remote_output import convert_to_remote, default_staging
+
+    staging = args.staging or default_staging(out)
+    summary, sent = convert_to_remote(out, run, storage_options=_storage_options(args.storage_option),
+                                      staging=staging)
+    if summary is None:
+        print(f"{staging} was already converted; uploaded {sent} missing file(s) to {out}")
+    else:
+        print(f"uploaded {sent} file(s) from {staging} to {out}", file=sys.stderr)
+    return summary
+
+
 def _convert_images(args: argparse.Namespace) -> int:
     from dataio.formats.image_convert import ConvertImagesConfig, convert_images
     from dataio.formats.image_prepare import ImagePrepareConfig
+    from dataio.formats.remote_output import default_staging
 
-    config = ConvertImagesConfig(
-        src=args.src, out=args.out, shard_size=args.shard_size, max_shard_samples=args.max_shard_samples,
+    config = ConvertImagesConfig(  # a remote OUT is converted in its staging folder first
+        src=args.src, out=args.out if isinstance(args.out, Path) else args.staging or default_staging(args.out),
+        shard_size=args.shard_size, max_shard_samples=args.max_shard_samples,
         num_workers=args.workers or _default_workers(), strict=args.strict, overwrite=args.overwrite,
         progress=not args.no_progress,
         prepare=ImagePrepareConfig(max_side=args.max_side, quality=args.quality, max_pixels=args.max_pixels,
                                    **_given(restart_interval=args.restart_interval)),
     )
-    summary = convert_images(config)
+    summary = _maybe_remote(args, args.out, lambda out: convert_images(dataclasses.replace(config, out=out)))
+    if summary is None:
+        return 0
     for rejected in summary.rejected:
         print(f"rejected {rejected['path']}: {rejected['reason']}", file=sys.stderr)
     print(summary.line())
@@ -213,10 +285,18 @@ def _convert_text(args: argparse.Namespace) -> int:
     *sources, out = args.src
     tokenizer = TokenizerConfig(path=args.tokenizer, train=args.train_tokenizer, vocab_size=args.vocab_size,
                                 bos=args.bos or None, eos=args.eos or None, pad=args.pad)
-    summary = convert_text(ConvertTextConfig(
-        sources=tuple(sources), out=out, tokenizer=tokenizer, doc_sep=args.doc_sep, field=args.field,
-        max_length=args.max_length, format=args.format, shard_tokens=args.shard_tokens, overwrite=args.overwrite,
-        progress=not args.no_progress))
+    if any(isinstance(source, str) for source in sources):
+        raise UsageError("text sources are local files or folders; only OUT may be a URL")
+
+    def run(folder: Path):
+        return convert_text(ConvertTextConfig(
+            sources=tuple(sources), out=folder, tokenizer=tokenizer, doc_sep=args.doc_sep, field=args.field,
+            max_length=args.max_length, format=args.format, shard_tokens=args.shard_tokens,
+            overwrite=args.overwrite, progress=not args.no_progress))
+
+    summary = _maybe_remote(args, out, run)
+    if summary is None:
+        return 0
     for kind, examples in sorted(summary.examples.items()):
         print(f"skipped ({kind}): {', '.join(examples)}{' ...' if summary.skipped[kind] > len(examples) else ''}",
               file=sys.stderr)
@@ -264,7 +344,7 @@ def _bench_sampler(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     from dataio.formats.verify import verify
 
-    report = verify(args.out, deep=args.deep)
+    report = verify(args.out, deep=args.deep, storage_options=_storage_options(args.storage_option))
     for problem in report.problems:
         print(problem, file=sys.stderr)
     print(report.line())
@@ -298,6 +378,7 @@ def _train(args: argparse.Namespace) -> int:
         dynamic_batch=args.dynamic_batch, amp=args.amp, channels_last=not args.no_channels_last,
         compile=args.compile, device=args.device, num_workers=args.workers, seed=args.seed,
         checkpoint_every=args.checkpoint_every, resume=args.resume, halt_after_steps=args.halt_after_steps,
+        storage_options=_storage_options(args.storage_option),
         **_world_from_environment()))
     return 0
 
