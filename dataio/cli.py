@@ -307,8 +307,10 @@ def _convert_text(args: argparse.Namespace) -> int:
 def _bench_images(args: argparse.Namespace) -> int:
     from dataio.bench.images import BenchImagesConfig, bench_images
 
+    remote = args.shards if isinstance(args.shards, str) else None  # a URL: local shards converted on the fly
     config = BenchImagesConfig(
-        src=args.src, shards=args.shards, out=args.out, batch_size=args.batch_size, image_size=args.image_size,
+        src=args.src, shards=None if remote else args.shards, remote=remote,
+        storage_options=_storage_options(args.storage_option), out=args.out, batch_size=args.batch_size, image_size=args.image_size,
         num_workers=args.workers or _default_workers(), epochs=args.epochs, warmup=args.warmup, rounds=args.rounds,
         **({"loaders": tuple(name.strip() for name in args.loaders.split(",") if name.strip())} if args.loaders else {}),
     )
