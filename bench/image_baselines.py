@@ -19,6 +19,7 @@ affect them alike.
 from __future__ import annotations
 
 import io
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -188,6 +189,23 @@ def make_dataio_unchecked(shards_folder: Path, *, batch_size: int, size: int, nu
     loader = ImageLoader(shards_folder, batch_size=batch_size, image_size=size, num_workers=num_workers,
                          verify_samples=False)
     return Epoch(lambda: loader, lambda b: len(b[1]), loader.close)
+
+
+def make_dataio_remote(url: str, *, batch_size: int, size: int, num_workers: int,
+                       storage_options: dict | None = None, cache: bool = False) -> Epoch:
+    """dataio over shards at an fsspec URL (one range request per sample, read ahead along the epoch
+    order); with ``cache``, a bounded local cache in a temporary folder, so epochs after the first read no
+    network (the benchmark's warm-up epoch fills it)."""
+    tmp = tempfile.TemporaryDirectory(prefix="dataio-bench-cache-") if cache else None
+    loader = ImageLoader(url, batch_size=batch_size, image_size=size, num_workers=num_workers,
+                         storage_options=storage_options, cache_dir=tmp.name if tmp else None)
+
+    def close() -> None:
+        loader.close()
+        if tmp is not None:
+            tmp.cleanup()
+
+    return Epoch(lambda: loader, lambda b: len(b[1]), close)
 
 
 def make_checksum_loop(files: list[bytes]) -> Epoch:

@@ -30,6 +30,7 @@ from dataio.bench.report import format_table, machine_description, write_results
 from dataio.formats.image_convert import ConvertImagesConfig, convert_images
 from dataio.formats.image_prepare import ImagePrepareConfig
 from dataio.formats.manifest import read_manifest
+from dataio.formats.storage import redact
 
 TARGETS = {"vs_standard": 1.5, "vs_dali_cpu": 2.0, "of_machine_limit": 0.85,
            "dali_gpu_vs_turbo": 5.0, "dali_gpu_img_s": 8000.0}
@@ -49,12 +50,19 @@ class BenchImagesConfig:
     warmup: int = 1
     rounds: int = 1  # the whole loader sequence again: drift on a shared machine then hits every loader
     loaders: tuple[str, ...] = field(default_factory=lambda: default_loaders())
+    remote: str | None = None  # the same shards at an fsspec URL: its rows are timed beside the local ones
+    storage_options: dict | None = None  # for ``remote``; never printed or written to the results
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "src", Path(self.src))
         object.__setattr__(self, "out", Path(self.out))
         if self.epochs < 1 or self.warmup < 0 or self.batch_size < 1 or self.num_workers < 1 or self.rounds < 1:
             raise ValueError("epochs, rounds, batch_size and num_workers must be >= 1, warmup >= 0")
+        remote_rows = tuple(name for name in _RUNNERS if _RUNNERS[name][1] == "remote")
+        if self.remote and not set(remote_rows) & set(self.loaders):
+            object.__setattr__(self, "loaders", tuple(self.loaders) + remote_rows)
+        if not self.remote and set(remote_rows) & set(self.loaders):
+            raise ValueError(f"loaders {sorted(remote_rows)} need a URL as --shards")
         unknown = set(self.loaders) - set(_RUNNERS)
         if unknown:
             raise ValueError(f"unknown loaders {sorted(unknown)}; choose from {sorted(_RUNNERS)}")
@@ -72,6 +80,10 @@ _RUNNERS = {
     # the same with its per-sample checksums off: their end-to-end cost (the issue's target: under 2%)
     "dataio_unchecked": ("(d') dataio.ImageLoader, sample checksums off", "folder", "make_dataio_unchecked"),
     "dataio_dali_gpu": ("(e) dataio.ImageLoader (DALI GPU)", "folder", "make_dataio_dali_gpu"),
+    # the same shards at a URL (--shards s3://...): range requests, and a second epoch from the local cache
+    "dataio_remote": ("(f) dataio.ImageLoader, remote shards", "remote", "make_dataio_remote"),
+    "dataio_remote_cached": ("(f') dataio.ImageLoader, remote shards, epochs from the cache", "remote",
+                             "make_dataio_remote"),
 }
 
 
@@ -85,8 +97,10 @@ def default_loaders() -> tuple[str, ...]:
 def _make(name: str, config: BenchImagesConfig, folder: Path,
           shard_lists: dict[str, list[Path]]) -> baselines.Epoch:
     _, reads, maker_name = _RUNNERS[name]
-    source = {"src": config.src, "folder": folder, **shard_lists}[reads]
+    source = {"src": config.src, "folder": folder, "remote": config.remote, **shard_lists}[reads]
     extra = {"samples": baselines.accepted_samples(folder)} if name == "standard" else {}
+    if reads == "remote":
+        extra = {"storage_options": config.storage_options, "cache": name == "dataio_remote_cached"}
     maker = getattr(baselines, maker_name)
     return maker(source, batch_size=config.batch_size, size=config.image_size, num_workers=config.num_workers, **extra)
 
@@ -150,7 +164,9 @@ def bench_images(config: BenchImagesConfig, log=print) -> dict[str, Any]:
         "date": datetime.date.today().isoformat(),
         "machine": machine_description(),
         "num_images": manifest.num_samples,
-        "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()},
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()
+                   if k not in ("storage_options", "remote")},  # credentials may be among them
+        **({"remote": redact(config.remote)} if config.remote else {}),
         "machine_limit": {"single_thread_img_s": single, "cores": cores, "img_s": limit,
                           "dataio_single_thread_img_s": own_single},
         "rows": rows,

@@ -14,6 +14,8 @@ Deliberately lazy: each command imports its stage inside its handler, so
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import sys
 from pathlib import Path
@@ -74,6 +76,51 @@ def _conversion_rank(args: argparse.Namespace) -> dict[str, int]:
     return {"rank": rank, "world_size": world_size}
 
 
+def _source(text: str) -> str | Path:
+    """A folder argument: an fsspec URL (``s3://...``, ``https://...``) stays a string, anything else a Path."""
+    return text if "://" in text and not text.startswith("file://") else Path(text)
+
+
+def _storage_options(pairs: list[str] | None) -> dict[str, object] | None:
+    """``--storage-option KEY=VALUE`` pairs as the backend's options; ``a.b=v`` nests, JSON values are parsed.
+
+    Credentials usually come from the backend's own environment variables
+    (``AWS_ACCESS_KEY_ID``, ``AWS_ENDPOINT_URL``, ...), read by botocore itself.
+    """
+    if not pairs:
+        return None
+    options: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--storage-option takes KEY=VALUE, got {key or pair!r}")  # the value may be a secret
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = value
+        *parents, leaf = key.split(".")
+        target = options
+        for parent in parents:
+            target = target.setdefault(parent, {})  # type: ignore[assignment]
+            if not isinstance(target, dict):
+                raise UsageError(f"--storage-option {key}: {parent} is set twice")
+        target[leaf] = parsed
+    return options
+
+
+def _local_for_ranks(out: str | Path, ranks: dict[str, int]) -> None:
+    """A multi-node conversion merges its ranks' folders in OUT: OUT must be a folder all ranks share."""
+    if isinstance(out, str) and ranks["world_size"] > 1:
+        raise UsageError("--world-size > 1 needs OUT on a file system all ranks share (each rank writes "
+                         "OUT/rank-R-of-N, the last merges); convert there, then copy the result to the URL")
+
+
+def _add_storage(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
+                        help="an fsspec backend option for s3://, gs://, https:// folders (repeatable; "
+                             "a.b=v nests); AWS_* environment variables work as usual")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dataio", description="Pack, read and benchmark training data.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -82,7 +129,10 @@ def _parser() -> argparse.ArgumentParser:
     kinds = convert.add_subparsers(dest="kind", required=True)
     images = kinds.add_parser("images", help="ImageNet-layout folder -> WebDataset shards")
     images.add_argument("src", type=Path)
-    images.add_argument("out", type=Path)
+    images.add_argument("out", type=_source, help="a folder, or an s3://, gs://... URL (staged locally, then uploaded)")
+    images.add_argument("--staging", type=Path, help="remote OUT: the local folder it is converted in (default "
+                        "~/.cache/dataio/staging/<hash of OUT>, so a rerun resumes)")
+    _add_storage(images)
     images.add_argument("--format", choices=["wds", "arrow"], default="wds",
                         help="wds: WebDataset tars; arrow: Arrow IPC in the Hugging Face image layout")
     images.add_argument("--shard-size", default="256MB", help="bytes per shard, e.g. 256MB")
@@ -100,7 +150,10 @@ def _parser() -> argparse.ArgumentParser:
     _add_rank_flags(images)
 
     text = kinds.add_parser("text", help="text corpus -> pre-tokenised Arrow (or WebDataset) shards")
-    text.add_argument("src", type=Path, nargs="+", help=".txt/.jsonl/.parquet files or folders, then OUT")
+    text.add_argument("src", type=_source, nargs="+",
+                      help=".txt/.jsonl/.parquet files or folders, then OUT (a folder or an s3://... URL)")
+    text.add_argument("--staging", type=Path, help="remote OUT: the local folder it is converted in")
+    _add_storage(text)
     text.add_argument("--tokenizer", type=Path, help="a HF tokenizers JSON file")
     text.add_argument("--train-tokenizer", choices=["bpe"], help="train a byte-level BPE tokenizer on SRC")
     text.add_argument("--vocab-size", type=_positive, default=8192)
@@ -130,14 +183,17 @@ def _parser() -> argparse.ArgumentParser:
     index.add_argument("--no-progress", action="store_true")
 
     check = commands.add_parser("verify", help="check a shard folder: checksums, counts, decodability")
-    check.add_argument("out", type=Path)
+    check.add_argument("out", type=_source, help="a shard folder, or its s3://, gs://, https:// URL")
+    _add_storage(check)
     check.add_argument("--deep", action="store_true", help="decode every image / check every token id")
 
     bench = commands.add_parser("bench", help="throughput benchmarks")
     bench_kinds = bench.add_subparsers(dest="kind", required=True)
     bench_images = bench_kinds.add_parser("images", help="image loaders on the same folder")
     bench_images.add_argument("src", type=Path)
-    bench_images.add_argument("--shards", type=Path, help="an existing conversion of SRC")
+    bench_images.add_argument("--shards", type=_source, help="an existing conversion of SRC (a folder, or an "
+                              "s3://... URL: the remote row is timed beside the local one)")
+    _add_storage(bench_images)
     bench_images.add_argument("--out", type=Path, default=Path("bench/results"))
     bench_images.add_argument("--batch-size", type=_positive, default=256)
     bench_images.add_argument("--image-size", type=_positive, default=224)
@@ -173,8 +229,9 @@ def _parser() -> argparse.ArgumentParser:
     bench_sampler.add_argument("--num-shards", type=_positive, default=1024)
 
     fit = commands.add_parser("train", help="train a model on shards (torchrun for DDP)")
-    fit.add_argument("--train", type=Path, required=True, help="train shards (images or text)")
-    fit.add_argument("--val", type=Path, help="validation shards")
+    fit.add_argument("--train", type=_source, required=True, help="train shards (images or text; a folder or URL)")
+    fit.add_argument("--val", type=_source, help="validation shards")
+    _add_storage(fit)
     fit.add_argument("--model", default="small_cnn", help="resnet18, resnet50, small_cnn, small_gpt, tiny_gpt")
     fit.add_argument("--epochs", type=_positive, default=10)
     fit.add_argument("--image-size", type=_positive, default=224)
@@ -238,19 +295,42 @@ def _given(**options: object) -> dict[str, object]:
     return {name: value for name, value in options.items() if value is not None}
 
 
+def _maybe_remote(args: argparse.Namespace, out: str | Path, run):
+    """``run(out)`` for a local OUT; for a URL, run it in the staging folder and upload (manifest last)."""
+    if not isinstance(out, str):
+        if args.storage_option or args.staging:
+            raise UsageError("--storage-option and --staging are for a remote OUT (an s3://... URL)")
+        return run(out)
+    from dataio.formats.remote_output import convert_to_remote, default_staging
+
+    staging = args.staging or default_staging(out)
+    summary, sent = convert_to_remote(out, run, storage_options=_storage_options(args.storage_option),
+                                      staging=staging)
+    if summary is None:
+        print(f"{staging} was already converted; uploaded {sent} missing file(s) to {out}")
+    else:
+        print(f"uploaded {sent} file(s) from {staging} to {out}", file=sys.stderr)
+    return summary
+
+
 def _convert_images(args: argparse.Namespace) -> int:
     from dataio.formats.image_convert import ConvertImagesConfig, convert_images
     from dataio.formats.image_prepare import ImagePrepareConfig
+    from dataio.formats.remote_output import default_staging
 
-    config = ConvertImagesConfig(
-        src=args.src, out=args.out, format=args.format, shard_size=args.shard_size, max_shard_samples=args.max_shard_samples,
+    config = ConvertImagesConfig(  # a remote OUT is converted in its staging folder first
+        src=args.src, out=args.out if isinstance(args.out, Path) else args.staging or default_staging(args.out),
+        format=args.format, shard_size=args.shard_size, max_shard_samples=args.max_shard_samples,
         num_workers=args.workers or _default_workers(), strict=args.strict, overwrite=args.overwrite,
         progress=not args.no_progress,
         prepare=ImagePrepareConfig(max_side=args.max_side, quality=args.quality, max_pixels=args.max_pixels,
                                    **_given(restart_interval=args.restart_interval)),
         **_conversion_rank(args),
     )
-    summary = convert_images(config)
+    _local_for_ranks(args.out, {"world_size": config.world_size})
+    summary = _maybe_remote(args, args.out, lambda out: convert_images(dataclasses.replace(config, out=out)))
+    if summary is None:
+        return 0
     for rejected in summary.rejected:
         print(f"rejected {rejected['path']}: {rejected['reason']}", file=sys.stderr)
     print(summary.line())
@@ -285,10 +365,21 @@ def _convert_text(args: argparse.Namespace) -> int:
     *sources, out = args.src
     tokenizer = TokenizerConfig(path=args.tokenizer, train=args.train_tokenizer, vocab_size=args.vocab_size,
                                 bos=args.bos or None, eos=args.eos or None, pad=args.pad)
-    summary = convert_text(ConvertTextConfig(
-        sources=tuple(sources), out=out, tokenizer=tokenizer, doc_sep=args.doc_sep, field=args.field,
-        max_length=args.max_length, format=args.format, shard_tokens=args.shard_tokens, overwrite=args.overwrite,
-        progress=not args.no_progress, **_conversion_rank(args), **_given(tokenizer_wait=args.tokenizer_wait)))
+    if any(isinstance(source, str) for source in sources):
+        raise UsageError("text sources are local files or folders; only OUT may be a URL")
+    ranks = _conversion_rank(args)
+    _local_for_ranks(out, ranks)
+
+    def run(folder: Path):
+        return convert_text(ConvertTextConfig(
+            sources=tuple(sources), out=folder, tokenizer=tokenizer, doc_sep=args.doc_sep, field=args.field,
+            max_length=args.max_length, format=args.format, shard_tokens=args.shard_tokens,
+            overwrite=args.overwrite, progress=not args.no_progress, **ranks,
+            **_given(tokenizer_wait=args.tokenizer_wait)))
+
+    summary = _maybe_remote(args, out, run)
+    if summary is None:
+        return 0
     for kind, examples in sorted(summary.examples.items()):
         print(f"skipped ({kind}): {', '.join(examples)}{' ...' if summary.skipped[kind] > len(examples) else ''}",
               file=sys.stderr)
@@ -299,8 +390,10 @@ def _convert_text(args: argparse.Namespace) -> int:
 def _bench_images(args: argparse.Namespace) -> int:
     from dataio.bench.images import BenchImagesConfig, bench_images
 
+    remote = args.shards if isinstance(args.shards, str) else None  # a URL: local shards converted on the fly
     config = BenchImagesConfig(
-        src=args.src, shards=args.shards, out=args.out, batch_size=args.batch_size, image_size=args.image_size,
+        src=args.src, shards=None if remote else args.shards, remote=remote,
+        storage_options=_storage_options(args.storage_option), out=args.out, batch_size=args.batch_size, image_size=args.image_size,
         num_workers=args.workers or _default_workers(), epochs=args.epochs, warmup=args.warmup, rounds=args.rounds,
         **({"loaders": tuple(name.strip() for name in args.loaders.split(",") if name.strip())} if args.loaders else {}),
     )
@@ -336,7 +429,7 @@ def _bench_sampler(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     from dataio.formats.verify import verify
 
-    report = verify(args.out, deep=args.deep)
+    report = verify(args.out, deep=args.deep, storage_options=_storage_options(args.storage_option))
     for problem in report.problems:
         print(problem, file=sys.stderr)
     print(report.line())
@@ -370,6 +463,7 @@ def _train(args: argparse.Namespace) -> int:
         dynamic_batch=args.dynamic_batch, amp=args.amp, channels_last=not args.no_channels_last,
         compile=args.compile, device=args.device, num_workers=args.workers, seed=args.seed,
         checkpoint_every=args.checkpoint_every, resume=args.resume, halt_after_steps=args.halt_after_steps,
+        storage_options=_storage_options(args.storage_option),
         **_world_from_environment()))
     return 0
 

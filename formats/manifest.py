@@ -15,6 +15,7 @@ from typing import Any
 
 from dataio.formats.errors import DataioError, ShardError
 from dataio.formats.files import sha256_file, write_atomic
+from dataio.formats.storage import Location, RetryPolicy, describe, open_location, remote_errors
 
 MANIFEST_NAME = "manifest.json"
 SAMPLE_TABLE_NAME = "samples.arrow"
@@ -156,6 +157,32 @@ def read_manifest(source: str | Path) -> tuple[Path, Manifest]:
     except (OSError, UnicodeDecodeError) as e:
         raise ManifestError(f"{path}: cannot read ({e})") from None
     return path.parent, parse_manifest(text, where=str(path))
+
+
+def open_dataset(source: str | Path, storage_options: dict[str, Any] | None = None,
+                 retry: RetryPolicy | None = None) -> tuple[Location, Manifest]:
+    """The location and manifest of a shard folder: a local path (as ``read_manifest``) or an fsspec URL.
+
+    A remote manifest that cannot be read (missing, refused credentials,
+    storage unreachable after the retries) raises ``ManifestError`` naming
+    the URL without any credential.
+    """
+    location = open_location(source, storage_options)
+    if not location.remote:
+        folder, manifest = read_manifest(location.root)
+        return Location(folder), manifest
+    where = location.display(MANIFEST_NAME)
+    try:
+        data = location.read_bytes(MANIFEST_NAME, retry)
+    except FileNotFoundError:
+        raise ManifestError(f"{where}: no manifest (is this a folder written by `dataio convert`?)") from None
+    except remote_errors() as e:
+        raise ManifestError(f"{where}: cannot read ({describe(e)})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ManifestError(f"{where}: cannot read ({e})") from None
+    return location, parse_manifest(text, where=where)
 
 
 def check_shard_file(path: Path, entry: ShardEntry, verify_checksum: bool = False) -> None:

@@ -73,10 +73,12 @@ def write_sample_table(path: str | Path, columns: dict[str, list]) -> None:
     write_atomic(path, sink.getvalue().to_pybytes())
 
 
-def read_sample_table(path: str | Path) -> SampleTable:
-    """Memory-map and validate the table; raises DataioError naming the file."""
+def read_sample_table(path: str | Path, data: bytes | None = None) -> SampleTable:
+    """Memory-map (or, with ``data``, the bytes of a remote copy) and validate the table; raises
+    DataioError naming the file."""
     try:
-        table = pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
+        source = pa.memory_map(str(path), "r") if data is None else pa.BufferReader(data)
+        table = pa.ipc.open_file(source).read_all()
     except (OSError, pa.ArrowInvalid) as e:
         raise DataioError(f"{path}: cannot read sample table ({e})") from None
     if not (table.schema.equals(SCHEMA) or table.schema.equals(SCHEMA_WITH_CHECKSUM)):

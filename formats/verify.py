@@ -10,6 +10,7 @@ members are only listed, whatever their names.
 from __future__ import annotations
 
 import io
+import tempfile
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,9 @@ from PIL import Image
 
 from dataio.formats.errors import DataioError, ShardError
 from dataio.formats.limits import MAX_PIXELS
-from dataio.formats.manifest import Manifest, check_shard_file, read_manifest
+from dataio.formats.manifest import Manifest, check_shard_file, open_dataset
+from dataio.formats.remote_copy import copy_dataset
+from dataio.formats.storage import Location, RetryPolicy
 from dataio.formats.files import sha256_file
 from dataio.formats.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
 
@@ -29,7 +32,7 @@ from dataio.formats.sample_table import SampleTable, read_sample_table, sample_c
 class VerifyReport:
     """Problems found, each naming its shard (and sample), plus counts of what was checked."""
 
-    folder: Path
+    folder: Path | str
     problems: list[str] = field(default_factory=list)
     shards_checked: int = 0
     samples_checked: int = 0
@@ -203,9 +206,33 @@ def _check_tokens(folder: Path, manifest: Manifest, bad_shards: set[int], report
         report.samples_checked += table.num_rows
 
 
-def verify(folder: str | Path, *, deep: bool = False) -> VerifyReport:
-    """Check ``folder`` against its manifest; the report lists every problem found."""
-    folder, manifest = read_manifest(folder)
+def verify(folder: str | Path, *, deep: bool = False, storage_options: dict | None = None,
+           retry: RetryPolicy | None = None) -> VerifyReport:
+    """Check ``folder`` (a local path or an fsspec URL) against its manifest; the report lists every problem.
+
+    A remote data set is copied whole into a temporary folder first (every
+    shard's sha256 needs every byte anyway) and the report names its URLs.
+    """
+    location, manifest = open_dataset(folder, storage_options, retry)
+    if location.remote:
+        return _verify_remote(location, manifest, deep, retry or RetryPolicy())
+    return _verify_local(location.root, manifest, deep)
+
+
+def _verify_remote(location: Location, manifest: Manifest, deep: bool, retry: RetryPolicy) -> VerifyReport:
+    with tempfile.TemporaryDirectory(prefix="dataio-verify-") as tmp:
+        missing = copy_dataset(location, manifest, Path(tmp), retry, strict=False)
+        local = _verify_local(Path(tmp), manifest, deep)
+    report = VerifyReport(location.display(), shards_checked=local.shards_checked,
+                          samples_checked=local.samples_checked)
+    # the local copy's paths become the URLs they came from (a missing file is named once, by the local check)
+    report.problems = [problem.replace(tmp, location.display()) for problem in local.problems]
+    report.problems += [f"{location.display(name)}: missing" for name in missing
+                        if not any(name in p for p in report.problems)]
+    return report
+
+
+def _verify_local(folder: Path, manifest: Manifest, deep: bool) -> VerifyReport:
     report = VerifyReport(folder)
     bad = set()
     for index in range(len(manifest.shards)):

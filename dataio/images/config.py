@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import torch
 
+from dataio.formats.errors import ConfigError
 from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
 from dataio.loading.error_policy import ErrorPolicy
+from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options
 from dataio.sampling.partition import DEFAULT_WINDOW
 from dataio.sampling.world import check_rank_args
 
@@ -68,6 +71,14 @@ class ImageLoaderConfig:
     schedule: ResolutionSchedule | None = None
     decoder: Literal["auto", "turbo", "dali"] = "auto"  # auto: DALI on a CUDA device, turbo otherwise
     hw_decoder_load: float = 0.65  # DALI on A100/H100: share of images sent to the hardware JPEG decoder
+    # Remote shards (an fsspec URL as source; dataio.loading.remote_options):
+    storage_options: dict | None = None  # passed to the fsspec backend (credentials, endpoint); never printed
+    cache_dir: str | Path | None = None  # a bounded local cache of fetched ranges
+    cache_limit: int = DEFAULT_CACHE_LIMIT  # bytes in cache_dir; least recently used ranges go first
+    retries: int = 4  # retries of a transient failure (reset, timeout, 5xx), with exponential backoff
+    retry_backoff: float = 0.2  # seconds before the first retry; doubled at each
+    readahead_batches: int = 4  # batches whose ranges are fetched ahead of the decoders
+    readahead_threads: int = 4  # batches fetched at once
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "on_error", ErrorPolicy(self.on_error))
@@ -102,6 +113,11 @@ class ImageLoaderConfig:
             raise ValueError("crop_on_device is for the turbo decoder (DALI crops while decoding)")
         if not 0 <= self.hw_decoder_load <= 1:
             raise ValueError(f"hw_decoder_load must be in [0, 1], got {self.hw_decoder_load}")
+        check_remote_options(storage_options=self.storage_options, cache_dir=self.cache_dir,
+                             cache_limit=self.cache_limit, retries=self.retries, retry_backoff=self.retry_backoff)
+        for name in ("readahead_batches", "readahead_threads"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{{0}} must be >= 1, got {getattr(self, name)}", name)
         if self.decode_size is not None and self.decode_size < 8:
             raise ValueError(f"decode_size must be >= 8, got {self.decode_size}")
 

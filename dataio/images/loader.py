@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -29,10 +29,15 @@ from dataio.formats.errors import SampleError, ShardError
 from dataio.loading.error_policy import DATA_EXCEPTIONS, ErrorStats
 from dataio.images.config import ImageLoaderConfig
 from dataio.images.dali_decode import DaliDecoder
+from dataio.images.readahead import Readahead
+from dataio.images.remote_shard_files import RemoteShardFiles
 from dataio.images.shard_files import ShardFiles
+from dataio.loading.range_cache import RangeCache
+from dataio.loading.remote_options import retry_policy
 from dataio.images.threaded_batches import ThreadedBatches
 from dataio.images.turbo_decode import decode_crop_into
-from dataio.formats.manifest import read_manifest
+from dataio.formats.manifest import open_dataset
+from dataio.formats.storage import describe, remote_errors
 from dataio.formats.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
 
 CHUNK = 32  # samples per decode task
@@ -78,14 +83,16 @@ class ImageLoader(ResumableLoader):
 
     def __init__(self, source: str | Path, config: ImageLoaderConfig | None = None, **options: Any) -> None:
         self.config = dataclasses.replace(config or ImageLoaderConfig(), **options)
-        self.folder, self.manifest = read_manifest(source)
+        c = self.config
+        self.location, self.manifest = open_dataset(source, c.storage_options, retry_policy(c.retries, c.retry_backoff))
+        self.folder = self.location.root if not self.location.remote else self.location.display()
         if self.manifest.kind != "images":
             raise ShardError(str(self.folder), f"holds {self.manifest.kind!r} shards, not images "
                                                "(convert with `dataio convert images`)")
-        self.table: SampleTable = read_sample_table(self.folder / self.manifest.sample_table)
+        self.table: SampleTable = self._read_table()
         if len(self.table) != self.manifest.num_samples:
             raise ValueError(f"{self.folder}: sample table has {len(self.table)} rows, manifest {self.manifest.num_samples}")
-        self.files = ShardFiles(self.folder, self.manifest, self.config.verify_checksums)
+        self.files: ShardFiles | RemoteShardFiles = self._open_files()
         self._faults = table_faults(self.table, [s.bytes for s in self.manifest.shards], len(self.manifest.classes))
         self._checksums = self.table.checksum if self.config.verify_samples else None
         self.stats = ErrorStats(max_errors=self.config.max_errors)
@@ -105,6 +112,29 @@ class ImageLoader(ResumableLoader):
         self._transfer = DeviceTransfer(self.config, self._device_augment(), self._normalize)
         self._pin = self.config.pin_memory and torch.cuda.is_available()
         self._buffers = BufferPool(capacity=self.config.prefetch_batches * max(1, threads) + 4)
+
+    def _read_table(self) -> SampleTable:
+        """The sample table: memory-mapped locally, read whole (it is small) from remote storage."""
+        name = self.manifest.sample_table
+        if not self.location.remote:
+            return read_sample_table(self.location.path(name))
+        try:
+            data = self.location.read_bytes(name, retry_policy(self.config.retries, self.config.retry_backoff))
+        except remote_errors() as e:
+            raise ShardError(self.location.display(name), f"cannot read the sample table ({describe(e)})") from None
+        return read_sample_table(self.location.display(name), data)
+
+    def _open_files(self) -> ShardFiles | RemoteShardFiles:
+        """Descriptors of the local shards, or range readers of the remote ones (with the optional cache)."""
+        c = self.config
+        if not self.location.remote:
+            return ShardFiles(self.location.root, self.manifest, c.verify_checksums)
+        cache = None
+        if c.cache_dir is not None:  # one subfolder per data set (URL and manifest)
+            key = f"{self.location.cache_key()}-{self.manifest.fingerprint()}"
+            cache = RangeCache(Path(c.cache_dir) / key, c.cache_limit)
+        return RemoteShardFiles(self.location, self.manifest, retry=retry_policy(c.retries, c.retry_backoff),
+                                cache=cache)
 
     def _dali_decoder(self) -> DaliDecoder:
         c = self.config
@@ -182,7 +212,7 @@ class ImageLoader(ResumableLoader):
                                     multiple=self.batch_size)
 
     def _make_batch(self, samples: np.ndarray, repeated: np.ndarray, bounds: list[tuple[int, int]],
-                    consumed: int) -> Callable:
+                    consumed: int, readahead: Readahead | None = None) -> Callable:
         c = self.config
         epoch = self.epoch
         size = c.decode_size_at(epoch)
@@ -209,9 +239,10 @@ class ImageLoader(ResumableLoader):
             labels = torch.from_numpy(self.table.label[keys].astype(np.int64))  # faulty rows are dropped later
             key = SeedKey(seed=c.seed, epoch=epoch, rank=self.rank, step=step)
             flags = repeated[start:stop]
+            fetched = readahead.take(index) if readahead is not None else None  # remote: the batch's bytes
             if self._dali is not None:
                 batch = _HostBatch(torch.empty(0), labels, key, keys, flags, stop - start, device_crops)
-                return batch, [lambda: self._decode_dali_batch(batch, keys, boxes, flipped, size)]
+                return batch, [lambda: self._decode_dali_batch(batch, keys, boxes, flipped, size, fetched)]
             shape = (len(keys), size, size, 3)
             if self._pin:  # torch's pinned host allocator caches and reuses these
                 images = torch.empty(shape, dtype=torch.uint8, pin_memory=True)
@@ -220,24 +251,39 @@ class ImageLoader(ResumableLoader):
                 pixels = self._buffers.get(shape)
                 images = torch.from_numpy(pixels)
             tasks = [
-                (lambda lo=lo: self._decode_range(keys, boxes, flipped, pixels, lo, min(lo + CHUNK, len(keys))))
+                (lambda lo=lo: self._decode_range(keys, boxes, flipped, pixels, lo, min(lo + CHUNK, len(keys)), fetched))
                 for lo in range(0, len(keys), CHUNK)
             ]
             return _HostBatch(images, labels, key, keys, flags, stop - start, device_crops), tasks
 
         return make
 
-    def _read_sample(self, sample: int) -> bytes:
-        """The encoded image of ``sample`` from its shard, checked against the table's checksum.
+    def _fetch(self, keys: np.ndarray) -> list[bytes | OSError | None]:
+        """The remote bytes of ``keys`` in one batched read (None for rows the table faults name)."""
+        wanted = [i for i, sample in enumerate(keys.tolist()) if sample not in self._faults]
+        requests = [(int(self.table.shard[keys[i]]), int(self.table.offset[keys[i]]), int(self.table.size[keys[i]]))
+                    for i in wanted]
+        out: list[bytes | OSError | None] = [None] * len(keys)
+        for i, data in zip(wanted, self.files.read_many(requests)):
+            out[i] = data
+        return out
 
-        Raises ValueError (a data error, so the error policy applies) for a row
-        that disagrees with the manifest or bytes that are not those packed.
+    def _read_sample(self, sample: int, fetched: bytes | OSError | None = None) -> bytes:
+        """The encoded image of ``sample`` from its shard (or as ``fetched`` ahead), checked against the
+        table's checksum.
+
+        Raises ValueError or OSError (data errors, so the error policy applies)
+        for a row that disagrees with the manifest, bytes that are not those
+        packed, or a remote read that failed after its retries.
         """
         fault = self._faults.get(sample)
         if fault is not None:
             raise ValueError(f"sample table: {fault}")
+        if isinstance(fetched, OSError):
+            raise fetched
         shard = int(self.table.shard[sample])
-        data = self.files.read(shard, int(self.table.offset[sample]), int(self.table.size[sample]))
+        data = fetched if fetched is not None else self.files.read(shard, int(self.table.offset[sample]),
+                                                                    int(self.table.size[sample]))
         if self._checksums is not None and sample_checksum(data) != int(self._checksums[sample]):
             raise ValueError("checksum mismatch: the image bytes are not those packed (damaged shard)")
         return data
@@ -248,26 +294,30 @@ class ImageLoader(ResumableLoader):
         where = self.files.names[shard] if 0 <= shard < len(self.files.names) else self.manifest.sample_table
         return SampleError(where, self.table.key(sample), reason)
 
-    def _decode_range(self, keys, boxes, flipped, pixels, lo: int, hi: int) -> list[tuple[int, SampleError]]:
+    def _decode_range(self, keys, boxes, flipped, pixels, lo: int, hi: int,
+                      fetched: Future | None = None) -> list[tuple[int, SampleError]]:
         """Decode samples lo..hi-1 of a batch; returns the data errors as (position, error)."""
         failures = []
         c = self.config
+        data = fetched.result() if fetched is not None else [None] * len(keys)
         for i in range(lo, hi):
             sample = int(keys[i])
             try:
-                decode_crop_into(self._read_sample(sample), boxes[i], bool(flipped[i]), pixels[i],
+                decode_crop_into(self._read_sample(sample, data[i]), boxes[i], bool(flipped[i]), pixels[i],
                                  fast_resize=c.fast_resize, reduced_decode=c.reduced_decode,
                                  region_decode=c.region_decode)
             except DATA_EXCEPTIONS as e:
                 failures.append((i, self._sample_error(sample, f"{type(e).__name__}: {e}")))
         return failures
 
-    def _decode_dali_batch(self, batch: _HostBatch, keys, boxes, flipped, size: int) -> list[tuple[int, SampleError]]:
+    def _decode_dali_batch(self, batch: _HostBatch, keys, boxes, flipped, size: int,
+                           fetched: Future | None = None) -> list[tuple[int, SampleError]]:
         """Fill ``batch.images`` with DALI; the decoder names the files it fails on."""
         encoded, failures = [], []
+        data = fetched.result() if fetched is not None else [None] * len(keys)
         for i, sample in enumerate(keys.tolist()):
             try:
-                encoded.append(np.frombuffer(self._read_sample(sample), dtype=np.uint8))
+                encoded.append(np.frombuffer(self._read_sample(sample, data[i]), dtype=np.uint8))
             except DATA_EXCEPTIONS as e:
                 failures.append((i, self._sample_error(sample, str(e))))
         unreadable = {i for i, _ in failures}
@@ -285,8 +335,20 @@ class ImageLoader(ResumableLoader):
         positions, repeated = self._share()
         samples = self.order()[positions]
         bounds = partition.batch_bounds(len(samples), self.batch_size)
-        producer = ThreadedBatches(self._make_batch(samples, repeated, bounds, consumed), len(bounds),
+        readahead = None
+        if isinstance(self.files, RemoteShardFiles):
+            readahead = Readahead(lambda i: self._fetch(samples[bounds[i][0]:bounds[i][1]]), len(bounds),
+                                  depth=self.config.readahead_batches, threads=self.config.readahead_threads)
+        producer = ThreadedBatches(self._make_batch(samples, repeated, bounds, consumed, readahead), len(bounds),
                                    pool=self._pool, prefetch=self.config.prefetch_batches * max(1, self.config.threads))
+        try:
+            yield from self._checked(producer)
+        finally:
+            if readahead is not None:
+                readahead.close()
+
+    def _checked(self, producer: ThreadedBatches) -> Iterator[_HostBatch]:
+        """The batches of ``producer`` with their failed samples handled by the error policy."""
         for batch, failures in producer:
             if failures:
                 for _, error in sorted(failures, key=lambda f: f[0]):

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from dataio.loading.error_policy import ErrorPolicy
+from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options
 from dataio.sampling import partition
 from dataio.sampling.world import check_rank_args
 
@@ -31,6 +33,12 @@ class TextLoaderConfig:
     verify_checksums: bool = False
     on_error: ErrorPolicy = ErrorPolicy.RAISE  # a bad sample: raise, or drop it (skip, warn) and count it in stats
     max_errors: int | None = None  # under skip/warn: more bad samples than this raise TooManyErrors
+    # Remote shards (an fsspec URL as source): token shards are memory-mapped, so each is copied whole into
+    # cache_dir (a temporary folder removed at close when None), checked against the manifest's sha256.
+    storage_options: dict | None = None  # passed to the fsspec backend (credentials, endpoint); never printed
+    cache_dir: str | Path | None = None
+    retries: int = 4  # retries of a transient failure (reset, timeout, 5xx), with exponential backoff
+    retry_backoff: float = 0.2  # seconds before the first retry; doubled at each
 
     def __post_init__(self) -> None:
         if self.mode not in ("fixed", "bucket", "budget", "pack"):
@@ -42,3 +50,5 @@ class TextLoaderConfig:
         if self.max_errors is not None and self.max_errors < 0:
             raise ValueError(f"max_errors must be >= 0, got {self.max_errors}")
         check_rank_args(self.world_size, self.rank)
+        check_remote_options(storage_options=self.storage_options, cache_dir=self.cache_dir,
+                             cache_limit=DEFAULT_CACHE_LIMIT, retries=self.retries, retry_backoff=self.retry_backoff)

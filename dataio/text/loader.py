@@ -20,6 +20,7 @@ mid-epoch, on the same or another world size.
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,9 @@ import numpy as np
 import torch
 
 from dataio.formats.errors import SampleError
+from dataio.formats.manifest import open_dataset
+from dataio.formats.remote_copy import copy_dataset
+from dataio.loading.remote_options import retry_policy
 from dataio.loading.device_copy import DeviceCopy, copy_arrays
 from dataio.loading.error_policy import ErrorStats
 from dataio.sampling import partition
@@ -45,7 +49,8 @@ class TextLoader(ResumableLoader):
 
     def __init__(self, source: str | Path, config: TextLoaderConfig | None = None, **options: Any) -> None:
         self.config = dataclasses.replace(config or TextLoaderConfig(), **options)
-        self.shards = TokenShards(source, self.config.verify_checksums)
+        self._copy_dir: tempfile.TemporaryDirectory | None = None
+        self.shards = TokenShards(self._local_folder(source), self.config.verify_checksums)
         self.stats = ErrorStats(max_errors=self.config.max_errors)
         self._copy = DeviceCopy(self.config.device)
         if len(self.shards) == 0:
@@ -58,6 +63,21 @@ class TextLoader(ResumableLoader):
         self.padding_tokens = self.real_tokens = 0  # counters over everything yielded
         partition.check_world(len(self.global_plan(0)[1]), self.world_size, drop_last=self.config.drop_last,
                               unit="batches")
+
+    def _local_folder(self, source: str | Path) -> str | Path:
+        """``source`` itself when local; for a URL, a verified local copy of its shards (see
+        ``dataio.formats.remote_copy``): Arrow token shards are memory-mapped, not range-read."""
+        c = self.config
+        location, manifest = open_dataset(source, c.storage_options, retry_policy(c.retries, c.retry_backoff))
+        if not location.remote:
+            return source
+        if c.cache_dir is not None:
+            folder = Path(c.cache_dir) / f"{location.cache_key()}-{manifest.fingerprint()}"
+        else:
+            self._copy_dir = tempfile.TemporaryDirectory(prefix="dataio-text-")
+            folder = Path(self._copy_dir.name)
+        copy_dataset(location, manifest, folder, retry_policy(c.retries, c.retry_backoff))
+        return folder
 
     @property
     def pad_id(self) -> int:
@@ -165,6 +185,9 @@ class TextLoader(ResumableLoader):
     def close(self) -> None:
         """Release the memory-mapped shards (as ``ImageLoader.close`` closes its files); iterating again raises."""
         self.shards.close()
+        if self._copy_dir is not None:
+            self._copy_dir.cleanup()
+            self._copy_dir = None
 
     def __enter__(self) -> "TextLoader":
         return self

@@ -6,6 +6,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from dataio.formats.storage import is_remote
+
+
+def _folder(source: str | Path) -> str | Path:
+    """A data folder: an fsspec URL stays a string (``Path`` would fold its ``//``), the rest a Path."""
+    return source if is_remote(source) else Path(source)
+
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
@@ -19,8 +26,8 @@ class TrainConfig:
     ``lr`` is the OneCycle peak; ``warmup`` the share of steps rising to it.
     """
 
-    train: Path
-    val: Path | None = None
+    train: Path | str  # a folder, or an fsspec URL (s3://..., https://...) kept as a string
+    val: Path | str | None = None
     model: str = "small_cnn"
     out: Path = Path("runs/train")
     epochs: int = 10
@@ -52,12 +59,13 @@ class TrainConfig:
     world_size: int = 1
     rank: int = 0
     local_rank: int = 0
+    storage_options: dict | None = None  # for URL train/val folders: passed to the fsspec backend, never printed
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "train", Path(self.train))
+        object.__setattr__(self, "train", _folder(self.train))
         object.__setattr__(self, "out", Path(self.out))
         if self.val is not None:
-            object.__setattr__(self, "val", Path(self.val))
+            object.__setattr__(self, "val", _folder(self.val))
         for name in ("epochs", "batch_size", "max_tokens", "block_size", "world_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

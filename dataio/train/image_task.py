@@ -13,7 +13,7 @@ from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
 from dataio.images.loader import ImageLoader
 from dataio.train.models import build_image_model
 from dataio.train.config import TrainConfig
-from dataio.formats.manifest import read_manifest
+from dataio.formats.manifest import open_dataset
 
 
 def _schedule(c: TrainConfig) -> ResolutionSchedule | None:
@@ -34,8 +34,9 @@ class ImageTask:
         c = config
         self.config, self.device = c, device
         common = dict(num_workers=c.num_workers, device=str(device), normalize=True, channels_last=c.channels_last,
-                      pin_memory=device.type == "cuda", world_size=c.world_size, rank=c.rank, seed=c.seed)
-        self.num_classes = len(read_manifest(c.train)[1].classes)
+                      pin_memory=device.type == "cuda", world_size=c.world_size, rank=c.rank, seed=c.seed,
+                      storage_options=c.storage_options)
+        self.num_classes = len(open_dataset(c.train, c.storage_options)[1].classes)
         mix = None
         if c.mixup or c.cutmix:
             mix = MixConfig(num_classes=self.num_classes, mixup_alpha=c.mixup, cutmix_alpha=c.cutmix,

@@ -1,0 +1,156 @@
+"""Where a data set lives: a local folder, or any fsspec URL (``s3://``, ``gs://``, ``https://``, ...).
+
+Remote storage goes through fsspec and its maintained backends (s3fs,
+gcsfs, aiohttp), installed as extras (``pip install dataio[s3]``); local
+paths never touch fsspec, so the local fast path (``os.pread``, memory maps)
+is unchanged. Credentials come from ``storage_options`` or the backend's
+usual environment variables (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
+...); they never appear in a message: every URL shown goes through
+``redact``, and ``storage_options`` values are never printed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from dataio.formats.errors import UsageError
+
+T = TypeVar("T")
+
+# Backend packages per URL scheme, for the error that says what to install.
+_EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "http": "http", "https": "http"}
+_USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
+_SECRET_QUERY = re.compile(r"(?i)([?&][^=&\s]*(?:sig|signature|token|key|secret|credential|password|auth)[^=&\s]*=)"
+                           r"[^&\s#]*")
+# Permanent failures: retrying cannot help (missing object, refused credentials, bad request).
+PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, ValueError)
+
+
+def is_remote(source: str | Path) -> bool:
+    """Whether ``source`` is a URL of a remote filesystem (``file://`` and plain paths are local)."""
+    return isinstance(source, str) and "://" in source and not source.startswith("file://")
+
+
+def redact(text: str) -> str:
+    """``text`` without the credentials a URL may carry (``user:pass@``, signed-URL query secrets)."""
+    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub("***@", text))
+
+
+def describe(error: BaseException) -> str:
+    """One redacted line for ``error``: its type and message (a botocore message may hold a URL)."""
+    message = " ".join(str(error).split()) or "no message"
+    return redact(f"{type(error).__name__}: {message}")
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether ``error`` from a remote read is worth retrying (a reset, timeout, 5xx; not a 403/404)."""
+    if isinstance(error, PERMANENT):
+        return False
+    if type(error).__name__ in ("NoCredentialsError", "PartialCredentialsError", "NoRegionError"):
+        return False
+    return isinstance(error, remote_errors())
+
+
+def remote_errors() -> tuple[type[BaseException], ...]:
+    """What a remote read raises on a failure of the storage or the network (never a bug's TypeError)."""
+    errors: list[type[BaseException]] = [OSError, TimeoutError, ConnectionError]
+    try:
+        import botocore.exceptions  # lazy: only with the s3 extra
+        errors.append(botocore.exceptions.BotoCoreError)
+    except ImportError:
+        pass
+    try:
+        import aiohttp  # lazy: only with the http (or s3) extra
+        errors.append(aiohttp.ClientError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """``attempts`` tries in all, sleeping ``backoff * 2**k`` seconds (capped at ``max_backoff``) between."""
+
+    attempts: int = 5
+    backoff: float = 0.2
+    max_backoff: float = 10.0
+
+    def delay(self, attempt: int) -> float:
+        return min(self.max_backoff, self.backoff * 2 ** attempt)
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """``fn()``, retried on transient errors; the last error is raised as it came."""
+        for attempt in range(self.attempts):
+            try:
+                return fn()
+            except remote_errors() as e:  # permanent ones and the last attempt propagate
+                if not is_transient(e) or attempt == self.attempts - 1:
+                    raise
+                time.sleep(self.delay(attempt))
+        raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class Location:
+    """A data set's folder: ``fs`` None for a local ``Path`` root, else an fsspec filesystem and its root."""
+
+    root: Any  # Path (local) or str (the backend's path, without the protocol)
+    fs: Any = None
+    url: str = ""  # the URL as given, for messages (always shown redacted)
+
+    @property
+    def remote(self) -> bool:
+        return self.fs is not None
+
+    def path(self, name: str) -> Any:
+        """The path of file ``name`` in the folder (for this location's filesystem)."""
+        return self.root / name if self.fs is None else f"{self.root.rstrip('/')}/{name}"
+
+    def display(self, name: str = "") -> str:
+        """``name``'s URL (or path) with any credential removed, for messages."""
+        if self.fs is None:
+            return str(self.root / name if name else self.root)
+        return redact(f"{self.url.rstrip('/')}/{name}" if name else self.url)
+
+    def cache_key(self) -> str:
+        """A short stable name for this location (staging and cache folders)."""
+        return hashlib.sha256(redact(self.url or str(self.root)).encode()).hexdigest()[:16]
+
+    def read_bytes(self, name: str, retry: RetryPolicy | None = None) -> bytes:
+        """The whole file ``name``: small files only (manifest, sample table, tokenizer)."""
+        if self.fs is None:
+            return (self.root / name).read_bytes()
+        return (retry or RetryPolicy()).call(lambda: self.fs.cat_file(self.path(name)))
+
+
+def open_location(source: str | Path, storage_options: dict[str, Any] | None = None) -> Location:
+    """The ``Location`` of ``source``: a local folder or manifest path, or an fsspec URL.
+
+    A URL whose backend is not installed raises ``UsageError`` naming the
+    extra to install; ``storage_options`` go to the backend unchanged.
+    """
+    if not is_remote(source):
+        if storage_options:
+            raise UsageError(f"storage_options are for remote URLs; {source} is a local path")
+        text = str(source)
+        return Location(Path(text[len("file://"):] if text.startswith("file://") else text))
+    scheme = str(source).split("://", 1)[0].lower()
+    try:
+        import fsspec.core  # lazy: remote storage is an optional extra
+        fs, root = fsspec.core.url_to_fs(str(source), **(storage_options or {}))
+    except ImportError as e:
+        extra = _EXTRAS.get(scheme, scheme)
+        raise UsageError(f"{redact(str(source))}: reading {scheme}:// needs `pip install dataio[{extra}]` "
+                         f"({type(e).__name__}: {e.name or e})") from None
+    except ValueError as e:  # an unknown protocol
+        raise UsageError(f"{redact(str(source))}: {describe(e)}") from None
+    url = str(source)
+    if url.endswith("/manifest.json"):
+        url, root = url[: -len("/manifest.json")], root[: -len("/manifest.json")]
+    return Location(root.rstrip("/") if scheme not in ("http", "https") else url.rstrip("/"), fs, url.rstrip("/"))
