@@ -5,7 +5,10 @@
   bilinear resize, horizontal flip, PILToTensor) under
   ``DataLoader(num_workers=cores)``. torchvision is reproduced with PIL +
   torch, since its wheel does not import on the CPU torch here.
-- ``webdataset``: webdataset's own pipeline, ``.decode("pil")``, same transform.
+- ``webdataset``: webdataset's own pipeline, same transform. Its members are
+  decoded by ``dataio.formats.shard_members`` (PIL for the image, ``.cls``),
+  not ``.decode("pil")``: webdataset's default decoders unpickle ``.pyd`` and
+  ``.pth`` members, so a crafted shard would run code in the bench.
 - ``dali_cpu``: a DALI CPU pipeline over the same shards and index files.
 - ``machine_limit``: bare single-thread read + full decode + crop-resize of the
   same files, in memory; times the core count it is the machine's limit.
@@ -28,6 +31,7 @@ import torch
 from PIL import Image
 
 from dataio.augment import crop_boxes
+from dataio.formats import shard_members
 from dataio.formats.image_convert import scan_image_folder
 from dataio.formats.manifest import read_manifest
 from dataio.formats.sample_table import read_sample_table
@@ -135,11 +139,14 @@ def make_webdataset(shards: list[Path], *, batch_size: int, size: int, num_worke
     import webdataset as wds  # deliberately lazy here: only this baseline needs it
 
     transform = TorchvisionStyleTrainTransform(size)
+    # Absolute paths: webdataset opens "pipe:..." or "http:..." names as commands and URLs, and a
+    # relative shard folder could make a manifest's shard name one. Only the image and .cls members
+    # are read (select_files) and decoded, with explicit handlers.
     dataset = (
-        wds.WebDataset([str(s) for s in shards], shardshuffle=len(shards), empty_check=False)
+        wds.WebDataset([str(Path(s).resolve()) for s in shards], shardshuffle=len(shards), empty_check=False,
+                       select_files=shard_members.wanted_member)
         .shuffle(1000)
-        .decode("pil")
-        .to_tuple("jpg", "cls")
+        .map(shard_members.decode_sample)
         .map_tuple(transform, lambda label: label)
         .batched(batch_size, partial=True)
     )
