@@ -32,7 +32,8 @@ from PIL import Image
 
 from dataio.augment import crop_boxes
 from dataio.formats import shard_members
-from dataio.formats.image_convert import scan_image_folder
+from dataio.formats.errors import DataioError
+from dataio.formats.image_tree import read_regular_file, scan_image_folder, source_path
 from dataio.formats.manifest import read_manifest
 from dataio.formats.sample_table import read_sample_table
 from dataio.images.loader import ImageLoader
@@ -70,7 +71,7 @@ class ImageFolderDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         path, label = self.samples[index]
-        with open(self.root / path, "rb") as f:
+        with open(source_path(self.root, path), "rb") as f:  # stored paths are escaped (image_tree)
             image = Image.open(f).convert("RGB")
         return self.transform(image), label
 
@@ -122,7 +123,13 @@ def accepted_samples(shards_folder: Path) -> list[tuple[str, int]]:
     """(relative path, label) of the source files the converter accepted, in its order."""
     folder, manifest = read_manifest(shards_folder)
     table = read_sample_table(folder / manifest.sample_table)
-    return list(zip(table.table.column("path").to_pylist(), table.label.tolist()))
+    samples = list(zip(table.table.column("path").to_pylist(), table.label.tolist()))
+    for row, (path, _) in enumerate(samples):  # the table is input: its paths must stay inside SRC
+        try:
+            source_path(".", path)
+        except ValueError as e:
+            raise DataioError(f"{folder / manifest.sample_table}: row {row}: {e}") from None
+    return samples
 
 
 def make_standard(src: Path, *, batch_size: int, size: int, num_workers: int,
@@ -204,7 +211,7 @@ def make_dataio_dali_gpu(shards_folder: Path, *, batch_size: int, size: int, num
 
 def source_images(src: Path, samples: list[tuple[str, int]], limit: int = 1000) -> list[bytes]:
     """The first ``limit`` accepted source files' bytes, as the standard recipe reads them."""
-    return [(src / path).read_bytes() for path, _ in samples[:limit]]
+    return [read_regular_file(source_path(src, path)) for path, _ in samples[:limit]]
 
 
 def packed_images(shards_folder: Path, limit: int = 1000) -> list[bytes]:

@@ -3,7 +3,10 @@
 Output, in OUT: ``shard-NNNNNN.tar`` (samples ``KEY.jpg``, ``KEY.cls``,
 ``KEY.json`` with the source path), ``shard-NNNNNN.idx`` (DALI index),
 ``samples.arrow`` (sample table), ``rejected.jsonl`` (one line per rejected
-file, with its reason) and ``manifest.json``, written last. Killed at any
+file or folder, with its reason, sorted by path) and ``manifest.json``,
+written last. The source tree is walked by ``dataio.formats.image_tree``
+(symlink loops, FIFOs, unreadable folders, names that are not UTF-8); paths
+are stored as that module's ``escape_path`` writes them. Killed at any
 point, the same command resumes from the last finished shard
 (``dataio.formats.convert_journal``), with byte-identical output.
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -25,8 +29,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from dataio.formats.errors import UsageError, WorkerDied
+from dataio.formats.errors import WorkerDied
 from dataio.formats.image_prepare import ImagePrepareConfig, PreparedImage, Rejection, add_restart_markers, prepare_image
+from dataio.formats.image_tree import NotRegularFile, errno_text, read_regular_file, source_path, walk_image_tree
 from dataio.formats.convert_journal import Journal, ShardRecord, fingerprint
 from dataio.formats.files import write_atomic
 from dataio.formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
@@ -34,8 +39,6 @@ from dataio.formats.sample_table import CHECKSUM_FIELD, sample_checksum, write_s
 from dataio.formats.sizes import parse_size
 from dataio.formats.wds_shards import ShardWriter, scan_tar
 
-# What ImageFolder accepts (torchvision's IMG_EXTENSIONS), compared lower-case.
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 REJECTED_NAME = "rejected.jsonl"
 _OUTPUT_PATTERNS = ("shard-*.tar", "shard-*.idx", ".shard-*", MANIFEST_NAME, SAMPLE_TABLE_NAME, REJECTED_NAME)
 
@@ -83,30 +86,22 @@ class ConvertSummary:
         )
 
 
-def scan_image_folder(src: Path) -> tuple[list[str], list[tuple[str, int]]]:
-    """Classes (sorted folder names, as ImageFolder) and (relative path, label) pairs."""
-    if not src.is_dir():
-        raise UsageError(f"source folder {src} does not exist or is not a folder")
-    classes = sorted(p.name for p in src.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not classes:
-        raise UsageError(f"source folder {src} has no class subfolders (expected SRC/<class>/<image>)")
-    files: list[tuple[str, int]] = []
-    for label, name in enumerate(classes):
-        for root, dirs, names in os.walk(src / name, followlinks=True):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            for file in sorted(names):
-                if not file.startswith(".") and file.lower().endswith(IMAGE_EXTENSIONS):
-                    files.append((str(Path(root, file).relative_to(src)), label))
-    return classes, files
+# "<_io.BytesIO object at 0x7f...>" in a decoder's message: a different address on every run.
+_OBJECT_REPR = re.compile(r" ?<[^<>]* object at 0x[0-9a-fA-F]+>")
 
 
 def _prepare_file(job: tuple[str, str, ImagePrepareConfig]) -> PreparedImage | Rejection:
     src, relative, config = job
     try:
-        data = Path(src, relative).read_bytes()
+        data = read_regular_file(source_path(src, relative))
+    except NotRegularFile as e:
+        return Rejection(str(e))
     except OSError as e:
-        return Rejection(f"cannot read: {e}")
-    return prepare_image(data, config)
+        return Rejection(f"cannot read: {errno_text(e)}")
+    result = prepare_image(data, config)
+    if isinstance(result, Rejection):
+        return Rejection(_OBJECT_REPR.sub("", result.reason))  # rejected.jsonl: the same bytes on every run
+    return result
 
 
 def _prepare_chunk(jobs: list[tuple[str, str, ImagePrepareConfig]]) -> list[PreparedImage | Rejection]:
@@ -144,7 +139,8 @@ def _prepared(config: ConvertImagesConfig, files: list[tuple[str, int]]) -> Iter
 
 def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
     """Pack ``config.src`` into shards in ``config.out``; resumes an interrupted run (see ``convert_journal``)."""
-    classes, files = scan_image_folder(config.src)
+    tree = walk_image_tree(config.src)
+    classes, files = tree.classes, tree.files
     options = {"sample_checksum": CHECKSUM_FIELD.name, "max_side": config.prepare.max_side, "quality": config.prepare.quality,
                "max_pixels": config.prepare.max_pixels, "shard_size": config.shard_size,
                "restart_interval": config.prepare.restart_interval if add_restart_markers else 0}
@@ -188,7 +184,8 @@ def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
     finally:
         bar.close()
     records.append(pending)  # files after the last shard: rejected ones only
-    rejected = [r for record in records for r in record.rejected]
+    rejected = sorted([{"path": path, "reason": reason} for path, reason in tree.rejected]
+                      + [r for record in records for r in record.rejected], key=lambda r: (r["path"], r["reason"]))
     converted = sum(record.converted for record in records)
     shards = [ShardEntry(**record.entry) for record in done] + writer.entries
     locations = [scan_tar(config.out / e.file) for e in shards[:len(done)]] + writer.locations
