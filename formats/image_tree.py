@@ -257,8 +257,10 @@ def walk_image_tree(src: str | Path) -> ImageTree:
             raise NotADirectoryError(errno.ENOTDIR, "not a folder")
         with os.scandir(root) as listing:
             entries = sorted(listing, key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        raise UsageError(f"source folder {src} does not exist or is not a folder") from None
     except OSError as e:
-        raise UsageError(f"source folder {src} does not exist or is not a folder ({errno_text(e)})") from None
+        raise UsageError(f"cannot list source folder {src}: {errno_text(e)}") from None
     walk = _Walk(root)
     walk.seen[(info.st_dev, info.st_ino)] = b""
     class_folders = []
