@@ -5,7 +5,10 @@
   bilinear resize, horizontal flip, PILToTensor) under
   ``DataLoader(num_workers=cores)``. torchvision is reproduced with PIL +
   torch, since its wheel does not import on the CPU torch here.
-- ``webdataset``: webdataset's own pipeline, ``.decode("pil")``, same transform.
+- ``webdataset``: webdataset's own pipeline, same transform. Its members are
+  decoded by ``dataio.formats.shard_members`` (PIL for the image, ``.cls``),
+  not ``.decode("pil")``: webdataset's default decoders unpickle ``.pyd`` and
+  ``.pth`` members, so a crafted shard would run code in the bench.
 - ``dali_cpu``: a DALI CPU pipeline over the same shards and index files.
 - ``machine_limit``: bare single-thread read + full decode + crop-resize of the
   same files, in memory; times the core count it is the machine's limit.
@@ -29,7 +32,9 @@ import torch
 from PIL import Image
 
 from dataio.augment import crop_boxes
-from dataio.formats.image_convert import scan_image_folder
+from dataio.formats import shard_members
+from dataio.formats.errors import DataioError
+from dataio.formats.image_tree import read_regular_file, scan_image_folder, source_path
 from dataio.formats.manifest import read_manifest
 from dataio.formats.sample_table import read_sample_table, sample_checksum
 from dataio.images.loader import ImageLoader
@@ -67,7 +72,7 @@ class ImageFolderDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         path, label = self.samples[index]
-        with open(self.root / path, "rb") as f:
+        with open(source_path(self.root, path), "rb") as f:  # stored paths are escaped (image_tree)
             image = Image.open(f).convert("RGB")
         return self.transform(image), label
 
@@ -119,7 +124,13 @@ def accepted_samples(shards_folder: Path) -> list[tuple[str, int]]:
     """(relative path, label) of the source files the converter accepted, in its order."""
     folder, manifest = read_manifest(shards_folder)
     table = read_sample_table(folder / manifest.sample_table)
-    return list(zip(table.table.column("path").to_pylist(), table.label.tolist()))
+    samples = list(zip(table.table.column("path").to_pylist(), table.label.tolist()))
+    for row, (path, _) in enumerate(samples):  # the table is input: its paths must stay inside SRC
+        try:
+            source_path(".", path)
+        except ValueError as e:
+            raise DataioError(f"{folder / manifest.sample_table}: row {row}: {e}") from None
+    return samples
 
 
 def make_standard(src: Path, *, batch_size: int, size: int, num_workers: int,
@@ -136,11 +147,14 @@ def make_webdataset(shards: list[Path], *, batch_size: int, size: int, num_worke
     import webdataset as wds  # deliberately lazy here: only this baseline needs it
 
     transform = TorchvisionStyleTrainTransform(size)
+    # Absolute paths: webdataset opens "pipe:..." or "http:..." names as commands and URLs, and a
+    # relative shard folder could make a manifest's shard name one. Only the image and .cls members
+    # are read (select_files) and decoded, with explicit handlers.
     dataset = (
-        wds.WebDataset([str(s) for s in shards], shardshuffle=len(shards), empty_check=False)
+        wds.WebDataset([str(Path(s).resolve()) for s in shards], shardshuffle=len(shards), empty_check=False,
+                       select_files=shard_members.wanted_member)
         .shuffle(1000)
-        .decode("pil")
-        .to_tuple("jpg", "cls")
+        .map(shard_members.decode_sample)
         .map_tuple(transform, lambda label: label)
         .batched(batch_size, partial=True)
     )
@@ -233,7 +247,7 @@ def make_dataio_dali_gpu(shards_folder: Path, *, batch_size: int, size: int, num
 
 def source_images(src: Path, samples: list[tuple[str, int]], limit: int = 1000) -> list[bytes]:
     """The first ``limit`` accepted source files' bytes, as the standard recipe reads them."""
-    return [(src / path).read_bytes() for path, _ in samples[:limit]]
+    return [read_regular_file(source_path(src, path)) for path, _ in samples[:limit]]
 
 
 def packed_images(shards_folder: Path, limit: int = 1000) -> list[bytes]:

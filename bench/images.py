@@ -71,7 +71,7 @@ class BenchImagesConfig:
 # loader -> (label, what it reads, the dataio.bench.image_baselines function that builds it)
 _RUNNERS = {
     "standard": ("(a) standard: ImageFolder + PIL + DataLoader", "src", "make_standard"),
-    "webdataset": ("(b) webdataset .decode('pil') + DataLoader", "shard_list", "make_webdataset"),
+    "webdataset": ("(b) webdataset + PIL + DataLoader", "shard_list", "make_webdataset"),
     "dali_cpu": ("(c) DALI CPU pipeline", "shard_list", "make_dali_cpu"),
     # the same images packed without restart markers (--restart-interval 0), so DALI also reads the
     # original bytes: the target is taken against the faster of the two DALI rows

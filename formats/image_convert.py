@@ -3,7 +3,10 @@
 Output, in OUT: ``shard-NNNNNN.tar`` (samples ``KEY.jpg``, ``KEY.cls``,
 ``KEY.json`` with the source path), ``shard-NNNNNN.idx`` (DALI index),
 ``samples.arrow`` (sample table), ``rejected.jsonl`` (one line per rejected
-file, with its reason) and ``manifest.json``, written last. Killed at any
+file or folder, with its reason, sorted by path) and ``manifest.json``,
+written last. The source tree is walked by ``dataio.formats.image_tree``
+(symlink loops, FIFOs, unreadable folders, names that are not UTF-8); paths
+are stored as that module's ``escape_path`` writes them. Killed at any
 point, the same command resumes from the last finished shard
 (``dataio.formats.convert_journal``), with byte-identical output.
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -27,8 +31,9 @@ import numpy as np
 from tqdm import tqdm
 
 from dataio.formats.arrow_image_shards import ArrowImageWriter, image_locations
-from dataio.formats.errors import UsageError, WorkerDied
+from dataio.formats.errors import WorkerDied
 from dataio.formats.image_prepare import ImagePrepareConfig, PreparedImage, Rejection, add_restart_markers, prepare_image
+from dataio.formats.image_tree import NotRegularFile, errno_text, read_regular_file, source_path, walk_image_tree
 from dataio.formats.convert_journal import Journal, ShardRecord, fingerprint
 from dataio.formats.files import write_atomic
 from dataio.formats.rank_merge import merge_if_complete
@@ -38,8 +43,6 @@ from dataio.formats.sample_table import CHECKSUM_FIELD, sample_checksum, write_s
 from dataio.formats.sizes import parse_size
 from dataio.formats.wds_shards import ShardWriter, scan_tar
 
-# What ImageFolder accepts (torchvision's IMG_EXTENSIONS), compared lower-case.
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 REJECTED_NAME = "rejected.jsonl"
 _OUTPUT_PATTERNS = ("shard-*.tar", "shard-*.idx", "shard-*.arrow", ".shard-*", MANIFEST_NAME, SAMPLE_TABLE_NAME, REJECTED_NAME)
 
@@ -94,30 +97,22 @@ class ConvertSummary:
         )
 
 
-def scan_image_folder(src: Path) -> tuple[list[str], list[tuple[str, int]]]:
-    """Classes (sorted folder names, as ImageFolder) and (relative path, label) pairs."""
-    if not src.is_dir():
-        raise UsageError(f"source folder {src} does not exist or is not a folder")
-    classes = sorted(p.name for p in src.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not classes:
-        raise UsageError(f"source folder {src} has no class subfolders (expected SRC/<class>/<image>)")
-    files: list[tuple[str, int]] = []
-    for label, name in enumerate(classes):
-        for root, dirs, names in os.walk(src / name, followlinks=True):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            for file in sorted(names):
-                if not file.startswith(".") and file.lower().endswith(IMAGE_EXTENSIONS):
-                    files.append((str(Path(root, file).relative_to(src)), label))
-    return classes, files
+# "<_io.BytesIO object at 0x7f...>" in a decoder's message: a different address on every run.
+_OBJECT_REPR = re.compile(r" ?<[^<>]* object at 0x[0-9a-fA-F]+>")
 
 
 def _prepare_file(job: tuple[str, str, ImagePrepareConfig]) -> PreparedImage | Rejection:
     src, relative, config = job
     try:
-        data = Path(src, relative).read_bytes()
+        data = read_regular_file(source_path(src, relative))
+    except NotRegularFile as e:
+        return Rejection(str(e))
     except OSError as e:
-        return Rejection(f"cannot read: {e}")
-    return prepare_image(data, config)
+        return Rejection(f"cannot read: {errno_text(e)}")
+    result = prepare_image(data, config)
+    if isinstance(result, Rejection):
+        return Rejection(_OBJECT_REPR.sub("", result.reason))  # rejected.jsonl: the same bytes on every run
+    return result
 
 
 def _prepare_chunk(jobs: list[tuple[str, str, ImagePrepareConfig]]) -> list[PreparedImage | Rejection]:
@@ -159,19 +154,22 @@ def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
     With ``world_size`` > 1, only this rank's share of the files (``rank_split``), into
     ``OUT/rank-R-of-N``; the last rank to finish merges the ranks' outputs (``rank_merge``).
     """
-    classes, files = scan_image_folder(config.src)
+    tree = walk_image_tree(config.src)
     if config.world_size == 1:
-        return _pack(config, classes, files)
-    sizes = np.array([(config.src / relative).stat().st_size for relative, _ in files], dtype=np.int64)
+        return _pack(config, tree.classes, tree.files, tree.rejected)
+    sizes = np.array([os.stat(source_path(config.src, relative)).st_size for relative, _ in tree.files],
+                     dtype=np.int64)
     start, stop = rank_range(sizes, config.rank, config.world_size)
     part = replace(config, out=config.out / rank_folder(config.rank, config.world_size), rank=0, world_size=1)
     part.out.mkdir(parents=True, exist_ok=True)
-    summary = _pack(part, classes, files[start:stop])
+    # what the walk rejected (loops, unreadable folders) is listed once, by rank 0
+    summary = _pack(part, tree.classes, tree.files[start:stop], tree.rejected if config.rank == 0 else [])
     merge_if_complete(config.out)
     return summary
 
 
-def _pack(config: ConvertImagesConfig, classes: list[str], files: list[tuple[str, int]]) -> ConvertSummary:
+def _pack(config: ConvertImagesConfig, classes: list[str], files: list[tuple[str, int]],
+          walk_rejected: list[tuple[str, str]]) -> ConvertSummary:
     """The conversion of ``files`` (relative paths and labels) into ``config.out``."""
     options = {"sample_checksum": CHECKSUM_FIELD.name, "max_side": config.prepare.max_side, "quality": config.prepare.quality,
                "max_pixels": config.prepare.max_pixels, "shard_size": config.shard_size,
@@ -221,7 +219,8 @@ def _pack(config: ConvertImagesConfig, classes: list[str], files: list[tuple[str
     finally:
         bar.close()
     records.append(pending)  # files after the last shard: rejected ones only
-    rejected = [r for record in records for r in record.rejected]
+    rejected = sorted([{"path": path, "reason": reason} for path, reason in walk_rejected]
+                      + [r for record in records for r in record.rejected], key=lambda r: (r["path"], r["reason"]))
     converted = sum(record.converted for record in records)
     shards = [ShardEntry(**record.entry) for record in done] + writer.entries
     locate = image_locations if config.format == "arrow" else scan_tar

@@ -26,7 +26,7 @@ SCHEMA = pa.schema(
         ("label", pa.int32()),
         ("width", pa.int32()),  # decoded image size, so crops can be drawn before decoding
         ("height", pa.int32()),
-        ("path", pa.string()),  # source path relative to the source folder
+        ("path", pa.string()),  # source path relative to the source folder, as image_tree.escape_path writes it
     ]
 )
 # Since format 1.1: the xxh3-64 of each image member, checked on every read (a flipped byte in a JPEG's

@@ -4,7 +4,8 @@ Per shard: present, size and sha256 as the manifest records them, and
 readable with the recorded sample count (tar members, or Arrow rows). With
 ``deep``, every image is decoded (through the sample table) and every token
 id checked against the vocabulary. Nothing is extracted or unpickled: tar
-members are only listed, whatever their names.
+members are only listed, whatever their names, and only ``.cls`` members
+are read (``dataio.formats.shard_members``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataio.formats.manifest import Manifest, check_shard_file, open_dataset
 from dataio.formats.remote_copy import copy_dataset
 from dataio.formats.storage import Location, RetryPolicy
 from dataio.formats.files import sha256_file
+from dataio.formats.shard_members import LABEL_MEMBER, MAX_LABEL_BYTES, decode_label, member_extension
 from dataio.formats.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
 
 
@@ -131,8 +133,8 @@ def _check_tokenizer(folder: Path, manifest: Manifest, report: VerifyReport) -> 
 
 def _label_of(data: bytes) -> int | None:
     try:
-        return int(data.decode("ascii").strip())
-    except (UnicodeDecodeError, ValueError):
+        return decode_label(data)
+    except ValueError:
         return None
 
 
@@ -187,7 +189,7 @@ def _cls_members(folder: Path, manifest: Manifest, bad_shards: set[int]) -> dict
             continue
         with tarfile.open(folder / entry.file, "r:") as tar:
             for member in tar:
-                if member.isreg() and member.name.endswith(".cls") and member.size < 64:
+                if member.isreg() and member_extension(member.name) == LABEL_MEMBER and member.size <= MAX_LABEL_BYTES:
                     handle = tar.extractfile(member)
                     labels[(index, member.name[:-4])] = _label_of(handle.read()) if handle else None
     return labels

@@ -12,7 +12,8 @@ import pytest
 from PIL import Image
 
 from dataio.errors import UsageError
-from dataio.formats.image_convert import REJECTED_NAME, ConvertImagesConfig, convert_images, scan_image_folder
+from dataio.formats.image_convert import REJECTED_NAME, ConvertImagesConfig, convert_images
+from dataio.formats.image_tree import scan_image_folder
 from dataio.formats.image_prepare import ImagePrepareConfig
 from dataio.formats.files import sha256_file
 from dataio.formats.manifest import read_manifest
