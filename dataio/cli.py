@@ -127,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
 
     convert = commands.add_parser("convert", help="pack a source folder or corpus into shards")
     kinds = convert.add_subparsers(dest="kind", required=True)
-    images = kinds.add_parser("images", help="ImageNet-layout folder -> WebDataset shards")
+    images = kinds.add_parser("images", help="ImageNet-layout folder, or Hugging Face Parquet files -> shards")
     images.add_argument("src", type=Path)
     images.add_argument("out", type=_source, help="a folder, or an s3://, gs://... URL (staged locally, then uploaded)")
     images.add_argument("--staging", type=Path, help="remote OUT: the local folder it is converted in (default "
@@ -135,6 +135,10 @@ def _parser() -> argparse.ArgumentParser:
     _add_storage(images)
     images.add_argument("--format", choices=["wds", "arrow"], default="wds",
                         help="wds: WebDataset tars; arrow: Arrow IPC in the Hugging Face image layout")
+    images.add_argument("--classes", type=Path, help="class names, one per line (line i is label i); default: "
+                        "the folder names, or a Parquet source's Hugging Face features")
+    images.add_argument("--image-column", help="Parquet sources: the image column (default image)")
+    images.add_argument("--label-column", help="Parquet sources: the label column (default label)")
     images.add_argument("--shard-size", default="256MB", help="bytes per shard, e.g. 256MB")
     images.add_argument("--max-shard-samples", type=_positive)
     images.add_argument("--max-side", type=_positive, help="downscale so the longer side is at most N")
@@ -321,6 +325,7 @@ def _convert_images(args: argparse.Namespace) -> int:
     config = ConvertImagesConfig(  # a remote OUT is converted in its staging folder first
         src=args.src, out=args.out if isinstance(args.out, Path) else args.staging or default_staging(args.out),
         format=args.format, shard_size=args.shard_size, max_shard_samples=args.max_shard_samples,
+        classes_file=args.classes, **_given(image_column=args.image_column, label_column=args.label_column),
         num_workers=args.workers or _default_workers(), strict=args.strict, overwrite=args.overwrite,
         progress=not args.no_progress,
         prepare=ImagePrepareConfig(max_side=args.max_side, quality=args.quality, max_pixels=args.max_pixels,

@@ -22,6 +22,7 @@ import os
 import re
 from collections import deque
 from collections.abc import Iterator
+from itertools import islice
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field, replace
@@ -31,13 +32,15 @@ import numpy as np
 from tqdm import tqdm
 
 from dataio.formats.arrow_image_shards import ArrowImageWriter, image_locations
-from dataio.formats.errors import WorkerDied
+from dataio.formats.class_names import read_class_names
+from dataio.formats.errors import UsageError, WorkerDied
 from dataio.formats.image_prepare import ImagePrepareConfig, PreparedImage, Rejection, add_restart_markers, prepare_image
 from dataio.formats.image_tree import NotRegularFile, errno_text, read_regular_file, source_path, walk_image_tree
 from dataio.formats.convert_journal import Journal, ShardRecord, fingerprint
 from dataio.formats.files import write_atomic
 from dataio.formats.rank_merge import merge_if_complete
 from dataio.formats.rank_split import rank_folder, rank_range
+from dataio.formats.parquet_images import ParquetImages, parquet_files, scan_parquet_images
 from dataio.formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
 from dataio.formats.sample_table import CHECKSUM_FIELD, sample_checksum, write_sample_table
 from dataio.formats.sizes import parse_size
@@ -63,6 +66,9 @@ class ConvertImagesConfig:
     prepare: ImagePrepareConfig = field(default_factory=ImagePrepareConfig)
     rank: int = 0  # of a multi-node conversion: this process packs its share into OUT/rank-R-of-N
     world_size: int = 1
+    image_column: str = "image"  # Parquet sources (the Hugging Face image layout)
+    label_column: str = "label"
+    classes_file: Path | None = None  # class names, one per line; default: folder names, or the Parquet metadata
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "src", Path(self.src))
@@ -101,51 +107,112 @@ class ConvertSummary:
 _OBJECT_REPR = re.compile(r" ?<[^<>]* object at 0x[0-9a-fA-F]+>")
 
 
-def _prepare_file(job: tuple[str, str, ImagePrepareConfig]) -> PreparedImage | Rejection:
-    src, relative, config = job
-    try:
-        data = read_regular_file(source_path(src, relative))
-    except NotRegularFile as e:
-        return Rejection(str(e))
-    except OSError as e:
-        return Rejection(f"cannot read: {errno_text(e)}")
+def _prepare_job(job: tuple[str | None, str | bytes | Rejection, ImagePrepareConfig]) -> PreparedImage | Rejection:
+    """In a worker: a source file (``src`` and its relative path) or image bytes (``src`` None), prepared."""
+    src, item, config = job
+    if isinstance(item, Rejection):
+        return item
+    if src is None:
+        data = item
+    else:
+        try:
+            data = read_regular_file(source_path(src, item))
+        except NotRegularFile as e:
+            return Rejection(str(e))
+        except OSError as e:
+            return Rejection(f"cannot read: {errno_text(e)}")
     result = prepare_image(data, config)
     if isinstance(result, Rejection):
         return Rejection(_OBJECT_REPR.sub("", result.reason))  # rejected.jsonl: the same bytes on every run
     return result
 
 
-def _prepare_chunk(jobs: list[tuple[str, str, ImagePrepareConfig]]) -> list[PreparedImage | Rejection]:
-    return [_prepare_file(job) for job in jobs]
+def _prepare_chunk(jobs: list) -> list[PreparedImage | Rejection]:
+    return [_prepare_job(job) for job in jobs]
 
 
-def _prepared(config: ConvertImagesConfig, files: list[tuple[str, int]]) -> Iterator[PreparedImage | Rejection]:
-    """Prepared images in ``files`` order. A worker that dies (OOM kill, decoder crash) raises, never hangs.
+def _jobs(config: ConvertImagesConfig, inputs: "_Inputs", start: int) -> Iterator[tuple[str, tuple]]:
+    """``(path stored in the table, job)`` for inputs ``start`` on: files are read by the workers, Parquet rows
+    are streamed here (one record batch at a time) and their bytes sent along."""
+    if inputs.parquet is None:
+        for relative, _ in inputs.files[start:]:
+            yield relative, (str(config.src), relative, config.prepare)
+        return
+    count = len(inputs.files) - start
+    for row in islice(inputs.parquet.stream(inputs.first + start), count):
+        item: bytes | Rejection = row.data if row.data else Rejection("no image bytes in the row")
+        if row.label is None:
+            item = Rejection("no label in the row")
+        elif not 0 <= row.label < len(inputs.classes):
+            item = Rejection(f"label {row.label} is not in 0..{len(inputs.classes) - 1}")
+        yield row.path, (None, item, config.prepare)
+
+
+def _prepared(config: ConvertImagesConfig, jobs: Iterator[tuple[str, tuple]]) -> Iterator[tuple[str, PreparedImage | Rejection]]:
+    """``(path, prepared image or rejection)`` in input order. A worker that dies (OOM kill, decoder crash)
+    raises, never hangs.
 
     ``multiprocessing.Pool`` waits forever for the results of a killed
     worker; ``ProcessPoolExecutor`` notices and fails the pending futures.
     """
-    jobs = [(str(config.src), relative, config.prepare) for relative, _ in files]
     if config.num_workers == 1:
-        yield from map(_prepare_file, jobs)
+        for path, job in jobs:
+            yield path, _prepare_job(job)
         return
-    chunks = [jobs[i:i + 8] for i in range(0, len(jobs), 8)]
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
     with ProcessPoolExecutor(config.num_workers, mp_context=context) as pool:
-        pending: deque[Future] = deque()
+        pending: deque[tuple[list[str], Future]] = deque()
         try:
-            for chunk in chunks:
-                pending.append(pool.submit(_prepare_chunk, chunk))
+            while chunk := list(islice(jobs, 8)):
+                pending.append(([path for path, _ in chunk], pool.submit(_prepare_chunk, [job for _, job in chunk])))
                 if len(pending) >= 4 * config.num_workers:
-                    yield from pending.popleft().result()
+                    paths, future = pending.popleft()
+                    yield from zip(paths, future.result())
             while pending:
-                yield from pending.popleft().result()
+                paths, future = pending.popleft()
+                yield from zip(paths, future.result())
         except BrokenProcessPool:
             raise WorkerDied("a convert worker process died (killed by a signal: out of memory, or a crash in an "
                              "image decoder); finished shards are kept, rerun the command to resume") from None
         finally:
-            for future in pending:
+            for _, future in pending:
                 future.cancel()
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """What one conversion packs: ``(id, label)`` per input (a relative path, or ``FILE#ROW`` of a Parquet
+    source) and where the bytes come from."""
+
+    classes: list[str]
+    files: list[tuple[str, int]]
+    rejected: list[tuple[str, str]]  # found before reading (by the walk)
+    parquet: ParquetImages | None = None
+    first: int = 0  # the Parquet source's row of files[0]
+
+    def part(self, start: int, stop: int, with_rejected: bool) -> "_Inputs":
+        return replace(self, files=self.files[start:stop], rejected=self.rejected if with_rejected else [],
+                       first=self.first + start)
+
+
+def _inputs(config: ConvertImagesConfig) -> tuple[_Inputs, np.ndarray | None]:
+    """The conversion's inputs, and (for a multi-node conversion) each input's size in bytes."""
+    files = parquet_files(config.src)
+    if files is not None:
+        source = scan_parquet_images(files, image_column=config.image_column, label_column=config.label_column,
+                                     classes_file=config.classes_file)
+        inputs = _Inputs(list(source.classes), list(source.rows), [], source)
+        return inputs, source.row_sizes() if config.world_size > 1 else None
+    tree = walk_image_tree(config.src)
+    classes = list(read_class_names(config.classes_file)) if config.classes_file else tree.classes
+    if len(classes) != len(tree.classes):
+        raise UsageError(f"classes file {config.classes_file} names {len(classes)} classes, "
+                         f"{config.src} has {len(tree.classes)} class folders")
+    inputs = _Inputs(classes, tree.files, tree.rejected)
+    if config.world_size == 1:
+        return inputs, None
+    return inputs, np.array([os.stat(source_path(config.src, relative)).st_size for relative, _ in tree.files],
+                            dtype=np.int64)
 
 
 def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
@@ -154,23 +221,21 @@ def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
     With ``world_size`` > 1, only this rank's share of the files (``rank_split``), into
     ``OUT/rank-R-of-N``; the last rank to finish merges the ranks' outputs (``rank_merge``).
     """
-    tree = walk_image_tree(config.src)
+    inputs, sizes = _inputs(config)
     if config.world_size == 1:
-        return _pack(config, tree.classes, tree.files, tree.rejected)
-    sizes = np.array([os.stat(source_path(config.src, relative)).st_size for relative, _ in tree.files],
-                     dtype=np.int64)
+        return _pack(config, inputs)
     start, stop = rank_range(sizes, config.rank, config.world_size)
     part = replace(config, out=config.out / rank_folder(config.rank, config.world_size), rank=0, world_size=1)
     part.out.mkdir(parents=True, exist_ok=True)
     # what the walk rejected (loops, unreadable folders) is listed once, by rank 0
-    summary = _pack(part, tree.classes, tree.files[start:stop], tree.rejected if config.rank == 0 else [])
+    summary = _pack(part, inputs.part(start, stop, with_rejected=config.rank == 0))
     merge_if_complete(config.out)
     return summary
 
 
-def _pack(config: ConvertImagesConfig, classes: list[str], files: list[tuple[str, int]],
-          walk_rejected: list[tuple[str, str]]) -> ConvertSummary:
-    """The conversion of ``files`` (relative paths and labels) into ``config.out``."""
+def _pack(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary:
+    """The conversion of ``inputs`` into ``config.out``."""
+    classes, files = inputs.classes, inputs.files
     options = {"sample_checksum": CHECKSUM_FIELD.name, "max_side": config.prepare.max_side, "quality": config.prepare.quality,
                "max_pixels": config.prepare.max_pixels, "shard_size": config.shard_size,
                "restart_interval": config.prepare.restart_interval if add_restart_markers else 0,
@@ -198,11 +263,11 @@ def _pack(config: ConvertImagesConfig, classes: list[str], files: list[tuple[str
 
     try:
         with writer:
-            for position, ((relative, label), result) in enumerate(
-                    zip(files[start:], _prepared(config, files[start:])), start):
+            for position, ((identity, label), (relative, result)) in enumerate(
+                    zip(files[start:], _prepared(config, _jobs(config, inputs, start))), start):
                 bar.update()
                 if isinstance(result, Rejection):
-                    pending.rejected.append({"path": relative, "reason": result.reason})
+                    pending.rejected.append({"path": identity, "reason": result.reason})
                     continue
                 key = f"{len(accepted):09d}"
                 meta = {"path": relative, "label": label, "width": result.width, "height": result.height}
@@ -219,7 +284,7 @@ def _pack(config: ConvertImagesConfig, classes: list[str], files: list[tuple[str
     finally:
         bar.close()
     records.append(pending)  # files after the last shard: rejected ones only
-    rejected = sorted([{"path": path, "reason": reason} for path, reason in walk_rejected]
+    rejected = sorted([{"path": path, "reason": reason} for path, reason in inputs.rejected]
                       + [r for record in records for r in record.rejected], key=lambda r: (r["path"], r["reason"]))
     converted = sum(record.converted for record in records)
     shards = [ShardEntry(**record.entry) for record in done] + writer.entries

@@ -12,11 +12,15 @@ row order, one record batch at a time, so memory stays bounded whatever the file
 
 from __future__ import annotations
 
+import glob
+import os
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -36,14 +40,35 @@ class ParquetRow:
     path: str  # the image's own path from the struct, else the id
 
 
-def parquet_files(src: Path) -> list[Path]:
-    """``src`` itself if it is a ``.parquet`` file, else the ``*.parquet`` files under it, sorted."""
-    if src.is_file() and src.suffix == ".parquet":
-        return [src]
-    files = sorted(src.rglob("*.parquet")) if src.is_dir() else []
+def parquet_files(src: Path) -> list[Path] | None:
+    """The Parquet files of ``src``, or None if it is not a Parquet source (an image folder).
+
+    ``src`` is a ``.parquet`` file, a glob of them (``data/train-*.parquet``), or a folder holding
+    them directly or in ``data/`` (a Hub repository). A folder holding several splits (``train-…``,
+    ``validation-…``) is refused, naming them: mixing splits is never what is wanted.
+    """
+    text = str(src)
+    if any(c in text for c in "*?["):
+        files = sorted(Path(p) for p in glob.glob(text) if p.endswith(".parquet"))
+        if not files:
+            raise UsageError(f"{src}: no .parquet files match")
+        return files
+    if src.is_file():
+        return [src] if src.suffix == ".parquet" else None
+    if not src.is_dir():
+        return None
+    files = sorted(src.glob("*.parquet")) or sorted((src / "data").glob("*.parquet"))
     if not files:
-        raise UsageError(f"{src}: no .parquet files")
+        return None
+    splits = sorted({m[1] for f in files if (m := _SPLIT_FILE.fullmatch(f.name))})
+    if len(splits) > 1:
+        raise UsageError(f"{src} holds the splits {', '.join(splits)}: give one, e.g. "
+                         f"'{files[0].parent}/{splits[0]}-*.parquet'")
     return files
+
+
+# Hub file names: "{split}-{index}-of-{count}.parquet"
+_SPLIT_FILE = re.compile(r"(.+?)-\d{5}-of-\d{5}\.parquet")
 
 
 def _features(schema: pa.Schema) -> dict:
@@ -65,6 +90,17 @@ class ParquetImages:
     classes: tuple[str, ...]
     rows: tuple[tuple[str, int], ...]  # (id, label or -1 when missing), in file and row order
 
+    def row_sizes(self) -> np.ndarray:
+        """``(rows,)`` int64: each row's share of its row group's bytes (from the footers: no data read), to
+        balance a multi-node conversion by bytes."""
+        sizes = []
+        for file in self.files:
+            metadata = pq.ParquetFile(file).metadata
+            for group in range(metadata.num_row_groups):
+                info = metadata.row_group(group)
+                sizes.append(np.full(info.num_rows, info.total_byte_size // max(1, info.num_rows), dtype=np.int64))
+        return np.concatenate(sizes) if sizes else np.zeros(0, dtype=np.int64)
+
     def stream(self, start: int = 0) -> Iterator[ParquetRow]:
         """Rows from number ``start`` on, in order, their image bytes read one batch at a time (row groups
         wholly before ``start`` are not read)."""
@@ -80,7 +116,7 @@ class ParquetImages:
         groups, row = [], 0
         for group in range(reader.metadata.num_row_groups):
             size = reader.metadata.row_group(group).num_rows
-            if row + size > skip:
+            if groups or row + size > skip:  # from the first group that reaches skip on, every group
                 groups.append(group)
             else:
                 row += size
@@ -92,8 +128,13 @@ class ParquetImages:
                 row += 1
 
 
+def _common_root(files: list[Path]) -> Path:
+    """The folder the row ids are relative to: the files' common folder (a single file's own folder)."""
+    return Path(os.path.commonpath([str(f.parent) for f in files]))
+
+
 def _name(root: Path, file: Path) -> str:
-    return str(file.relative_to(root)) if file != root else file.name
+    return str(file.relative_to(root))
 
 
 def _row(row_id: str, image, label) -> ParquetRow:
@@ -104,10 +145,10 @@ def _row(row_id: str, image, label) -> ParquetRow:
     return ParquetRow(row_id, label if isinstance(label, int) else None, data, path)
 
 
-def scan_parquet_images(src: Path, *, image_column: str = "image", label_column: str = "label",
+def scan_parquet_images(files: list[Path], *, image_column: str = "image", label_column: str = "label",
                         classes_file: Path | None = None) -> ParquetImages:
-    """List a Parquet image source: its files, class names and rows (labels only are read)."""
-    files = parquet_files(src)
+    """List a Parquet image source (``parquet_files``): class names and rows (labels only are read)."""
+    src = _common_root(files)
     class_names: tuple[str, ...] | None = None
     rows: list[tuple[str, int]] = []
     for file in files:

@@ -106,16 +106,16 @@ def test_decompression_bombs_are_refused_with_bounded_memory():
 
 
 def _die_on_cmyk(job):
-    if "cmyk" in job[1]:
+    if "cmyk" in str(job[1]):
         os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would
     return _original_prepare(job)
 
 
-_original_prepare = image_convert._prepare_file
+_original_prepare = image_convert._prepare_job
 
 
 def test_a_dead_convert_worker_raises_within_seconds(image_folder, tmp_path, monkeypatch):
-    monkeypatch.setattr(image_convert, "_prepare_file", _die_on_cmyk)  # forked workers inherit it
+    monkeypatch.setattr(image_convert, "_prepare_job", _die_on_cmyk)  # forked workers inherit it
     started = time.monotonic()
     with pytest.raises(WorkerDied, match="died"):
         convert_images(ConvertImagesConfig(src=image_folder[0], out=tmp_path / "out", num_workers=2, progress=False,

@@ -1,0 +1,157 @@
+"""``dataio convert images`` from Parquet files in the Hugging Face image layout (as ImageNet-1k on the Hub)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+from dataio import ImageLoader
+from dataio.cli import main
+from dataio.formats.convert_journal import Journal
+from dataio.formats.image_convert import ConvertImagesConfig, convert_images
+from dataio.formats.manifest import read_manifest
+from dataio.formats.sample_table import read_sample_table
+from dataio.formats.verify import verify
+
+CLASSES = ["tench", "goldfish", "great white shark"]
+
+
+def _jpeg(label: int, index: int, mode: str = "RGB", kind: str = "JPEG") -> bytes:
+    image = Image.new("RGB", (48 + index % 4 * 8, 40), (label * 90, index * 20 % 256, 60)).convert(mode)
+    out = io.BytesIO()
+    image.save(out, kind)
+    return out.getvalue()
+
+
+def _write(path, rows, *, features=True, image_column="image", label_column="label", plain_binary=False):
+    """A Parquet file as HF `datasets` writes an image dataset: image struct<bytes, path>, int64 label."""
+    image_type = pa.binary() if plain_binary else pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    schema = pa.schema([(image_column, image_type), (label_column, pa.int64())])
+    if features:
+        meta = {"info": {"features": {image_column: {"_type": "Image"},
+                                      label_column: {"_type": "ClassLabel", "names": CLASSES}}}}
+        schema = schema.with_metadata({"huggingface": json.dumps(meta)})
+    images = [r[0] if plain_binary or r[0] is None else {"bytes": r[0], "path": r[2]} for r in rows]
+    table = pa.table({image_column: pa.array(images, image_type), label_column: pa.array([r[1] for r in rows])},
+                     schema=schema)
+    pq.write_table(table, path, row_group_size=4)
+
+
+@pytest.fixture
+def hub_files(tmp_path):
+    """Two files of the Hub's shape, with the quirks of real data and a few bad rows."""
+    data = tmp_path / "data"
+    data.mkdir()
+    first = [(_jpeg(i % 3, i), i % 3, f"img{i}.JPEG") for i in range(9)]
+    first[2] = (_jpeg(1, 2, "CMYK"), 1, "cmyk.JPEG")  # converted, not dropped
+    first[5] = (_jpeg(2, 5, kind="PNG"), 2, "png-named.JPEG")
+    second = [(_jpeg(i % 3, i), i % 3, f"img{9 + i}.JPEG") for i in range(7)]
+    second[1] = (b"\xff\xd8 not an image", 0, "broken.JPEG")
+    second[3] = (None, 1, "none")
+    second[4] = (_jpeg(0, 4), 7, "label-out-of-range.JPEG")
+    _write(data / "train-00000-of-00002.parquet", first)
+    _write(data / "train-00001-of-00002.parquet", second)
+    return data, first + second
+
+
+def test_hub_parquet_converts_with_class_names_quirks_and_rejections(hub_files, tmp_path):
+    data, rows = hub_files
+    out = tmp_path / "out"
+    assert main(["convert", "images", str(data), str(out), "--no-progress", "--workers", "2",
+                 "--max-shard-samples", "5"]) == 0
+    _, manifest = read_manifest(out)
+    assert manifest.classes == tuple(CLASSES) and manifest.num_samples == 13 and manifest.num_rejected == 3
+    rejected = {json.loads(line)["path"]: json.loads(line)["reason"]
+                for line in (out / "rejected.jsonl").read_text().splitlines()}
+    assert set(rejected) == {"train-00001-of-00002.parquet#1", "train-00001-of-00002.parquet#3",
+                             "train-00001-of-00002.parquet#4"}
+    assert "label 7" in rejected["train-00001-of-00002.parquet#4"]
+    table = read_sample_table(out / "samples.arrow")
+    kept = [r for i, r in enumerate(rows) if i not in (10, 12, 13)]
+    assert [int(label) for label in table.label] == [r[1] for r in kept]
+    assert [table.path(i) for i in range(len(table))] == [r[2] for r in kept]
+    assert verify(out, deep=True).ok
+    with ImageLoader(out, batch_size=13, image_size=32, train=False) as loader:
+        (images, labels), = list(loader)
+    assert labels.tolist() == [r[1] for r in kept] and images.shape == (13, 3, 32, 32)
+
+
+def test_column_names_plain_binary_and_a_classes_file(tmp_path):
+    path = tmp_path / "mine.parquet"
+    _write(path, [(_jpeg(i % 2, i), i % 2, "") for i in range(6)], features=False, image_column="jpg",
+           label_column="cls", plain_binary=True)
+    classes = tmp_path / "classes.txt"
+    classes.write_text("cat\ndog\n")
+    out = tmp_path / "out"
+    assert main(["convert", "images", str(path), str(out), "--image-column", "jpg", "--label-column", "cls",
+                 "--classes", str(classes), "--no-progress", "--workers", "1"]) == 0
+    assert read_manifest(out)[1].classes == ("cat", "dog")
+    assert main(["convert", "images", str(path), str(tmp_path / "o2"), "--no-progress"]) == 2  # no 'image' column
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_an_interrupted_parquet_conversion_resumes_byte_identical(hub_files, tmp_path, monkeypatch):
+    data, _ = hub_files
+
+    def run(out):
+        return convert_images(ConvertImagesConfig(src=data, out=out, num_workers=1, progress=False,
+                                                  max_shard_samples=3))
+
+    run(tmp_path / "reference")
+    original, seen = Journal.add, []
+
+    def add(self, index, record):
+        original(self, index, record)
+        seen.append(index)
+        if len(seen) == 2:
+            raise _Stop
+
+    monkeypatch.setattr(Journal, "add", add)
+    with pytest.raises(_Stop):
+        run(tmp_path / "out")
+    monkeypatch.undo()
+    run(tmp_path / "out")
+    files = lambda f: {p.name: p.read_bytes() for p in f.iterdir() if p.is_file()}  # noqa: E731
+    assert files(tmp_path / "out") == files(tmp_path / "reference")
+
+
+def test_rank_conversion_of_parquet_matches_one_process(hub_files, tmp_path):
+    data, _ = hub_files
+    one = tmp_path / "one"
+    convert_images(ConvertImagesConfig(src=data, out=one, num_workers=1, progress=False))
+    for rank in range(2):
+        convert_images(ConvertImagesConfig(src=data, out=tmp_path / "two", num_workers=1, progress=False,
+                                           rank=rank, world_size=2))
+    a, b = read_sample_table(one / "samples.arrow"), read_sample_table(tmp_path / "two" / "samples.arrow")
+    assert np.array_equal(a.checksum, b.checksum) and np.array_equal(a.label, b.label)
+
+
+def test_streaming_from_any_row_gives_the_rows_from_there(hub_files):
+    """Resume reads from a row in the middle of a file and of a row group (groups of 4 rows here)."""
+    from dataio.formats.parquet_images import parquet_files, scan_parquet_images
+
+    source = scan_parquet_images(parquet_files(hub_files[0]))
+    everything = [(r.id, r.path, r.label) for r in source.stream(0)]
+    assert [row_id for row_id, _ in source.rows] == [row_id for row_id, _, _ in everything]
+    for start in range(len(everything) + 1):
+        assert [(r.id, r.path, r.label) for r in source.stream(start)] == everything[start:]
+    assert len(source.row_sizes()) == len(everything) and source.row_sizes().min() > 0
+
+
+def test_a_folder_with_several_splits_is_refused_naming_them(hub_files, tmp_path, capsys):
+    data, rows = hub_files
+    _write(data / "validation-00000-of-00001.parquet", rows[:3])
+    assert main(["convert", "images", str(data), str(tmp_path / "out"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "splits train, validation" in err and "Traceback" not in err
+    assert main(["convert", "images", str(data / "train-*.parquet"), str(tmp_path / "out"), "--no-progress",
+                 "--workers", "1"]) == 0
