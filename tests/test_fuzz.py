@@ -196,6 +196,56 @@ def test_damage_check_agrees_with_the_decoder_and_the_packer(jpeg_sample, data):
         assert not isinstance(prepared, PreparedImage)
 
 
+@FIXTURES
+@given(raw=st.binary(min_size=1, max_size=80))
+def test_any_file_name_escapes_to_one_utf8_line_and_back(raw):
+    """Source names that are not UTF-8 (or hold newlines, backslashes, controls) are stored losslessly."""
+    from dataio.formats.image_tree import escape_path, unescape_path
+
+    text = escape_path(raw)
+    assert "\n" not in text and "\r" not in text
+    text.encode("utf-8")  # valid UTF-8, no lone surrogates
+    assert unescape_path(text) == raw
+
+
+@FIXTURES
+@given(members=st.dictionaries(st.sampled_from(["jpg", "png", "cls", "json", "pyd", "pickle", "pth", "npy", "txt"]),
+                               st.binary(max_size=64), min_size=1))
+def test_shard_member_handlers_give_a_sample_or_a_data_error(members):
+    """Any member bytes under any name: an image and label, or a data error; never an unpickle."""
+    from dataio.formats.shard_members import decode_sample
+
+    try:
+        decode_sample({"__key__": "k", **members})
+    except (DataioError, *DATA_EXCEPTIONS):
+        pass
+
+
+@FIXTURES
+@given(data=st.data())
+def test_mutated_parquet_source_converts_or_names_the_problem(tmp_path_factory, jpeg_sample, data):
+    """A damaged Parquet file: a conversion with the bad rows listed, or one line naming the file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from dataio.formats.errors import UsageError
+    from dataio.formats.image_convert import ConvertImagesConfig, convert_images
+
+    folder = tmp_path_factory.mktemp("pq")
+    image = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    table = pa.table({"image": pa.array([{"bytes": jpeg_sample, "path": f"{i}.jpg"} for i in range(6)], image),
+                      "label": pa.array([i % 2 for i in range(6)], pa.int64())})
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, row_group_size=2)
+    raw = sink.getvalue().to_pybytes()
+    (folder / "d.parquet").write_bytes(mutate(raw, data.draw(mutations(len(raw))), keep_size=data.draw(st.booleans())))
+    try:
+        summary = convert_images(ConvertImagesConfig(src=folder / "d.parquet", out=folder / "out", num_workers=1,
+                                                     progress=False))
+        assert summary.num_samples + summary.num_rejected == 6
+    except (UsageError, DataioError, pa.ArrowException, OSError):
+        pass
+
+
 def test_fuzz_inputs_exist(jpeg_sample):
     assert jpeg_sample[:2] == b"\xff\xd8" and io.BytesIO(jpeg_sample).getbuffer().nbytes > 100
     assert b"\xff\xdd" in jpeg_sample or not REGION_DECODE, "packed without restart markers: the splicer is not fuzzed"
