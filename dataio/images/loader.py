@@ -195,8 +195,12 @@ class ImageLoader(ResumableLoader):
         return self.order()[self._share()[0]]
 
     def __len__(self) -> int:
-        """Batches of the next (or current) pass: the whole epoch, or its rest after a resume."""
-        return len(partition.batch_bounds(self.num_samples(), self.batch_size))
+        """Batches of the epoch on this rank (as DataLoader's): this pass's, plus those yielded before a resume.
+
+        Lightning counts a resumed epoch's steps from its checkpoint and ends
+        the epoch at ``len``, as torchdata's ``StatefulDataLoader`` keeps it.
+        """
+        return self.position.before + len(partition.batch_bounds(self.num_samples(), self.batch_size))
 
     def num_samples(self) -> int:
         """Samples this rank reads in the next (or current) pass, padding repeats included."""

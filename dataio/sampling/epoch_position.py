@@ -33,6 +33,7 @@ class EpochPosition:
         self.dealt = 0  # positions this rank was dealt in this pass
         self.total: int | None = None  # positions in the epoch, known once a pass begins
         self.yielded = 0  # batches this rank handed out in this epoch (torchdata's ``_num_yielded``)
+        self.before = 0  # of which before this pass (a loaded state's ``_num_yielded``)
         self.loaded = False  # a loaded state waits for its pass: set_epoch of its epoch keeps it
 
     def set_epoch(self, epoch: int) -> None:
@@ -45,14 +46,14 @@ class EpochPosition:
         if self.loaded and int(epoch) == self.epoch:
             return
         self.epoch = int(epoch)
-        self.consumed = self.dealt = self.yielded = 0
+        self.consumed = self.dealt = self.yielded = self.before = 0
         self.loaded = False
 
     def begin(self, total: int) -> int:
         """Start a pass over an epoch of ``total`` positions; returns the positions already consumed."""
         if self.consumed > total:
             raise ValueError(f"the saved position {self.consumed} is past the epoch's {total} positions")
-        self.total, self.dealt, self.loaded = total, 0, False
+        self.total, self.dealt, self.loaded, self.yielded = total, 0, False, self.before
         return self.consumed
 
     def advance(self, positions: int) -> None:
@@ -62,7 +63,7 @@ class EpochPosition:
 
     def end(self) -> None:
         self.epoch += 1
-        self.consumed = self.dealt = self.yielded = 0
+        self.consumed = self.dealt = self.yielded = self.before = 0
 
     def consumed_now(self) -> int:
         """Global positions consumed, by all ranks together, once each is where this rank is."""
@@ -92,7 +93,8 @@ class EpochPosition:
             raise ValueError(f"samples_consumed must be >= 0, got {state['samples_consumed']}")
         self.epoch = int(state["epoch"])
         self.consumed, self.dealt, self.total = int(state["samples_consumed"]), 0, None
-        self.yielded, self.loaded = int(state.get("_num_yielded", 0)), True
+        self.yielded = self.before = int(state.get("_num_yielded", 0))
+        self.loaded = True
 
 
 def check_state(state: Any) -> None:

@@ -144,7 +144,8 @@ class TextLoader(ResumableLoader):
         return self._dealt_cache[2]
 
     def __len__(self) -> int:
-        return len(self.plan())
+        """Batches of the epoch on this rank (as DataLoader's): this pass's, plus those yielded before a resume."""
+        return self.position.before + len(self.plan())
 
     def _samples_at(self, position: int) -> int:
         """Samples (rows; block rows when packing) in the first ``position`` batches of the epoch's plan."""
@@ -193,7 +194,7 @@ class TextLoader(ResumableLoader):
     def _numpy_batches(self) -> Iterator[dict[str, np.ndarray]]:
         self._follow_sampler_epoch()
         self.position.begin(len(self.global_plan()[1]))
-        for index in range(len(self)):
+        for index in range(len(self.plan())):
             batch = self.numpy_batch(index)
             mask = batch["attention_mask"]
             real = int(mask.sum())
