@@ -101,7 +101,7 @@ def main() -> None:
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-        log[-1]["loss"] = float(loss)
+        log[-1]["loss"] = loss.item()
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"rank{rank}.json").write_text(json.dumps({"seen": seen, "log": log, "world_size": size}))
     if distributed:
