@@ -12,6 +12,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
+    "DataLoader": "dataio.dataloader",
     "ImageLoader": "dataio.images.loader",
     "ImageLoaderConfig": "dataio.images.config",
     "TextLoader": "dataio.text.loader",
@@ -25,4 +26,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'dataio' has no attribute {name!r}")
 
 
-__all__ = ["ImageLoader", "ImageLoaderConfig", "TextLoader", "TextLoaderConfig", "__version__"]
+__all__ = ["DataLoader", "ImageLoader", "ImageLoaderConfig", "TextLoader", "TextLoaderConfig", "__version__"]

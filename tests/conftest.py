@@ -51,16 +51,23 @@ def image_shards(image_folder, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def coloured_shards(tmp_path_factory) -> Path:
-    """45 solid-colour images in 3 classes (label = index % 3), several shards."""
+def coloured_folder(tmp_path_factory) -> Path:
+    """45 solid-colour JPEGs in 3 class folders (img{i} in c{i % 3}), not converted."""
     root = tmp_path_factory.mktemp("coloured")
     for i in range(NUM_COLOURED):
         folder = root / f"c{i % 3}"
         folder.mkdir(exist_ok=True)
         size = ((300, 200), (200, 300), (256, 256))[i % 3]
         Image.new("RGB", size, colour_of(i)).save(folder / f"img{i:03d}.jpg", quality=95)
+    return root
+
+
+@pytest.fixture(scope="session")
+def coloured_shards(coloured_folder, tmp_path_factory) -> Path:
+    """The 45 solid-colour images in 3 classes (label = index % 3), several shards."""
     out = tmp_path_factory.mktemp("coloured_shards") / "out"
-    convert_images(ConvertImagesConfig(src=root, out=out, max_shard_samples=7, num_workers=1, progress=False))
+    convert_images(ConvertImagesConfig(src=coloured_folder, out=out, max_shard_samples=7, num_workers=1,
+                                       progress=False))
     return out
 
 

@@ -56,7 +56,8 @@ class ImageLoaderConfig:
     fast_resize: bool = False  # nearest-neighbour instead of antialiased bilinear
     reduced_decode: bool = True  # JPEG DCT scaling when the crop is downscaled >= 2x
     region_decode: bool = True  # decode only the crop's rows and columns (dataio.formats._jpeg_codec)
-    prefetch_batches: int = 1  # batches in flight per decode thread
+    prefetch_batches: int = 1  # batches in flight per decode thread (DataLoader's prefetch_factor)
+    timeout: float = 0  # > 0: waiting longer than this many seconds for a batch raises (as DataLoader)
     on_error: ErrorPolicy = ErrorPolicy.RAISE
     max_errors: int | None = None
     verify_checksums: bool = False  # each shard's sha256 against the manifest, when the loader is built
@@ -100,6 +101,8 @@ class ImageLoaderConfig:
             raise ValueError("prefetch_batches must be >= 1")
         if self.max_errors is not None and self.max_errors < 0:
             raise ValueError("max_errors must be >= 0")
+        if self.timeout < 0:
+            raise ValueError(f"timeout must be >= 0 seconds, got {self.timeout}")
         check_rank_args(self.world_size, self.rank)
         if self.shuffle_window < 1:
             raise ValueError(f"shuffle_window must be >= 1, got {self.shuffle_window}")

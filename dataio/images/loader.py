@@ -27,7 +27,10 @@ from dataio.sampling.world import resolve_world
 from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
 from dataio.formats.errors import SampleError, ShardError
 from dataio.loading.error_policy import DATA_EXCEPTIONS, ErrorStats
+from dataio.loading.dataloader_args import Capabilities, check_sampler_size, dataloader_fields
 from dataio.images.config import ImageLoaderConfig
+from dataio.images.samples_view import ImageSamples
+from dataio.sampling.epoch_sampler import EpochSampler
 from dataio.images.dali_decode import DaliDecoder
 from dataio.images.readahead import Readahead
 from dataio.images.remote_shard_files import RemoteShardFiles
@@ -41,6 +44,8 @@ from dataio.formats.storage import describe, remote_errors
 from dataio.formats.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
 
 CHUNK = 32  # samples per decode task
+FIELDS = frozenset(f.name for f in dataclasses.fields(ImageLoaderConfig))
+FACE = Capabilities(name="ImageLoader", threads=True)  # num_workers = decode threads
 
 
 class ImageBatch(NamedTuple):
@@ -78,11 +83,15 @@ class ImageLoader(ResumableLoader):
     ``config=``. Each ``for`` pass is one epoch; the epoch advances by itself
     after a full pass, or is set with ``set_epoch``. ``batches()`` yields
     ``ImageBatch`` with sample ids and padding flags; ``state_dict()`` resumes
-    mid-epoch, on the same or another world size.
+    mid-epoch, on the same or another world size. Every keyword of
+    ``torch.utils.data.DataLoader`` is honoured, mapped or refused
+    (``dataio.loading.dataloader_args``).
     """
 
     def __init__(self, source: str | Path, config: ImageLoaderConfig | None = None, **options: Any) -> None:
-        self.config = dataclasses.replace(config or ImageLoaderConfig(), **options)
+        base = config or ImageLoaderConfig()
+        fields, self._follow = dataloader_fields(options, FIELDS, FACE, base)
+        self.config = dataclasses.replace(base, **fields)
         c = self.config
         self.location, self.manifest = open_dataset(source, c.storage_options, retry_policy(c.retries, c.retry_backoff))
         self.folder = self.location.root if not self.location.remote else self.location.display()
@@ -92,6 +101,7 @@ class ImageLoader(ResumableLoader):
         self.table: SampleTable = self._read_table()
         if len(self.table) != self.manifest.num_samples:
             raise ValueError(f"{self.folder}: sample table has {len(self.table)} rows, manifest {self.manifest.num_samples}")
+        check_sampler_size(options.get("sampler"), len(self.table), str(self.folder))
         self.files: ShardFiles | RemoteShardFiles = self._open_files()
         self._faults = table_faults(self.table, [s.bytes for s in self.manifest.shards], len(self.manifest.classes))
         self._checksums = self.table.checksum if self.config.verify_samples else None
@@ -187,9 +197,40 @@ class ImageLoader(ResumableLoader):
     def classes(self) -> tuple[str, ...]:
         return self.manifest.classes
 
+    @property
+    def prefetch_factor(self) -> int:
+        return self.config.prefetch_batches
+
+    @property
+    def persistent_workers(self) -> bool:
+        """Always True: the decode threads live as long as the loader."""
+        return True
+
+    @property
+    def timeout(self) -> float:
+        return self.config.timeout
+
+    @property
+    def dataset(self) -> ImageSamples:
+        """The shards as an ``ImageFolder``-like data set: len, classes, targets, ``dataset[i]``."""
+        return ImageSamples(self.table, self.manifest.classes, self._read_sample)
+
+    @property
+    def sampler(self) -> EpochSampler:
+        """``set_epoch``, ``len`` and this rank's sample ids of the pass (as a ``DistributedSampler``)."""
+        return EpochSampler(self)
+
+    def sample_ids(self) -> np.ndarray:
+        """This rank's sample ids of the next (or current) pass, padding repeats included."""
+        return self.order()[self._share()[0]]
+
     def __len__(self) -> int:
-        """Batches of the next (or current) pass: the whole epoch, or its rest after a resume."""
-        return len(partition.batch_bounds(self.num_samples(), self.batch_size))
+        """Batches of the epoch on this rank (as DataLoader's): this pass's, plus those yielded before a resume.
+
+        Lightning counts a resumed epoch's steps from its checkpoint and ends
+        the epoch at ``len``, as torchdata's ``StatefulDataLoader`` keeps it.
+        """
+        return self.position.before + len(partition.batch_bounds(self.num_samples(), self.batch_size))
 
     def num_samples(self) -> int:
         """Samples this rank reads in the next (or current) pass, padding repeats included."""
@@ -340,7 +381,8 @@ class ImageLoader(ResumableLoader):
             readahead = Readahead(lambda i: self._fetch(samples[bounds[i][0]:bounds[i][1]]), len(bounds),
                                   depth=self.config.readahead_batches, threads=self.config.readahead_threads)
         producer = ThreadedBatches(self._make_batch(samples, repeated, bounds, consumed, readahead), len(bounds),
-                                   pool=self._pool, prefetch=self.config.prefetch_batches * max(1, self.config.threads))
+                                   pool=self._pool, prefetch=self.config.prefetch_batches * max(1, self.config.threads),
+                                   timeout=self.config.timeout)
         try:
             yield from self._checked(producer)
         finally:
@@ -361,6 +403,7 @@ class ImageLoader(ResumableLoader):
 
     def batches(self) -> Iterator[ImageBatch]:
         """One pass (an epoch, or its rest after a resume) of ``ImageBatch``."""
+        self._follow_sampler_epoch()
         consumed = self.position.begin(len(self.table))
         for images, labels, host in self._transfer(self._host_batches(consumed)):
             self.position.advance(host.planned)  # before the yield: state_dict() then covers this batch

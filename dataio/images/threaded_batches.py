@@ -9,9 +9,11 @@ worker processes that pickle samples (measured in bench/results).
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Generic, TypeVar
 
 Batch = TypeVar("Batch")
@@ -23,9 +25,11 @@ class ThreadedBatches(Generic[Batch]):
     """Iterate ``(batch, failures)`` for batches ``start..count-1`` built by ``make_batch``."""
 
     def __init__(
-        self, make_batch: BatchFactory, count: int, *, pool: ThreadPoolExecutor | None, prefetch: int, start: int = 0
+        self, make_batch: BatchFactory, count: int, *, pool: ThreadPoolExecutor | None, prefetch: int, start: int = 0,
+        timeout: float = 0,
     ) -> None:
         self.make_batch, self.count, self.start = make_batch, count, start
+        self.timeout = timeout  # > 0: seconds to wait for a batch before raising (DataLoader's timeout)
         self.prefetch = max(1, prefetch)
         self.pool = pool  # None: run tasks in the calling thread
 
@@ -34,6 +38,14 @@ class ThreadedBatches(Generic[Batch]):
         if self.pool is None:  # num_workers=0: decode in the calling thread
             return batch, [task() for task in tasks]
         return batch, [self.pool.submit(task) for task in tasks]
+
+    def _wait(self, part: Future, deadline: float) -> list:
+        if not self.timeout:
+            return part.result()
+        try:
+            return part.result(timeout=max(0.0, deadline - time.monotonic()))
+        except FutureTimeout:
+            raise RuntimeError(f"timed out after {self.timeout} seconds waiting for a batch (timeout=)") from None
 
     def __iter__(self) -> Iterator[tuple[Batch, list]]:
         pending: deque[tuple[Batch, list]] = deque()
@@ -45,8 +57,9 @@ class ThreadedBatches(Generic[Batch]):
                     next_index += 1
                 batch, parts = pending.popleft()
                 failures: list = []
+                deadline = time.monotonic() + self.timeout
                 for part in parts:
-                    failures.extend(part.result() if isinstance(part, Future) else part)
+                    failures.extend(self._wait(part, deadline) if isinstance(part, Future) else part)
                 yield batch, failures
         finally:
             for _, parts in pending:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from dataio.sampling import partition
+from dataio.sampling.stateful_shape import split_state, torchdata_state
 
 
 class EpochPosition:
@@ -31,25 +32,38 @@ class EpochPosition:
         self.consumed = 0  # global positions read before this pass
         self.dealt = 0  # positions this rank was dealt in this pass
         self.total: int | None = None  # positions in the epoch, known once a pass begins
+        self.yielded = 0  # batches this rank handed out in this epoch (torchdata's ``_num_yielded``)
+        self.before = 0  # of which before this pass (a loaded state's ``_num_yielded``)
+        self.loaded = False  # a loaded state waits for its pass: set_epoch of its epoch keeps it
 
     def set_epoch(self, epoch: int) -> None:
-        """The next pass yields all of ``epoch`` (as ``DistributedSampler.set_epoch``)."""
+        """The next pass yields all of ``epoch`` (as ``DistributedSampler.set_epoch``).
+
+        After ``load_state_dict`` and before the pass begins, ``set_epoch`` of the
+        loaded epoch keeps the loaded position: training loops (and Lightning)
+        call it at the top of every epoch, the resumed one included.
+        """
+        if self.loaded and int(epoch) == self.epoch:
+            return
         self.epoch = int(epoch)
-        self.consumed = self.dealt = 0
+        self.consumed = self.dealt = self.yielded = self.before = 0
+        self.loaded = False
 
     def begin(self, total: int) -> int:
         """Start a pass over an epoch of ``total`` positions; returns the positions already consumed."""
         if self.consumed > total:
             raise ValueError(f"the saved position {self.consumed} is past the epoch's {total} positions")
-        self.total, self.dealt = total, 0
+        self.total, self.dealt, self.loaded, self.yielded = total, 0, False, self.before
         return self.consumed
 
     def advance(self, positions: int) -> None:
+        """Count one batch of ``positions`` handed out."""
         self.dealt += positions
+        self.yielded += 1
 
     def end(self) -> None:
         self.epoch += 1
-        self.consumed = self.dealt = 0
+        self.consumed = self.dealt = self.yielded = self.before = 0
 
     def consumed_now(self) -> int:
         """Global positions consumed, by all ranks together, once each is where this rank is."""
@@ -79,6 +93,8 @@ class EpochPosition:
             raise ValueError(f"samples_consumed must be >= 0, got {state['samples_consumed']}")
         self.epoch = int(state["epoch"])
         self.consumed, self.dealt, self.total = int(state["samples_consumed"]), 0, None
+        self.yielded = self.before = int(state.get("_num_yielded", 0))
+        self.loaded = True
 
 
 def check_state(state: Any) -> None:
@@ -108,6 +124,15 @@ class ResumableLoader:
     """
 
     position: EpochPosition
+    _follow: Any = None  # a DistributedSampler given as sampler=: its set_epoch is followed
+    _followed_epoch = 0
+
+    def _follow_sampler_epoch(self) -> None:
+        """At the start of a pass: take the epoch set on the user's own ``DistributedSampler``, if it moved."""
+        epoch = getattr(self._follow, "epoch", None)
+        if epoch is not None and epoch != self._followed_epoch:
+            self._followed_epoch = epoch
+            self.set_epoch(epoch)
 
     @property
     def epoch(self) -> int:
@@ -124,13 +149,20 @@ class ResumableLoader:
     def _position_of(self, samples: int, epoch: int) -> int:
         return samples
 
-    def state_dict(self) -> dict[str, int]:
-        """Small JSON-safe position: epoch, samples consumed by all ranks, seed and world size."""
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-safe position in ``StatefulDataLoader``'s shape (``stateful_shape``).
+
+        dataio's keys (epoch, samples consumed by all ranks, seed, world size,
+        data set fingerprint) are what a resume reads, on any world size.
+        """
         state = self.position.state_dict()
         state["samples_consumed"] = self._samples_at(state["samples_consumed"])
-        return state
+        return torchdata_state(state, self.position.yielded)
 
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        """Continue from ``state``, saved on any world size: the next pass yields the rest of that epoch."""
-        self.position.load_state_dict(state)
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (either shape, any world size): the next pass yields the rest of that epoch."""
+        position = split_state(state)
+        if position is None:
+            return
+        self.position.load_state_dict(position)
         self.position.consumed = self._position_of(self.position.consumed, self.position.epoch)

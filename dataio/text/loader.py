@@ -31,26 +31,38 @@ import torch
 from dataio.formats.errors import SampleError
 from dataio.formats.manifest import open_dataset
 from dataio.formats.remote_copy import copy_dataset
+from dataio.loading.dataloader_args import Capabilities, check_sampler_size, dataloader_fields
 from dataio.loading.remote_options import retry_policy
 from dataio.loading.device_copy import DeviceCopy, copy_arrays
 from dataio.loading.error_policy import ErrorStats
 from dataio.sampling import partition
 from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
+from dataio.sampling.epoch_sampler import EpochSampler
 from dataio.sampling.world import resolve_world
 from dataio.text import batch_plans as plans
 from dataio.text.batch_plans import BatchPlan
 from dataio.text.collate import pack_rows, pad_rows
 from dataio.text.config import TextLoaderConfig
+from dataio.text.samples_view import TextSamples
 from dataio.text.token_shards import TokenShards
+
+FIELDS = frozenset(f.name for f in dataclasses.fields(TextLoaderConfig))
+FACE = Capabilities(name="TextLoader", threads=False)  # batches are built in the calling thread
 
 
 class TextLoader(ResumableLoader):
-    """Iterate dict batches over a token shard folder: ``TextLoader(folder, mode="budget", max_tokens=...)``."""
+    """Iterate dict batches over a token shard folder: ``TextLoader(folder, mode="budget", max_tokens=...)``.
+
+    Takes DataLoader's keywords too (``dataio.loading.dataloader_args``).
+    """
 
     def __init__(self, source: str | Path, config: TextLoaderConfig | None = None, **options: Any) -> None:
-        self.config = dataclasses.replace(config or TextLoaderConfig(), **options)
+        base = config or TextLoaderConfig()
+        fields, self._follow = dataloader_fields(options, FIELDS, FACE, base)
+        self.config = dataclasses.replace(base, **fields)
         self._copy_dir: tempfile.TemporaryDirectory | None = None
         self.shards = TokenShards(self._local_folder(source), self.config.verify_checksums)
+        check_sampler_size(options.get("sampler"), len(self.shards), str(source))
         self.stats = ErrorStats(max_errors=self.config.max_errors)
         self._copy = DeviceCopy(self.config.device)
         if len(self.shards) == 0:
@@ -82,6 +94,39 @@ class TextLoader(ResumableLoader):
     @property
     def pad_id(self) -> int:
         return self.shards.pad_id
+
+    # -- DataLoader-compatible surface -------------------------------------------------
+    @property
+    def batch_size(self) -> int | None:
+        """Rows per batch; None in budget mode, where it varies (as DataLoader's None: no fixed size)."""
+        return None if self.config.mode == "budget" else self.config.batch_size
+
+    @property
+    def drop_last(self) -> bool:
+        return self.config.drop_last
+
+    @property
+    def num_workers(self) -> int:
+        """0: batches are built in the calling thread."""
+        return 0
+
+    @property
+    def pin_memory(self) -> bool:
+        return self.config.pin_memory
+
+    @property
+    def dataset(self) -> TextSamples:
+        """The shards as a map-style data set: len, classes, ``dataset[i]`` -> token ids."""
+        return TextSamples(self.shards)
+
+    @property
+    def sampler(self) -> EpochSampler:
+        """``set_epoch``, ``len`` and this rank's sample ids of the pass (as a ``DistributedSampler``)."""
+        return EpochSampler(self)
+
+    def sample_ids(self) -> np.ndarray:
+        """This rank's sample ids (block rows when packing) of the next (or current) pass, in batch order."""
+        return self.plan().samples
 
     def global_plan(self, epoch: int | None = None) -> tuple[plans.PackStream | None, BatchPlan]:
         """The epoch's batches over all ranks (and the token stream when packing); world-size independent."""
@@ -119,7 +164,8 @@ class TextLoader(ResumableLoader):
         return self._dealt_cache[2]
 
     def __len__(self) -> int:
-        return len(self.plan())
+        """Batches of the epoch on this rank (as DataLoader's): this pass's, plus those yielded before a resume."""
+        return self.position.before + len(self.plan())
 
     def _samples_at(self, position: int) -> int:
         """Samples (rows; block rows when packing) in the first ``position`` batches of the epoch's plan."""
@@ -166,8 +212,9 @@ class TextLoader(ResumableLoader):
         return copy_arrays(batch, self._copy.device, pin=self.config.pin_memory)
 
     def _numpy_batches(self) -> Iterator[dict[str, np.ndarray]]:
+        self._follow_sampler_epoch()
         self.position.begin(len(self.global_plan()[1]))
-        for index in range(len(self)):
+        for index in range(len(self.plan())):
             batch = self.numpy_batch(index)
             mask = batch["attention_mask"]
             real = int(mask.sum())

@@ -13,6 +13,7 @@ from dataio.images.contract import check_batch
 from dataio.errors import SampleError, ShardError
 from dataio.formats.manifest import read_manifest
 from dataio.formats.sample_table import read_sample_table
+from tests.loading.state_shape import torchdata_keys
 from tests.conftest import NUM_COLOURED, index_of
 
 
@@ -98,7 +99,7 @@ def test_resume_mid_epoch_continues_identically(coloured_shards):
         next(iterator)
     state = first.state_dict()
     assert state == {"epoch": 4, "samples_consumed": 16, "seed": 3, "world_size": 1,
-                     "dataset": first.manifest.fingerprint()}
+                     "dataset": first.manifest.fingerprint(), **torchdata_keys(2)}
     resumed = ImageLoader(coloured_shards, batch_size=8, image_size=32, seed=3)
     resumed.load_state_dict(state)
     assert _identities(resumed) == expected[2:]

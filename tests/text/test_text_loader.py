@@ -11,6 +11,7 @@ import torch
 from dataio import TextLoader
 from dataio.errors import ShardError
 from dataio.text.collate import IGNORE
+from tests.loading.state_shape import torchdata_keys
 
 
 def sample_ids(loader) -> list[int]:
@@ -74,7 +75,7 @@ def test_resume_mid_epoch_reproduces_the_rest(text_shards):
         next(iterator)
     state = first.state_dict()
     assert state == {"epoch": 0, "samples_consumed": int(first.global_plan()[1].offsets[3]), "seed": 4,
-                     "world_size": 1, "dataset": first.shards.manifest.fingerprint()}
+                     "world_size": 1, "dataset": first.shards.manifest.fingerprint(), **torchdata_keys(3)}
     resumed = TextLoader(text_shards, mode="budget", max_tokens=512, seed=4)
     resumed.load_state_dict(state)
     rest = [b["input_ids"] for b in resumed]

@@ -1,0 +1,69 @@
+"""``dataio.DataLoader(folder, ...)``: the one-line swap for ``torch.utils.data.DataLoader``.
+
+Given a shard folder it returns the loader of its kind (``ImageLoader`` for
+images, ``TextLoader`` for text) with DataLoader's keywords. Given what a
+script passed to DataLoader before the swap (an ImageNet-layout folder that
+has not been converted, or a torchvision ``ImageFolder``), it raises a
+``UsageError`` whose one line is the command that converts it, rather than
+failing later on a missing manifest.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from dataio.formats.errors import UsageError
+from dataio.formats.image_convert import IMAGE_EXTENSIONS
+from dataio.formats.manifest import MANIFEST_NAME, read_manifest
+from dataio.images.loader import ImageLoader
+from dataio.text.loader import TextLoader
+
+
+def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = None, **options: Any
+               ) -> ImageLoader | TextLoader:  # noqa: N802 (named as the class it replaces)
+    """The loader for the shard folder ``dataset``, with DataLoader's keywords and the loader's own options.
+
+    DataLoader's defaults and positional order are kept: ``batch_size=1``,
+    not shuffled unless ``shuffle=True`` or a shuffling sampler says so, text
+    in fixed-size batches (``mode="fixed"``); ``DataLoader(folder, 256, True, num_workers=8)``.
+    Image loaders augment unless ``train=False`` (the transforms of a val loader).
+    """
+    if shuffle is not None or options.get("sampler") is None:
+        options["shuffle"] = bool(shuffle)
+    source = _shard_folder(dataset)
+    _, manifest = read_manifest(source)
+    if manifest.kind == "images":
+        return ImageLoader(source, batch_size=batch_size, **options)
+    if manifest.kind == "text":
+        options.setdefault("mode", "fixed")
+        return TextLoader(source, batch_size=batch_size, **options)
+    raise UsageError(f"{source}: holds {manifest.kind!r} shards; dataio.DataLoader reads images or text")
+
+
+def _shard_folder(dataset: Any) -> Path:
+    """``dataset`` as a shard folder path, or a UsageError saying how to make one."""
+    root = getattr(dataset, "root", None)
+    if not isinstance(dataset, (str, os.PathLike)):
+        if root is not None:  # torchvision's ImageFolder and friends
+            raise UsageError(f"{type(dataset).__name__} reads JPEG files one by one: convert its folder once with "
+                             f"`dataio convert images {root} OUT`, then pass OUT to dataio.DataLoader")
+        raise UsageError(f"dataio.DataLoader reads shard folders (written by `dataio convert`), not a "
+                         f"{type(dataset).__name__}: convert the files it reads, then pass the output folder")
+    path = Path(dataset)
+    if path.is_dir() and not (path / MANIFEST_NAME).is_file() and _holds_images(path):
+        raise UsageError(f"{path} is an image folder that has not been converted: run "
+                         f"`dataio convert images {path} OUT` once, then pass OUT to dataio.DataLoader")
+    return path
+
+
+def _holds_images(path: Path, depth: int = 2) -> bool:
+    """Whether an image file lies within ``depth`` folder levels of ``path`` (ImageNet: class folders)."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return False
+    if any(e.is_file() and e.name.lower().endswith(IMAGE_EXTENSIONS) for e in entries):
+        return True
+    return depth > 0 and any(_holds_images(Path(e.path), depth - 1) for e in entries[:64] if e.is_dir())
