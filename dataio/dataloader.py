@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dataio.formats.errors import UsageError
-from dataio.formats.image_convert import IMAGE_EXTENSIONS
+from dataio.formats.image_tree import IMAGE_EXTENSIONS
 from dataio.formats.manifest import MANIFEST_NAME, read_manifest
 from dataio.images.loader import ImageLoader
 from dataio.text.loader import TextLoader

@@ -43,7 +43,8 @@ from PIL import features
 from dataio.formats.errors import UsageError
 
 # What ImageFolder accepts (torchvision's IMG_EXTENSIONS), compared lower-case; WebP only if PIL decodes it.
-_ALL_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+_ALL_EXTENSIONS = IMAGE_EXTENSIONS
 NO_WEBP = "WebP: this PIL build has no WebP decoder"
 _READ_CHUNK = 1 << 20
 
