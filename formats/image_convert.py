@@ -17,13 +17,9 @@ output is byte-identical whatever the worker count.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import re
-from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -31,7 +27,6 @@ import numpy as np
 from tqdm import tqdm
 
 from dataio.formats.arrow_image_shards import ArrowImageWriter, image_locations
-from dataio.formats.errors import WorkerDied
 from dataio.formats.image_prepare import ImagePrepareConfig, PreparedImage, Rejection, add_restart_markers, prepare_image
 from dataio.formats.image_tree import NotRegularFile, errno_text, read_regular_file, source_path, walk_image_tree
 from dataio.formats.convert_journal import Journal, ShardRecord, fingerprint
@@ -42,6 +37,7 @@ from dataio.formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, 
 from dataio.formats.sample_table import CHECKSUM_FIELD, sample_checksum, write_sample_table
 from dataio.formats.sizes import parse_size
 from dataio.formats.wds_shards import ShardWriter, scan_tar
+from dataio.formats.worker_pool import ordered_map
 
 REJECTED_NAME = "rejected.jsonl"
 _OUTPUT_PATTERNS = ("shard-*.tar", "shard-*.idx", "shard-*.arrow", ".shard-*", MANIFEST_NAME, SAMPLE_TABLE_NAME, REJECTED_NAME)
@@ -115,37 +111,13 @@ def _prepare_file(job: tuple[str, str, ImagePrepareConfig]) -> PreparedImage | R
     return result
 
 
-def _prepare_chunk(jobs: list[tuple[str, str, ImagePrepareConfig]]) -> list[PreparedImage | Rejection]:
-    return [_prepare_file(job) for job in jobs]
-
-
 def _prepared(config: ConvertImagesConfig, files: list[tuple[str, int]]) -> Iterator[PreparedImage | Rejection]:
-    """Prepared images in ``files`` order. A worker that dies (OOM kill, decoder crash) raises, never hangs.
+    """Prepared images in ``files`` order, from ``num_workers`` processes (``worker_pool.ordered_map``).
 
-    ``multiprocessing.Pool`` waits forever for the results of a killed
-    worker; ``ProcessPoolExecutor`` notices and fails the pending futures.
+    A worker that dies (OOM kill, decoder crash) raises WorkerDied, never hangs; Ctrl-C stops the workers at once.
     """
-    jobs = [(str(config.src), relative, config.prepare) for relative, _ in files]
-    if config.num_workers == 1:
-        yield from map(_prepare_file, jobs)
-        return
-    chunks = [jobs[i:i + 8] for i in range(0, len(jobs), 8)]
-    context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-    with ProcessPoolExecutor(config.num_workers, mp_context=context) as pool:
-        pending: deque[Future] = deque()
-        try:
-            for chunk in chunks:
-                pending.append(pool.submit(_prepare_chunk, chunk))
-                if len(pending) >= 4 * config.num_workers:
-                    yield from pending.popleft().result()
-            while pending:
-                yield from pending.popleft().result()
-        except BrokenProcessPool:
-            raise WorkerDied("a convert worker process died (killed by a signal: out of memory, or a crash in an "
-                             "image decoder); finished shards are kept, rerun the command to resume") from None
-        finally:
-            for future in pending:
-                future.cancel()
+    jobs = ((str(config.src), relative, config.prepare) for relative, _ in files)
+    yield from ordered_map(_prepare_file, jobs, config.num_workers, what="convert")
 
 
 def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
