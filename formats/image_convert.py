@@ -27,12 +27,14 @@ import numpy as np
 from tqdm import tqdm
 
 from dataio.formats.arrow_image_shards import ArrowImageWriter, image_locations
+from dataio.formats.errors import NothingConverted
 from dataio.formats.image_prepare import ImagePrepareConfig, PreparedImage, Rejection, add_restart_markers, prepare_image
 from dataio.formats.image_tree import NotRegularFile, errno_text, read_regular_file, source_path, walk_image_tree
 from dataio.formats.convert_journal import Journal, ShardRecord, fingerprint
 from dataio.formats.files import write_atomic
 from dataio.formats.rank_merge import merge_if_complete
 from dataio.formats.rank_split import rank_folder, rank_range
+from dataio.formats.out_lock import locked_output
 from dataio.formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
 from dataio.formats.sample_table import CHECKSUM_FIELD, sample_checksum, write_sample_table
 from dataio.formats.sizes import parse_size
@@ -128,7 +130,13 @@ def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
     """
     tree = walk_image_tree(config.src)
     if config.world_size == 1:
-        return _pack(config, tree.classes, tree.files, tree.rejected)
+        summary = _pack(config, tree.classes, tree.files, tree.rejected)
+        if summary.num_samples == 0:  # a rank with no share is fine; a whole conversion of nothing is not
+            raise NothingConverted(
+                f"no image converted from {config.src}: " + (
+                    f"all {summary.num_rejected} files were rejected (listed in {config.out / REJECTED_NAME})"
+                    if summary.num_rejected else "its class folders hold no files"))
+        return summary
     sizes = np.array([os.stat(source_path(config.src, relative)).st_size for relative, _ in tree.files],
                      dtype=np.int64)
     start, stop = rank_range(sizes, config.rank, config.world_size)
@@ -142,7 +150,13 @@ def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
 
 def _pack(config: ConvertImagesConfig, classes: list[str], files: list[tuple[str, int]],
           walk_rejected: list[tuple[str, str]]) -> ConvertSummary:
-    """The conversion of ``files`` (relative paths and labels) into ``config.out``."""
+    """The conversion of ``files`` (relative paths and labels) into ``config.out``, holding its lock."""
+    with locked_output(config.out):
+        return _pack_locked(config, classes, files, walk_rejected)
+
+
+def _pack_locked(config: ConvertImagesConfig, classes: list[str], files: list[tuple[str, int]],
+                 walk_rejected: list[tuple[str, str]]) -> ConvertSummary:
     options = {"sample_checksum": CHECKSUM_FIELD.name, "max_side": config.prepare.max_side, "quality": config.prepare.quality,
                "max_pixels": config.prepare.max_pixels, "shard_size": config.shard_size,
                "restart_interval": config.prepare.restart_interval if add_restart_markers else 0,
