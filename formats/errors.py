@@ -72,5 +72,9 @@ class OutputError(DataioError):
         self.path, self.errno = path, error.errno
 
 
+class CheckpointError(DataioError):
+    """A training checkpoint that cannot be read or does not fit the run (truncated, corrupted, another model)."""
+
+
 class NothingConverted(DataioError):
     """A conversion produced no sample at all: every input was rejected, or there was none."""

@@ -20,6 +20,7 @@ from dataio.formats.errors import ConfigError, UsageError
 from dataio.formats.files import write_atomic
 
 TOKENIZER_NAME = "tokenizer.json"
+MAX_VOCAB_SIZE = 1 << 24  # 4294967296 aborts inside the Rust trainer; real vocabularies stay below 2**18
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,8 +39,10 @@ class TokenizerConfig:
             raise ConfigError("give exactly one of {0} or {1}", "path", "train")
         if self.train is not None and self.train != "bpe":
             raise ConfigError(f"{{0}} {self.train!r}: only 'bpe' is supported", "train")
-        if self.vocab_size < 260:
-            raise ConfigError(f"{{0}} must be >= 260 (256 bytes + specials), got {self.vocab_size}", "vocab_size")
+        if not 260 <= self.vocab_size <= MAX_VOCAB_SIZE:
+            raise ConfigError(f"{{0}} must be in 260..{MAX_VOCAB_SIZE} (256 bytes + specials; token ids are "
+                              f"stored in at most 32 bits and the trainer allocates per entry), got {self.vocab_size}",
+                              "vocab_size")
 
 
 @dataclass(frozen=True, kw_only=True)
