@@ -7,6 +7,8 @@ before the lock is held. The kernel drops the lock when its holder dies
 removed when a conversion ends, so it never shows in the output; after
 locking, the holder checks that the file it locked is still the one at the
 path (another holder may have removed it between our open and our lock).
+Forked workers close their copy of the descriptor, so a worker that
+outlives a killed converter for a moment does not keep OUT locked.
 """
 
 from __future__ import annotations
@@ -21,6 +23,23 @@ from pathlib import Path
 from dataio.formats.errors import UsageError
 
 LOCK_NAME = ".dataio.lock"
+
+
+_HELD: set[int] = set()  # descriptors of the locks this process holds
+
+
+def _close_held_in_child() -> None:
+    """A forked worker must not keep the lock: an flock lives as long as any process has its descriptor open."""
+    for fd in _HELD:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_held_in_child)
 
 
 class OutputBusy(UsageError):
@@ -59,8 +78,10 @@ def locked_output(out: Path) -> Iterator[None]:
         if same:
             break
         os.close(fd)  # the holder removed it as we opened it: lock the new one
+    _HELD.add(fd)
     try:
         yield
     finally:  # still ours (checked above): removing it is safe; a killed run leaves it, unlocked, for the rerun
+        _HELD.discard(fd)
         path.unlink(missing_ok=True)
         os.close(fd)

@@ -39,10 +39,10 @@ class TokenizerConfig:
             raise ConfigError("give exactly one of {0} or {1}", "path", "train")
         if self.train is not None and self.train != "bpe":
             raise ConfigError(f"{{0}} {self.train!r}: only 'bpe' is supported", "train")
-        if not 260 <= self.vocab_size <= MAX_VOCAB_SIZE:
-            raise ConfigError(f"{{0}} must be in 260..{MAX_VOCAB_SIZE} (256 bytes + specials; token ids are "
-                              f"stored in at most 32 bits and the trainer allocates per entry), got {self.vocab_size}",
-                              "vocab_size")
+        if self.vocab_size < 260:
+            raise ConfigError(f"{{0}} must be >= 260 (256 bytes + specials), got {self.vocab_size}", "vocab_size")
+        if self.vocab_size > MAX_VOCAB_SIZE:
+            raise ConfigError(f"{{0}} must be <= {MAX_VOCAB_SIZE} (2**24), got {self.vocab_size}", "vocab_size")
 
 
 @dataclass(frozen=True, kw_only=True)
