@@ -4,7 +4,10 @@ This is the only module that reads environment variables
 (``DATAIO_NUM_WORKERS``: default worker count; ``WORLD_SIZE``, ``RANK`` and
 ``LOCAL_RANK`` from ``torchrun`` for ``dataio train``; for ``convert --rank/--world-size``
 the defaults come from a SLURM array, a SLURM job step or torchrun: ``_conversion_rank``). Bad invocations print one
-line and exit 2; data errors print one line and exit 1.
+line and exit 2 (an OUT that exists as a file or cannot be created or
+written counts as one); data errors, and output that fails while being
+written (disk full), print one line and exit 1; Ctrl-C prints one line and
+exits 130.
 
 Deliberately lazy: each command imports its stage inside its handler, so
 ``dataio --help`` and the converters start without importing torch, and
@@ -457,9 +460,8 @@ def _world_from_environment() -> dict[str, int]:
 
 def _train(args: argparse.Namespace) -> int:
     from dataio.train.config import TrainConfig
-    from dataio.train.trainer import train
 
-    train(TrainConfig(
+    config = TrainConfig(
         train=args.train, val=args.val, model=args.model, out=args.out, epochs=args.epochs,
         image_size=args.image_size, batch_size=args.batch_size, max_tokens=args.max_tokens,
         block_size=args.block_size, pack=args.pack, optimizer=args.optimizer, lr=args.lr,
@@ -469,7 +471,10 @@ def _train(args: argparse.Namespace) -> int:
         compile=args.compile, device=args.device, num_workers=args.workers, seed=args.seed,
         checkpoint_every=args.checkpoint_every, resume=args.resume, halt_after_steps=args.halt_after_steps,
         storage_options=_storage_options(args.storage_option),
-        **_world_from_environment()))
+        **_world_from_environment())
+    from dataio.train.trainer import train  # lazy: torch loads only once the options are valid
+
+    train(config)
     return 0
 
 
@@ -519,6 +524,11 @@ def main(argv: list[str] | None = None) -> int:
     except DataioError as e:
         print(f"dataio {args.command}: {e}", file=sys.stderr)
         return 1
+    except OSError as e:  # the machine, not the data: a file system that failed under us
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"dataio {args.command}: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
-        print(f"dataio {args.command}: interrupted", file=sys.stderr)
+        resume = "; rerun the same command to resume" if args.command == "convert" else ""
+        print(f"dataio {args.command}: interrupted{resume}", file=sys.stderr)
         return 130

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from dataio.formats.errors import OutputError
 from dataio.formats.files import sha256_file
 from dataio.formats.manifest import ShardEntry
 from dataio.formats.wds_shards import MemberLocation
@@ -101,8 +102,10 @@ class ArrowImageWriter:
                                sha256=sha256_file(tmp))
             locations = image_locations(tmp)
             os.replace(tmp, self.folder / name)
-        except BaseException:
+        except BaseException as e:
             tmp.unlink(missing_ok=True)
+            if isinstance(e, OSError):  # disk full: one line naming the shard
+                raise OutputError(self.folder / name, e) from None
             raise
         self.entries.append(entry)
         self.locations.append(locations)

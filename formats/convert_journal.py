@@ -27,6 +27,7 @@ from typing import Any
 from dataio.formats.errors import ConfigError, UsageError
 from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.manifest import MANIFEST_NAME
+from dataio.formats.out_lock import LOCK_NAME
 
 JOURNAL_DIR = ".journal"
 
@@ -121,10 +122,13 @@ class Journal:
 
 
 def check_output_folder(out: Path, overwrite: bool, patterns: tuple[str, ...]) -> None:
-    """Refuse a non-empty OUT unless ``overwrite``; then remove only dataio's own files (``patterns``)."""
+    """Refuse a non-empty OUT unless ``overwrite``; then remove only dataio's own files (``patterns``).
+
+    The converter's own lock file (``out_lock``) does not count: it is taken before this check.
+    """
     if out.exists() and not out.is_dir():
         raise UsageError(f"output {out} exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()):
+    if out.is_dir() and any(p.name != LOCK_NAME for p in out.iterdir()):
         if not overwrite:
             raise ConfigError(f"output folder {out} is not empty (pass {{0}} to replace it)", "overwrite=True")
         _remove(out, patterns)

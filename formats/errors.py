@@ -61,3 +61,20 @@ class WorkerDied(DataioError):
 
 class TooManyErrors(DataioError):
     """The skip policy's error limit was exceeded: the data is mostly broken."""
+
+
+class OutputError(DataioError):
+    """Output could not be written (disk full, quota, I/O error, read-only file system), naming the path."""
+
+    def __init__(self, path: object, error: OSError) -> None:
+        reason = error.strerror or type(error).__name__
+        super().__init__(f"cannot write {path}: {reason}")
+        self.path, self.errno = path, error.errno
+
+
+class CheckpointError(DataioError):
+    """A training checkpoint that cannot be read or does not fit the run (truncated, corrupted, another model)."""
+
+
+class NothingConverted(DataioError):
+    """A conversion produced no sample at all: every input was rejected, or there was none."""

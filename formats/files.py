@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+from dataio.formats.errors import OutputError
+
 
 @contextmanager
 def atomic_writer(path: str | Path) -> Iterator[BinaryIO]:
@@ -16,7 +18,7 @@ def atomic_writer(path: str | Path) -> Iterator[BinaryIO]:
 
     It is written to a hidden temp file beside ``path``, fsynced and renamed,
     so a kill never leaves a half-written ``path``, and an exception removes
-    the temp file.
+    the temp file; an OSError (disk full) is raised as ``OutputError`` naming ``path``.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -26,9 +28,28 @@ def atomic_writer(path: str | Path) -> Iterator[BinaryIO]:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
+    except BaseException as e:
+        _unlink_quietly(tmp)
+        if isinstance(e, OSError):  # disk full, quota, I/O error: one line naming the file
+            raise OutputError(path, e) from None
         raise
+
+
+def _unlink_quietly(path: Path) -> None:
+    """Remove a temp file while handling another error: a second error here must not hide the first."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+@contextmanager
+def output_errors(path: str | Path) -> Iterator[None]:
+    """OSErrors of the block (disk full, I/O error) become an ``OutputError`` naming ``path``."""
+    try:
+        yield
+    except OSError as e:
+        raise OutputError(path, e) from None
 
 
 def write_atomic(path: str | Path, data: bytes) -> None:

@@ -17,14 +17,11 @@ output is byte-identical whatever the worker count.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import re
-from collections import deque
 from collections.abc import Iterator
+from collections import deque
 from itertools import islice
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -33,7 +30,7 @@ from tqdm import tqdm
 
 from dataio.formats.arrow_image_shards import ArrowImageWriter, image_locations
 from dataio.formats.class_names import read_class_names
-from dataio.formats.errors import UsageError, WorkerDied
+from dataio.formats.errors import NothingConverted, UsageError
 from dataio.formats.image_prepare import ImagePrepareConfig, PreparedImage, Rejection, add_restart_markers, prepare_image
 from dataio.formats.image_tree import NotRegularFile, errno_text, read_regular_file, source_path, walk_image_tree
 from dataio.formats.convert_journal import Journal, ShardRecord, fingerprint
@@ -41,10 +38,12 @@ from dataio.formats.files import write_atomic
 from dataio.formats.rank_merge import merge_if_complete
 from dataio.formats.rank_split import rank_folder, rank_range
 from dataio.formats.parquet_images import ParquetImages, parquet_files, scan_parquet_images
+from dataio.formats.out_lock import locked_output
 from dataio.formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
 from dataio.formats.sample_table import CHECKSUM_FIELD, sample_checksum, write_sample_table
 from dataio.formats.sizes import parse_size
 from dataio.formats.wds_shards import ShardWriter, scan_tar
+from dataio.formats.worker_pool import ordered_map
 
 REJECTED_NAME = "rejected.jsonl"
 _OUTPUT_PATTERNS = ("shard-*.tar", "shard-*.idx", "shard-*.arrow", ".shard-*", MANIFEST_NAME, SAMPLE_TABLE_NAME, REJECTED_NAME)
@@ -149,34 +148,20 @@ def _jobs(config: ConvertImagesConfig, inputs: "_Inputs", start: int) -> Iterato
 
 
 def _prepared(config: ConvertImagesConfig, jobs: Iterator[tuple[str, tuple]]) -> Iterator[tuple[str, PreparedImage | Rejection]]:
-    """``(path, prepared image or rejection)`` in input order. A worker that dies (OOM kill, decoder crash)
-    raises, never hangs.
+    """``(path, prepared image or rejection)`` in input order, from ``num_workers`` processes
+    (``worker_pool.ordered_map``, which takes the jobs lazily: Parquet bytes are streamed, not held).
 
-    ``multiprocessing.Pool`` waits forever for the results of a killed
-    worker; ``ProcessPoolExecutor`` notices and fails the pending futures.
+    A worker that dies (OOM kill, decoder crash) raises WorkerDied, never hangs; Ctrl-C stops the workers at once.
     """
-    if config.num_workers == 1:
+    paths: deque[str] = deque()  # the paths of the jobs taken, in order: results come back in that order
+
+    def taken() -> Iterator[tuple]:
         for path, job in jobs:
-            yield path, _prepare_job(job)
-        return
-    context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-    with ProcessPoolExecutor(config.num_workers, mp_context=context) as pool:
-        pending: deque[tuple[list[str], Future]] = deque()
-        try:
-            while chunk := list(islice(jobs, 8)):
-                pending.append(([path for path, _ in chunk], pool.submit(_prepare_chunk, [job for _, job in chunk])))
-                if len(pending) >= 4 * config.num_workers:
-                    paths, future = pending.popleft()
-                    yield from zip(paths, future.result())
-            while pending:
-                paths, future = pending.popleft()
-                yield from zip(paths, future.result())
-        except BrokenProcessPool:
-            raise WorkerDied("a convert worker process died (killed by a signal: out of memory, or a crash in an "
-                             "image decoder); finished shards are kept, rerun the command to resume") from None
-        finally:
-            for _, future in pending:
-                future.cancel()
+            paths.append(path)
+            yield job
+
+    for result in ordered_map(_prepare_job, taken(), config.num_workers, what="convert"):
+        yield paths.popleft(), result
 
 
 @dataclass(frozen=True)
@@ -223,7 +208,13 @@ def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
     """
     inputs, sizes = _inputs(config)
     if config.world_size == 1:
-        return _pack(config, inputs)
+        summary = _pack(config, inputs)
+        if summary.num_samples == 0:  # a rank with no share is fine; a whole conversion of nothing is not
+            raise NothingConverted(
+                f"no image converted from {config.src}: " + (
+                    f"all {summary.num_rejected} inputs were rejected (listed in {config.out / REJECTED_NAME})"
+                    if summary.num_rejected else "it holds no images"))
+        return summary
     start, stop = rank_range(sizes, config.rank, config.world_size)
     part = replace(config, out=config.out / rank_folder(config.rank, config.world_size), rank=0, world_size=1)
     part.out.mkdir(parents=True, exist_ok=True)
@@ -234,7 +225,12 @@ def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
 
 
 def _pack(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary:
-    """The conversion of ``inputs`` into ``config.out``."""
+    """The conversion of ``inputs`` into ``config.out``, holding its lock."""
+    with locked_output(config.out):
+        return _pack_locked(config, inputs)
+
+
+def _pack_locked(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary:
     classes, files = inputs.classes, inputs.files
     options = {"sample_checksum": CHECKSUM_FIELD.name, "max_side": config.prepare.max_side, "quality": config.prepare.quality,
                "max_pixels": config.prepare.max_pixels, "shard_size": config.shard_size,

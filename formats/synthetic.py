@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
+from dataio.formats.errors import UsageError
+
 # (width, height) pairs in ImageNet's common aspect ratios.
 _SIZES = ((500, 375), (375, 500), (500, 333), (450, 375), (400, 400), (500, 400))
 
@@ -77,6 +79,8 @@ def jpeg_bytes(image: Image.Image, quality: int = 90) -> bytes:
 def write_image_folder(root: str | Path, config: SyntheticImagesConfig = SyntheticImagesConfig()) -> Path:
     """Write an ImageNet-layout folder ``root/<class>/<name>.JPEG``; returns ``root``."""
     root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"output {root} exists and is not a folder")
     rng = np.random.default_rng(config.seed)
     for label in range(config.num_classes):
         folder = root / class_name(label)

@@ -29,10 +29,11 @@ from typing import Literal
 import numpy as np
 from tqdm import tqdm
 
-from dataio.formats.errors import ConfigError, UsageError
+from dataio.formats.errors import ConfigError, NothingConverted, UsageError
 from dataio.formats.convert_journal import Journal, ShardRecord, fingerprint
 from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.manifest import MANIFEST_NAME, Manifest, ShardEntry
+from dataio.formats.out_lock import locked_output
 from dataio.formats.rank_merge import merge_if_complete
 from dataio.formats.rank_split import rank_folder, rank_range
 from dataio.formats.text_shards import ArrowTokenWriter, token_dtype
@@ -42,7 +43,9 @@ from dataio.formats.tokenizer_setup import (TOKENIZER_NAME, TokenizerConfig, Tok
 from dataio.formats.wds_shards import ShardWriter
 
 REJECTED_TEXT_NAME = "rejected.json"
-ENCODE_CHUNK = 2048  # documents per batch-encode call
+ENCODE_CHUNK = 2048  # documents per batch-encode call ...
+BATCH_CHARS = 1 << 20  # ... or fewer, once they hold this many characters
+PIECE_CHARS = 1 << 16  # longer documents are encoded in pieces of at most this many characters
 _TEXT_OUTPUTS = ("text-*.arrow", ".text-*", "shard-*.tar", "shard-*.idx", ".shard-*", TOKENIZER_NAME,
                  MANIFEST_NAME, REJECTED_TEXT_NAME)
 
@@ -110,15 +113,80 @@ def length_histogram(bin_counts: list[int]) -> list[list[int]]:
     return [[1 << b, (1 << (b + 1)) - 1, int(c)] for b, c in enumerate(bin_counts) if c]
 
 
-def frame_and_split(ids: list[int], bos: int | None, eos: int | None, max_length: int) -> list[np.ndarray]:
+def frame_and_split(ids: list[int] | np.ndarray, bos: int | None, eos: int | None,
+                    max_length: int) -> list[np.ndarray]:
     """BOS + ids + EOS, cut into chunks of at most ``max_length`` tokens."""
-    framed = np.array(([bos] if bos is not None else []) + ids + ([eos] if eos is not None else []), dtype=np.int64)
+    framed = np.concatenate([np.array([bos] if bos is not None else [], dtype=np.int64),
+                             np.asarray(ids, dtype=np.int64),
+                             np.array([eos] if eos is not None else [], dtype=np.int64)])
     return [framed[i:i + max_length] for i in range(0, len(framed), max_length)]
 
 
+def split_text(text: str, limit: int = PIECE_CHARS) -> list[str]:
+    """``text`` in pieces of at most ``limit`` characters, each cut before a space between two words.
+
+    A byte-level BPE pre-tokenizer attaches a space to the word after it and
+    merges nothing across words, so the pieces' tokens, concatenated, are the
+    whole text's; a run of ``limit`` characters with no such space is cut
+    where the limit falls. Deterministic: the same text gives the same pieces.
+    """
+    pieces: list[str] = []
+    start = 0
+    while len(text) - start > limit:
+        cut = stop = start + limit
+        while (cut := text.rfind(" ", start + 1, cut)) > start:
+            if not text[cut - 1].isspace() and cut + 1 < len(text) and not text[cut + 1].isspace():
+                break
+        if cut <= start:
+            cut = stop
+        pieces.append(text[start:cut])
+        start = cut
+    pieces.append(text[start:])
+    return pieces
+
+
+def encode_documents(tokenizer, texts: list[str]) -> list[np.ndarray]:
+    """The token ids of each text, encoded ``BATCH_CHARS`` characters at a time.
+
+    A long text is encoded in pieces (``split_text``) and its ids are the
+    pieces' ids concatenated, so memory stays bounded whatever a document's
+    length (``tokenizers`` keeps offsets and token strings for every token
+    of an encoding: a 50 MB line encoded whole needs 6.6 GB).
+    """
+    pieces: list[tuple[int, str]] = [(i, piece) for i, text in enumerate(texts) for piece in split_text(text)]
+    ids: list[list[np.ndarray]] = [[] for _ in texts]
+    start = 0
+    while start < len(pieces):
+        stop, size = start, 0
+        while stop < len(pieces) and (stop == start or size + len(pieces[stop][1]) <= BATCH_CHARS):
+            size += len(pieces[stop][1])
+            stop += 1
+        batch = pieces[start:stop]
+        for (owner, _), encoding in zip(batch, tokenizer.encode_batch([p for _, p in batch], add_special_tokens=False)):
+            ids[owner].append(np.array(encoding.ids, dtype=np.int64))
+        start = stop
+    return [parts[0] if len(parts) == 1 else np.concatenate(parts) for parts in ids]
+
+
 def _chunks(documents: Iterator[Document], size: int) -> Iterator[list[Document]]:
-    while chunk := list(islice(documents, size)):
+    """Up to ``size`` documents at a time, fewer once they hold ``BATCH_CHARS`` characters."""
+    while True:
+        chunk: list[Document] = []
+        chars = 0
+        for document in documents:
+            chunk.append(document)
+            chars += len(document.text)
+            if len(chunk) >= size or chars >= BATCH_CHARS:
+                break
+        if not chunk:
+            return
         yield chunk
+
+
+def _training_texts(documents: Iterator[Document]) -> Iterator[str]:
+    """What the tokenizer trainer reads: each document, long ones in pieces (bounded memory)."""
+    for document in documents:
+        yield from split_text(document.text)
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
@@ -194,7 +262,13 @@ def convert_text(config: ConvertTextConfig) -> ConvertTextSummary:
     """
     files = expand_sources(list(config.sources))
     if config.world_size == 1:
-        return _tokenise(config, files)
+        summary = _tokenise(config, files)
+        if summary.samples == 0:  # a rank with no share is fine; a whole conversion of nothing is not
+            skipped = ", ".join(f"{n} {kind}" for kind, n in sorted(summary.skipped.items()))
+            raise NothingConverted(f"no document converted from {', '.join(map(str, config.sources))}: "
+                                   + (f"every one was skipped ({skipped}; listed in "
+                                      f"{config.out / REJECTED_TEXT_NAME})" if skipped else "they hold no text"))
+        return summary
     start, stop = rank_range(np.array([f.stat().st_size for f in files], dtype=np.int64), config.rank,
                              config.world_size)
     tokenizer = config.tokenizer
@@ -218,8 +292,8 @@ def shared_tokenizer(config: ConvertTextConfig, files: list[Path]) -> Path:
     if config.rank == 0:
         if not path.is_file():
             config.out.mkdir(parents=True, exist_ok=True)
-            texts = (d.text for d in iter_documents(files, doc_sep=config.doc_sep, field_name=config.field,
-                                                    stats=SourceStats()))
+            texts = _training_texts(iter_documents(files, doc_sep=config.doc_sep, field_name=config.field,
+                                                   stats=SourceStats()))
             save_tokenizer(train_bpe(texts, config.tokenizer), config.out, config.tokenizer)
         return path
     deadline = time.monotonic() + config.tokenizer_wait
@@ -234,7 +308,12 @@ def shared_tokenizer(config: ConvertTextConfig, files: list[Path]) -> Path:
 
 
 def _tokenise(config: ConvertTextConfig, files: list[Path]) -> ConvertTextSummary:
-    """The conversion of ``files`` into ``config.out``."""
+    """The conversion of ``files`` into ``config.out``, holding its lock (``out_lock``)."""
+    with locked_output(config.out):
+        return _tokenise_locked(config, files)
+
+
+def _tokenise_locked(config: ConvertTextConfig, files: list[Path]) -> ConvertTextSummary:
     tok = config.tokenizer
     tokenizer = load_tokenizer(tok.path) if tok.path else None  # fail on a bad tokenizer before touching OUT
     journal = Journal(config.out, _identity(config, files))
@@ -245,7 +324,7 @@ def _tokenise(config: ConvertTextConfig, files: list[Path]) -> ConvertTextSummar
 
     reused = tokenizer is not None  # a given tokenizer is part of the journal's identity
     if tokenizer is None:
-        tokenizer, reused = _trained_tokenizer(config, journal, lambda: (d.text for d in documents(SourceStats())))
+        tokenizer, reused = _trained_tokenizer(config, journal, lambda: _training_texts(documents(SourceStats())))
     if done and not reused:  # the tokenizer of the kept shards is gone: start again
         done = journal.start(config.out, True, _TEXT_OUTPUTS)
     info = save_tokenizer(tokenizer, config.out, tok)
@@ -262,9 +341,9 @@ def _tokenise(config: ConvertTextConfig, files: list[Path]) -> ConvertTextSummar
     try:
         with writer:
             for chunk in _chunks(remaining, ENCODE_CHUNK):
-                for encoding in tokenizer.encode_batch([d.text for d in chunk], add_special_tokens=False):
+                for ids in encode_documents(tokenizer, [d.text for d in chunk]):
                     doc = totals.next_doc
-                    parts = frame_and_split(encoding.ids, info.bos_id, info.eos_id, config.max_length)
+                    parts = frame_and_split(ids, info.bos_id, info.eos_id, config.max_length)
                     for part in range(resume_part, len(parts)):
                         entry = _write_row(writer, parts[part], doc, part, dtype)
                         if entry is not None:  # totals still end before this row: the resume point

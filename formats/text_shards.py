@@ -17,11 +17,14 @@ manager), so the text converter drives either the same way.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
+from dataio.formats.errors import OutputError
 from dataio.formats.files import sha256_file
 from dataio.formats.manifest import ShardEntry
 
@@ -73,6 +76,20 @@ class ArrowTokenWriter:
         return finished
 
     def _flush(self) -> None:
+        with self._output_errors():
+            self._flush_rows()
+
+    @contextmanager
+    def _output_errors(self) -> Iterator[None]:
+        """Disk full: one line naming the shard, and no partial file left."""
+        try:
+            yield
+        except OSError as e:
+            where = self.folder / text_shard_name(self.next_index)
+            self.abort()
+            raise OutputError(where, e) from None
+
+    def _flush_rows(self) -> None:
         if not self._rows:
             return
         if self._writer is None:
@@ -95,13 +112,14 @@ class ArrowTokenWriter:
         if self._writer is None:
             return None
         assert self._tmp is not None
-        self._writer.close()
-        with open(self._tmp, "rb+") as f:
-            os.fsync(f.fileno())
         name = text_shard_name(self.next_index)
-        entry = ShardEntry(file=name, num_samples=self._samples, bytes=self._tmp.stat().st_size,
-                           sha256=sha256_file(self._tmp), num_tokens=self._tokens)
-        os.replace(self._tmp, self.folder / name)
+        with self._output_errors():
+            self._writer.close()
+            with open(self._tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            entry = ShardEntry(file=name, num_samples=self._samples, bytes=self._tmp.stat().st_size,
+                               sha256=sha256_file(self._tmp), num_tokens=self._tokens)
+            os.replace(self._tmp, self.folder / name)
         self.entries.append(entry)
         self.next_index += 1
         self._writer, self._tmp = None, None

@@ -2,8 +2,9 @@
 
 ``iter_documents`` yields ``Document(source, number, text)`` in file order.
 Empty documents and undecodable ones (bad UTF-8, bad JSON, a missing or
-non-string field) are tallied in ``SourceStats`` with a few examples each,
-so the converter can report them.
+non-string field, a lone surrogate such as the JSON escape ``"\\ud800"``)
+are tallied in ``SourceStats`` with a few examples each, so the converter
+can report them.
 """
 
 from __future__ import annotations
@@ -102,6 +103,15 @@ def _txt(path: Path, doc_sep: str, stats: SourceStats) -> Iterator[Document]:
                 yield Document(str(path), start, text)
 
 
+def _encodable(text: str) -> bool:
+    """Whether ``text`` is valid Unicode: a lone surrogate has no UTF-8 form, and the tokenizer would abort on it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _jsonl(path: Path, field_name: str, stats: SourceStats) -> Iterator[Document]:
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
@@ -119,6 +129,9 @@ def _jsonl(path: Path, field_name: str, stats: SourceStats) -> Iterator[Document
             value = record.get(field_name) if isinstance(record, dict) else None
             if not isinstance(value, str):
                 stats.skip("missing_field", where)
+                continue
+            if not value.isascii() and not _encodable(value):  # "\ud800": JSON escapes a lone surrogate
+                stats.skip("lone_surrogate", where)
                 continue
             yield Document(str(path), number, value)
 

@@ -20,6 +20,7 @@ from dataio.formats.errors import ConfigError, UsageError
 from dataio.formats.files import write_atomic
 
 TOKENIZER_NAME = "tokenizer.json"
+MAX_VOCAB_SIZE = 1 << 24  # 4294967296 aborts inside the Rust trainer; real vocabularies stay below 2**18
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,6 +41,8 @@ class TokenizerConfig:
             raise ConfigError(f"{{0}} {self.train!r}: only 'bpe' is supported", "train")
         if self.vocab_size < 260:
             raise ConfigError(f"{{0}} must be >= 260 (256 bytes + specials), got {self.vocab_size}", "vocab_size")
+        if self.vocab_size > MAX_VOCAB_SIZE:
+            raise ConfigError(f"{{0}} must be <= {MAX_VOCAB_SIZE} (2**24), got {self.vocab_size}", "vocab_size")
 
 
 @dataclass(frozen=True, kw_only=True)

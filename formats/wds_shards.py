@@ -17,6 +17,7 @@ from typing import Any
 
 import webdataset as wds
 
+from dataio.formats.errors import OutputError
 from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.manifest import ShardEntry
 
@@ -102,10 +103,15 @@ class ShardWriter:
             self._bytes + size > self.max_bytes or (self.max_count is not None and self._count >= self.max_count)
         )
         finished = self.finish_shard() if full else None
-        if self._tar is None:
-            self._open()
-        assert self._tar is not None
-        self._tar.write(sample)
+        try:
+            if self._tar is None:
+                self._open()
+            assert self._tar is not None
+            self._tar.write(sample)
+        except OSError as e:  # disk full: one line naming the shard, and no partial file left
+            where = self.folder / shard_name(self.next_index)
+            self.abort()
+            raise OutputError(where, e) from None
         self._bytes += size
         self._count += 1
         return finished
@@ -122,22 +128,26 @@ class ShardWriter:
         if self._tar is None:
             return None
         assert self._tmp is not None
-        self._tar.close()
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
         name = shard_name(self.next_index)
-        samples = scan_tar(self._tmp)
-        index_name = name[: -len(".tar")] + ".idx"
-        write_atomic(self.folder / index_name, dali_index_text(samples).encode())
-        entry = ShardEntry(
-            file=name,
-            index=index_name,
-            num_samples=len(samples),
-            bytes=self._tmp.stat().st_size,
-            sha256=sha256_file(self._tmp),
-        )
-        os.replace(self._tmp, self.folder / name)
+        try:
+            self._tar.close()
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            samples = scan_tar(self._tmp)
+            index_name = name[: -len(".tar")] + ".idx"
+            write_atomic(self.folder / index_name, dali_index_text(samples).encode())
+            entry = ShardEntry(
+                file=name,
+                index=index_name,
+                num_samples=len(samples),
+                bytes=self._tmp.stat().st_size,
+                sha256=sha256_file(self._tmp),
+            )
+            os.replace(self._tmp, self.folder / name)
+        except OSError as e:  # disk full while finishing: one line naming the shard, the partial file removed
+            self.abort()
+            raise OutputError(self.folder / name, e) from None
         self.entries.append(entry)
         self.locations.append(samples)
         self._tar = self._file = self._tmp = None
@@ -157,10 +167,12 @@ class ShardWriter:
 
     def abort(self) -> None:
         """Drop the open shard's partial file (on error or interrupt)."""
-        if self._tar is not None:
-            self._tar.close()  # finish the tar stream first, so it never writes to a closed file later
-        if self._file is not None:
-            self._file.close()
+        for close in (self._tar, self._file):  # the tar stream first, so it never writes to a closed file later
+            if close is not None:
+                try:
+                    close.close()
+                except (OSError, ValueError):  # disk full again, or already closed: the file goes anyway
+                    pass
         if self._tmp is not None:
             self._tmp.unlink(missing_ok=True)
         self._tar = self._file = self._tmp = None

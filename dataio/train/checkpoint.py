@@ -10,6 +10,7 @@ previous checkpoint stays until the new one is complete. Loading uses
 
 from __future__ import annotations
 
+import pickle
 import random
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from dataio.formats.errors import CheckpointError
 from dataio.formats.files import atomic_writer
 
 NAME = "checkpoint.pt"
+_DAMAGED = ("invalid load key", "Unsupported operand", "PytorchStreamReader", "zip archive", "truncated", "unexpected EOF")  # torch's words
 
 
 def rng_state() -> dict[str, Any]:
@@ -59,8 +62,28 @@ def save(out: Path, state: dict[str, Any]) -> Path:
 
 
 def load(out: Path) -> dict[str, Any] | None:
-    """The checkpoint in ``out``, or None when there is none."""
+    """The checkpoint in ``out``, or None when there is none; CheckpointError naming it if it cannot be read."""
     path = out / NAME
     if not path.is_file():
         return None
-    return torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, KeyError, AttributeError,
+            IndexError, OSError) as e:  # truncated, corrupted, or holding objects other than tensors
+        raise CheckpointError(f"checkpoint {path} cannot be read ({reason(e)}); restore a good copy, or move it "
+                              "away to start afresh") from None
+
+
+def reason(error: BaseException) -> str:
+    """A short, one-line reason from a loading error.
+
+    torch's own messages run to paragraphs and advise ``weights_only=False``,
+    which would run code from the file: that advice is never passed on.
+    """
+    full = str(error).strip()
+    text = full.splitlines()[0] if full else ""
+    if (isinstance(error, EOFError) or any(sign in full for sign in _DAMAGED)):
+        return "truncated or corrupted"
+    if "weights_only" in full or "Weights only" in full or isinstance(error, pickle.UnpicklingError):
+        return "it holds objects other than tensors and plain values, which are refused, never unpickled as code"
+    return f"{type(error).__name__}: {text[:160]}" if text else type(error).__name__

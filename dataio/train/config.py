@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from dataio.formats.errors import ConfigError
 from dataio.formats.storage import is_remote
+
+DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")  # the devices the trainer knows how to run on
 
 
 def _folder(source: str | Path) -> str | Path:
@@ -78,8 +83,16 @@ class TrainConfig:
             raise ValueError("warmup and label_smoothing must be in [0, 1)")
         if not 0 <= self.randaugment <= 10 or self.mixup < 0 or self.cutmix < 0:
             raise ValueError("randaugment must be in 0..10, mixup and cutmix >= 0")
+        for name in ("lr", "weight_decay", "mixup", "cutmix", "warmup", "label_smoothing"):
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise ConfigError(f"{{0}} must be a finite number, got {value}", name)
         if self.lr is not None and self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
+            raise ConfigError(f"{{0}} must be > 0, got {self.lr}", "lr")
+        if self.weight_decay is not None and self.weight_decay < 0:
+            raise ConfigError(f"{{0}} must be >= 0, got {self.weight_decay}", "weight_decay")
+        if not DEVICE.fullmatch(self.device):
+            raise ConfigError(f"{{0}} must be auto, cpu, cuda, cuda:N or mps, got {self.device!r}", "device")
         if self.checkpoint_every < 0:
             raise ValueError("checkpoint_every must be >= 0")
         if not 0 <= self.rank < self.world_size:

@@ -16,12 +16,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from dataio.formats.errors import CheckpointError, ConfigError, UsageError
 from dataio.train import checkpoint
 from dataio.train.chronometer import Chronometer
 from dataio.train.config import TrainConfig
@@ -31,9 +33,29 @@ from dataio.train.text_task import TextTask
 
 
 def _device(config: TrainConfig) -> torch.device:
-    if config.device != "auto":
-        return torch.device(config.device)
-    return torch.device(f"cuda:{config.local_rank}" if torch.cuda.is_available() else "cpu")
+    """The device to train on; ConfigError naming ``device`` when the one asked for is not on this machine."""
+    if config.device == "auto":
+        return torch.device(f"cuda:{config.local_rank}" if torch.cuda.is_available() else "cpu")
+    device = torch.device(config.device)
+    if device.type == "cuda" and not (torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count()):
+        found = f"{torch.cuda.device_count()} CUDA device(s)" if torch.cuda.is_available() else "no CUDA device"
+        raise ConfigError(f"{{0}} {config.device}: this machine has {found}", "device")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"{{0}} {config.device}: MPS is not available on this machine", "device")
+    return device
+
+
+def _output_folder(out: Path) -> None:
+    """OUT must be a folder this process can write, checked before training rather than at the first checkpoint."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"output {out} exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-test-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as e:
+        raise UsageError(f"output folder {out} cannot be written: {e.strerror or e}") from None
 
 
 def _amp_dtype(config: TrainConfig, device: torch.device) -> torch.dtype | None:
@@ -67,6 +89,8 @@ class Trainer:
     def __init__(self, config: TrainConfig) -> None:
         self.config = c = config
         self.device = _device(c)
+        if c.rank == 0:
+            _output_folder(c.out)
         if c.world_size > 1 and not dist.is_initialized():
             backend = "nccl" if self.device.type == "cuda" else "gloo"
             dist.init_process_group(backend, rank=c.rank, world_size=c.world_size)
@@ -115,6 +139,17 @@ class Trainer:
         state = checkpoint.load(self.config.out)
         if state is None:
             return
+        try:
+            self._restore_state(state)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as e:
+            # a checkpoint of another model, or a dict that is not a checkpoint at all
+            raise CheckpointError(f"checkpoint {self.config.out / checkpoint.NAME} does not fit this run "
+                                  f"({checkpoint.reason(e)}); resume with the options that wrote it, or move it "
+                                  "away to start afresh") from None
+
+    def _restore_state(self, state: dict[str, Any]) -> None:
+        if not isinstance(state, dict):
+            raise TypeError(f"it holds a {type(state).__name__}, not a dict")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -123,8 +158,9 @@ class Trainer:
         self.task.train_loader.load_state_dict(state["loader"])
         self.step = int(state["step"])
         self.chronometer = Chronometer.from_dict(json.loads(state["chronometer"]))
+        consumed = int(state["loader"]["samples_consumed"])
         self._print(f"resumed from step {self.step}: epoch {self.task.train_loader.epoch}, "
-                    f"{state['loader']['samples_consumed']} samples of it consumed")
+                    f"{consumed} samples of it consumed")
 
     # -- the loop ----------------------------------------------------------------------------
     def _print(self, line: str) -> None:

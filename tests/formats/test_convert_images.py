@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 from dataio.errors import UsageError
+from dataio.formats.errors import NothingConverted
 from dataio.formats.image_convert import REJECTED_NAME, ConvertImagesConfig, convert_images
 from dataio.formats.image_tree import scan_image_folder
 from dataio.formats.image_prepare import ImagePrepareConfig
@@ -131,10 +132,11 @@ def test_max_side_and_quality_reencode(image_folder, tmp_path):
 
 def test_decompression_bomb_limit_rejects_with_reason(image_folder, tmp_path):
     out = tmp_path / "bombs"
-    summary = convert_images(ConvertImagesConfig(src=image_folder[0], out=out, num_workers=1, progress=False,
-                                                 prepare=ImagePrepareConfig(max_pixels=10_000)))
-    assert summary.num_samples == 0
-    reasons = {r["path"]: r["reason"] for r in summary.rejected}
+    with pytest.raises(NothingConverted, match="all 42 files were rejected"):  # every file: the run fails
+        convert_images(ConvertImagesConfig(src=image_folder[0], out=out, num_workers=1, progress=False,
+                                           prepare=ImagePrepareConfig(max_pixels=10_000)))
+    rejected = [json.loads(line) for line in (out / "rejected.jsonl").read_text().splitlines()]
+    reasons = {r["path"]: r["reason"] for r in rejected}
     assert len(reasons) == 42  # 40 decodable images + truncated (header still valid) + empty
     assert sum("decompression bomb" in reason for reason in reasons.values()) == 41
     assert "pixels (limit 10000)" in next(iter(reasons.values()))
