@@ -212,8 +212,8 @@ def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
         if summary.num_samples == 0:  # a rank with no share is fine; a whole conversion of nothing is not
             raise NothingConverted(
                 f"no image converted from {config.src}: " + (
-                    f"all {summary.num_rejected} inputs were rejected (listed in {config.out / REJECTED_NAME})"
-                    if summary.num_rejected else "it holds no images"))
+                    f"all {summary.num_rejected} {'rows' if inputs.parquet else 'files'} were rejected "
+                    f"(listed in {config.out / REJECTED_NAME})" if summary.num_rejected else "it holds no images"))
         return summary
     start, stop = rank_range(sizes, config.rank, config.world_size)
     part = replace(config, out=config.out / rank_folder(config.rank, config.world_size), rank=0, world_size=1)
