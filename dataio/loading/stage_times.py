@@ -136,42 +136,47 @@ class Range:
 
 
 class Lap:
-    """Consecutive stages on one thread: ``with lap("read"): ...; with lap("decode"): ...``, then ``flush()``.
+    """Stages on one thread: ``with lap("read"): ...; with lap("decode"): ...``, then ``flush()``.
 
     The seconds add up locally and reach the shared ``StageTimes`` under one
-    lock in ``flush``, so a decode thread takes the lock once per chunk.
+    lock in ``flush``, so a decode thread takes the lock once per chunk. Ranges
+    may nest; a stage's seconds exclude those of the ranges inside it.
     """
 
-    __slots__ = ("times", "seconds", "items", "finished", "_stage", "_start", "_record", "_epoch")
+    __slots__ = ("times", "seconds", "items", "finished", "_stage", "_stack", "_epoch")
 
     def __init__(self, times: StageTimes) -> None:
         self.times = times
         self.seconds: dict[str, float] = {}
         self.items = 0  # samples the lap covered: the calls its stages are counted with
-        self._epoch = times.epoch  # the epoch when the work was planned, not when it ends
-        self._record = None
         self.finished = 0.0  # perf_counter at the last flush: when the thread's work ended
+        self._epoch = times.epoch  # the epoch when the work was planned, not when it ends
+        self._stack: list[list[Any]] = []  # [stage, start, profiler range, seconds of nested ranges]
 
     def __call__(self, stage: str) -> "Lap":
         self._stage = stage
         return self
 
     def __enter__(self) -> "Lap":
+        record = None
         if self.times.profile:
-            self._record = torch.profiler.record_function(PREFIX + self._stage)
-            self._record.__enter__()
+            record = torch.profiler.record_function(PREFIX + self._stage)
+            record.__enter__()
             if self.times.nvtx:
                 torch.cuda.nvtx.range_push(PREFIX + self._stage)
-        self._start = time.perf_counter()
+        self._stack.append([self._stage, time.perf_counter(), record, 0.0])
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.seconds[self._stage] = self.seconds.get(self._stage, 0.0) + time.perf_counter() - self._start
-        if self._record is not None:
+        stage, start, record, inner = self._stack.pop()
+        spent = time.perf_counter() - start
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + spent - inner
+        if self._stack:
+            self._stack[-1][3] += spent
+        if record is not None:
             if self.times.nvtx:
                 torch.cuda.nvtx.range_pop()
-            self._record.__exit__(None, None, None)
-            self._record = None
+            record.__exit__(None, None, None)
 
     def flush(self) -> None:
         self.finished = time.perf_counter()

@@ -31,6 +31,7 @@ class TextLoaderConfig:
     verify_checksums: bool = False
     on_error: ErrorPolicy = ErrorPolicy.RAISE  # a bad sample: raise, or drop it (skip, warn) and count it in stats
     max_errors: int | None = None  # under skip/warn: more bad samples than this raise TooManyErrors
+    profile: bool = False  # stage ranges as torch.profiler record_function (and NVTX on CUDA) ranges
 
     def __post_init__(self) -> None:
         if self.mode not in ("fixed", "bucket", "budget", "pack"):
