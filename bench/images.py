@@ -72,7 +72,13 @@ _RUNNERS = {
     # the same with its per-sample checksums off: their end-to-end cost (the issue's target: under 2%)
     "dataio_unchecked": ("(d') dataio.ImageLoader, sample checksums off", "folder", "make_dataio_unchecked"),
     "dataio_dali_gpu": ("(e) dataio.ImageLoader (DALI GPU)", "folder", "make_dataio_dali_gpu"),
+    # num_workers="auto" against fixed thread counts (dataio_t1, dataio_t2, ...): the auto-tune check
+    "dataio_auto": ("(f) dataio.ImageLoader, num_workers=auto", "folder", "make_dataio_auto"),
+    **{f"dataio_t{n}": (f"(f{n}) dataio.ImageLoader, {n} thread{'s' * (n > 1)}", "folder", "make_dataio")
+       for n in range(1, 9)},
 }
+MAX_TUNING_EPOCHS = 10
+STAGES = ("read", "decode", "resize", "plan", "decode_wait", "copy", "augment", "wait")
 
 
 def default_loaders() -> tuple[str, ...]:
@@ -88,17 +94,38 @@ def _make(name: str, config: BenchImagesConfig, folder: Path,
     source = {"src": config.src, "folder": folder, **shard_lists}[reads]
     extra = {"samples": baselines.accepted_samples(folder)} if name == "standard" else {}
     maker = getattr(baselines, maker_name)
-    return maker(source, batch_size=config.batch_size, size=config.image_size, num_workers=config.num_workers, **extra)
+    workers = int(name[len("dataio_t"):]) if name.startswith("dataio_t") else config.num_workers
+    return maker(source, batch_size=config.batch_size, size=config.image_size, num_workers=workers, **extra)
 
 
-def _measure(epoch: baselines.Epoch, config: BenchImagesConfig) -> list[float]:
-    """Warm up, time ``config.epochs`` epochs, then shut the loader down."""
+def _measure(epoch: baselines.Epoch, config: BenchImagesConfig) -> tuple[list[float], dict[str, Any] | None]:
+    """Warm up, time ``config.epochs`` epochs, then shut the loader down. Returns the rates and, for
+    dataio's loaders, the timed epochs' stage seconds and the threads (``loader.stats``).
+
+    ``num_workers="auto"`` warms up until its tuner has chosen (at most ``MAX_TUNING_EPOCHS``): its row
+    is the throughput at the count it chose; the epochs it took are reported beside it."""
     try:
-        for _ in range(config.warmup):
+        warm = 0
+        tuner = getattr(epoch.stats, "tuner", None)
+        while warm < config.warmup or (tuner is not None and not tuner.done and warm < MAX_TUNING_EPOCHS):
             epoch()
-        return [baselines.timed(epoch) for _ in range(config.epochs)]
+            warm += 1
+        rates = [baselines.timed(epoch) for _ in range(config.epochs)]
+        if epoch.stats is None:
+            return rates, None
+        per_epoch = epoch.stats.stages.as_dict()
+        timed = [per_epoch[str(e)] for e in range(warm, warm + config.epochs) if str(e) in per_epoch]
+        seconds = {stage: sum(e.get(stage, {}).get("seconds", 0.0) for e in timed) for stage in STAGES}
+        return rates, {"seconds": seconds, "threads": {**epoch.stats.threads, "warmup_epochs": warm}}
     finally:
         epoch.close()
+
+
+def _breakdown(stats: list[dict[str, Any]], images: int) -> dict[str, Any]:
+    """Microseconds per image of each stage, summed over the runs; the threads of the last run."""
+    total = {stage: sum(s["seconds"][stage] for s in stats) for stage in STAGES}
+    return {"us_per_image": {stage: 1e6 * total[stage] / max(1, images) for stage in STAGES},
+            "threads": stats[-1]["threads"], "threads_per_round": [s["threads"].get("chosen") for s in stats]}
 
 
 def bench_images(config: BenchImagesConfig, log=print) -> dict[str, Any]:
@@ -125,6 +152,7 @@ def bench_images(config: BenchImagesConfig, log=print) -> dict[str, Any]:
         checksum_loop = baselines.make_checksum_loop(packed)
         limit_rates, own_rates, checksum_rates = [], [], []
         rates: dict[str, list[list[float]]] = {name: [] for name in config.loaders}  # per round, per epoch
+        stage_stats: dict[str, list[dict[str, Any]]] = {name: [] for name in config.loaders}
         for round_index in range(config.rounds):
             for name in config.loaders:
                 limit_rates.append(max(baselines.timed(limit_loop) for _ in range(2)))
@@ -132,10 +160,16 @@ def bench_images(config: BenchImagesConfig, log=print) -> dict[str, Any]:
                 checksum_rates.append(max(baselines.timed(checksum_loop) for _ in range(2)))
                 log(f"running {_RUNNERS[name][0]}" + (f" (round {round_index + 1})" if config.rounds > 1 else "")
                     + " ...")
-                rates[name].append(_measure(_make(name, config, folder, shard_lists), config))
+                run_rates, stats = _measure(_make(name, config, folder, shard_lists), config)
+                rates[name].append(run_rates)
+                if stats is not None:
+                    stage_stats[name].append(stats)
+        timed_images = manifest.num_samples * config.epochs * config.rounds
         rows = [{"loader": name, "label": _RUNNERS[name][0], "epochs": [r for run in runs for r in run],
                  "round_img_s": [statistics.median(run) for run in runs],
-                 "img_s": statistics.median([r for run in runs for r in run])} for name, runs in rates.items()]
+                 "img_s": statistics.median([r for run in runs for r in run]),
+                 **({"stages": _breakdown(stage_stats[name], timed_images)} if stage_stats[name] else {})}
+                for name, runs in rates.items()]
         single, own_single = statistics.median(limit_rates), statistics.median(own_rates)
     cores = machine_description()["cores"] or 1
     limit = single * cores
@@ -157,6 +191,7 @@ def bench_images(config: BenchImagesConfig, log=print) -> dict[str, Any]:
         "targets": TARGETS,
         "sample_checksum": _checksum_cost(by_name, own_single, statistics.median(checksum_rates)),
         "checks": _checks(by_name, limit),
+        "auto_threads": _auto_check(by_name),
         "round_checks": [_checks({r["loader"]: {"img_s": r["round_img_s"][i]} for r in rows}, limit)
                          for i in range(config.rounds)] if config.rounds > 1 else [],
     }
@@ -176,6 +211,23 @@ def _checksum_cost(by_name: dict[str, dict], own_single: float, checksum_single:
             "throughput_cost": 1 - checked / unchecked if checked and unchecked else None}
 
 
+AUTO_TARGET = 0.95  # num_workers="auto" within 5% of the best fixed thread count
+
+
+def _auto_check(by_name: dict[str, dict]) -> dict[str, Any] | None:
+    """auto's throughput against the best fixed-thread dataio row (per round too: interleaved runs)."""
+    fixed = {n: r for n, r in by_name.items() if n.startswith("dataio_t")}
+    auto = by_name.get("dataio_auto")
+    if auto is None or not fixed:
+        return None
+    best = max(fixed, key=lambda n: fixed[n]["img_s"])
+    ratio = auto["img_s"] / fixed[best]["img_s"]
+    rounds = [a / max(f["round_img_s"][i] for f in fixed.values()) for i, a in enumerate(auto["round_img_s"])]
+    return {"best_fixed": best, "best_fixed_img_s": fixed[best]["img_s"], "auto_img_s": auto["img_s"],
+            "ratio": ratio, "round_ratios": rounds, "target": AUTO_TARGET, "met": ratio >= AUTO_TARGET,
+            "chosen_threads": auto.get("stages", {}).get("threads_per_round")}
+
+
 def _checks(by_name: dict[str, dict], limit: float) -> dict[str, dict[str, Any]]:
     ours = by_name.get("dataio", {}).get("img_s")
     dali = max((by_name[n]["img_s"] for n in ("dali_cpu", "dali_cpu_plain") if n in by_name), default=None)
@@ -189,6 +241,18 @@ def _checks(by_name: dict[str, dict], limit: float) -> dict[str, dict[str, Any]]
         measured["dali_gpu_vs_turbo"] = gpu / ours if ours else None
         measured["dali_gpu_img_s"] = gpu
     return {k: {"value": v, "target": TARGETS[k], "met": None if v is None else v >= TARGETS[k]} for k, v in measured.items()}
+
+
+def render_stages(rows: list[dict[str, Any]]) -> list[str]:
+    """The per-stage table of dataio's rows: microseconds per image (read, decode and resize are summed over
+    the decode threads; the others are on the loader's thread; wait is the consumer's time in next())."""
+    staged = [r for r in rows if "stages" in r]
+    if not staged:
+        return []
+    table = [{"label": r["label"], **r["stages"]["us_per_image"]} for r in staged]
+    columns = [("label", "dataio stages, us/image", "s")] + [(stage, stage, ",.0f") for stage in STAGES]
+    return [format_table(table, columns),
+            "(read, decode, resize: thread-seconds over the decode threads; the rest on the loader's thread)"]
 
 
 def render(result: dict[str, Any]) -> str:
@@ -217,6 +281,13 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"sample checksums (xxh3-64, checked on every read): {checksum['us_per_image']:.1f} us/image, "
                      f"{checksum['share_of_per_image_work']:.1%} of dataio's per-image work"
                      + (f"; throughput with them vs without: {-cost:+.1%}" if cost is not None else ""))
+    lines += render_stages(result["rows"])
+    auto = result.get("auto_threads")
+    if auto:
+        lines.append(f"num_workers=auto: {auto['auto_img_s']:,.0f} img/s, chose {auto['chosen_threads']} threads; "
+                     f"best fixed {auto['best_fixed']} {auto['best_fixed_img_s']:,.0f} img/s: {auto['ratio']:.3f} "
+                     f"(>= {auto['target']}) {'met' if auto['met'] else 'NOT met'}; rounds: "
+                     + ", ".join(f"{r:.3f}" for r in auto["round_ratios"]))
     rounds = result.get("round_checks") or []
     for name, check in result["checks"].items():
         if check["value"] is not None:

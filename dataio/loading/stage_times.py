@@ -200,3 +200,13 @@ class _NoLap:
 
 
 NO_LAP = _NoLap()
+
+
+def all_threads_config() -> Any:
+    """``experimental_config`` for ``torch.profiler.profile`` that records every thread, not only the one
+    that started the profiler: without it the decode threads' ranges are missing from the trace (checked on
+    torch 2.13). None where this torch lacks the option (then only the consumer's thread is recorded)."""
+    try:
+        return torch._C._profiler._ExperimentalConfig(profile_all_threads=True)
+    except (AttributeError, TypeError):
+        return None

@@ -1,17 +1,19 @@
 """``num_workers="auto"``: pick the decode thread count by measuring throughput over the first batches.
 
 The tuner climbs a ladder of thread counts (1, 2, 3, 4, 6, 8, 12, ... up to
-the budget). It is fed the time each batch *finished decoding* (not when the
-consumer took it: prefetched batches would look instantly fast), and measures
-only intervals that start after the last change of count, skipping ``settle``
-more (a batch begun under the previous count); the median rate of the next
-``window`` intervals is the count's throughput. It climbs while a step gains
-at least ``min_gain`` over the previous one and steps back to the previous
-count when it stops gaining (or keeps the top of the budget). The median
-makes a batch slowed by another process on a shared machine count for
-little; the step back means a count that does not pay for its cores is not
-kept. When the consumer is slower than the decoders, batches finish at its
-pace, no step gains, and the tuner keeps the fewest threads that keep up.
+the budget). Each step compares the count in use (A) with the next one (B)
+in interleaved windows, B A B after A's, so a change of load on a shared
+machine during the comparison hits both (measured: one window at 1 thread
+and the next at 2, taken sequentially while another process started, made
+1 thread look faster). A window is the median rate of ``window`` batches.
+The tuner is fed the time each batch *finished decoding* (not when the
+consumer took it: prefetched batches would look instantly fast) and measures
+only intervals that start after the last change of count, skipping
+``settle`` more (a batch begun under the previous count). It climbs while B's
+mean over its two windows beats A's last two by ``min_gain``, and otherwise
+keeps A (the step back). When the consumer is slower than the decoders,
+batches finish at its pace, no step gains, and the tuner keeps the fewest
+threads that keep up.
 
 Pure logic: ``observe(samples, finished)`` per batch, ``threads`` to apply.
 The loader applies it with a ``ThreadGate`` over a pool of ``max_threads``.
@@ -57,7 +59,9 @@ class ThreadTuner:
         if self.max_threads < 1 or self.window < 1 or self.settle < 0:
             raise ValueError("max_threads and window must be >= 1, settle >= 0")
         self._counts = ladder(self.max_threads)
-        self._index = 0
+        self._index = 0  # the count in use (A) on the ladder
+        self._queue = [self._counts[0]]  # counts still to measure in this comparison, in order
+        self._windows: dict[int, list[float]] = {}
         self.threads = self._counts[0]
         self.done = len(self._counts) == 1
         self._rates: list[float] = []
@@ -88,17 +92,34 @@ class ThreadTuner:
         self._rates.append(samples / (finished - previous))
         if len(self._rates) < self.window:
             return self.threads
-        self.trials.append((self.threads, statistics.median(self._rates)))
+        rate = statistics.median(self._rates)
+        self.trials.append((self.threads, rate))
+        self._windows.setdefault(self.threads, []).append(rate)
         self._rates, self._skip = [], self.settle
-        if len(self.trials) > 1 and self.trials[-1][1] < self.trials[-2][1] * (1 + self.min_gain):
-            self.threads, self.done = self.trials[-2][0], True  # no gain: step back
-        elif self._index + 1 == len(self._counts):
-            self.done = True  # gained up to the top of the budget
-        else:
-            self._index += 1
-            self.threads = self._counts[self._index]
+        self._queue.pop(0)
+        if not self._queue:
+            self._decide()
+        if not self.done and self._queue[0] != self.threads:
+            self.threads = self._queue[0]
             self._changed = finished if now is None else now
         return self.threads
+
+    def _decide(self) -> None:
+        """A comparison is measured: climb to B, or keep A; then queue the next comparison."""
+        a = self._counts[self._index]
+        if self._index + 1 < len(self._counts) and len(self._windows) > 1:
+            b = self._counts[self._index + 1]
+            mean = lambda rates: sum(rates[-2:]) / len(rates[-2:])  # noqa: E731
+            if mean(self._windows[b]) < mean(self._windows[a]) * (1 + self.min_gain):
+                self.threads, self.done = a, True  # no gain: step back
+                return
+            self._index += 1
+            a = b
+        if self._index + 1 == len(self._counts):
+            self.threads, self.done = a, True  # gained up to the top of the budget
+            return
+        b = self._counts[self._index + 1]
+        self._queue = [b, a, b]
 
     def as_dict(self) -> dict[str, Any]:
         return {"max_threads": self.max_threads, "chosen": self.threads if self.done else None,
