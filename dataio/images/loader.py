@@ -98,7 +98,9 @@ class ImageLoader(ResumableLoader):
         self._faults = table_faults(self.table, [s.bytes for s in self.manifest.shards], len(self.manifest.classes))
         self._checksums = self.table.checksum if self.config.verify_samples else None
         threads = self.config.threads
-        tuner = ThreadTuner(threads) if self.config.auto_threads and threads > 1 else None
+        # auto: tuned for turbo's decode threads; DALI's own threads take the budget as it is
+        tune = self.config.auto_threads and threads > 1 and self.config.resolved_decoder == "turbo"
+        tuner = ThreadTuner(threads) if tune else None
         self.stats = LoaderStats(max_errors=self.config.max_errors, stages=StageTimes(profile=self.config.profile),
                                  fixed_threads=None if tuner else threads, tuner=tuner)
         self._gate = ThreadGate(tuner.threads) if tuner else None  # auto: the tuner's count of the pool at work

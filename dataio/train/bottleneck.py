@@ -24,7 +24,8 @@ ADVICE = {
     "plan": "a larger batch (per-batch planning is a fixed cost on the loader's thread)",
     "collate": "--pack (rows filled with no padding) or a larger --max-tokens (fewer, larger batches)",
     "copy": "pin_memory=True (asynchronous copies from pinned memory), and uint8 batches normalised on the device",
-    "augment": "a lower --randaugment magnitude, or device augmentation on a GPU rather than the CPU",
+    "augment": ("normalisation and augmentation after the copy ran on the CPU: on a GPU they run on the copy "
+                "stream, beside the model; on the CPU, a lower --randaugment magnitude or no --mixup/--cutmix"),
 }
 
 
