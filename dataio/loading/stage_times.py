@@ -6,7 +6,9 @@ threads at once, so their seconds add up to more than the wall time: they are
 thread-seconds, to compare stages with each other and with the wall time
 times the threads. Timing costs two ``time.perf_counter`` calls per range and
 one lock per flush (decode threads flush once per chunk of samples, not per
-sample): measured under 1 us per image, against 2-5 ms to decode one.
+sample): measured 1.5 us more per range than a no-op context manager on the
+busy 2-core VM, four ranges per image, so about 1% of the ~0.7 ms per image
+decode and resize take there.
 
 With ``profile=True`` every range is also a ``torch.profiler.record_function``
 range (on the thread that runs it, so it shows on that thread's row of a
