@@ -94,8 +94,9 @@ class Chronometer:
             return []
         shown = " ".join(f"{name}={stages[name]:.2f}s" for name in (*bottleneck.PIPELINE, "decode_wait", "wait")
                          if name in stages)
-        return [f"loader stages: {shown} ({summary['decode_threads']} decode threads; read/decode/resize are "
-                "thread-seconds)", f"bottleneck: {summary['bottleneck']}: {summary['advice']}"]
+        threads = (f" ({summary['decode_threads']} decode threads; read/decode/resize are thread-seconds)"
+                   if "decode_wait" in stages else "")  # an image loader's decode threads
+        return [f"loader stages: {shown}{threads}", f"bottleneck: {summary['bottleneck']}: {summary['advice']}"]
 
     def as_dict(self) -> dict[str, Any]:
         return {"unit": self.unit, "steps": self.steps, "epochs": self.epochs, "elapsed": self.now()}
