@@ -88,8 +88,9 @@ class Epoch:
     """One loader under test: ``epoch()`` runs a pass and returns the images seen."""
 
     def __init__(self, batches: Callable[[], Iterable], count: Callable[[object], int],
-                 close: Callable[[], None] = lambda: None) -> None:
+                 close: Callable[[], None] = lambda: None, stats: object | None = None) -> None:
         self.batches, self.count, self._close = batches, count, close
+        self.stats = stats  # dataio's loader.stats (stage times, threads); None for the other loaders
 
     def __call__(self) -> int:
         return sum(self.count(batch) for batch in self.batches())
@@ -193,16 +194,22 @@ def make_dali_cpu(shards: list[Path], *, batch_size: int, size: int, num_workers
     return Epoch(epoch, lambda n: n, holder.clear)
 
 
-def make_dataio(shards_folder: Path, *, batch_size: int, size: int, num_workers: int) -> Epoch:
-    loader = ImageLoader(shards_folder, batch_size=batch_size, image_size=size, num_workers=num_workers)
-    return Epoch(lambda: loader, lambda b: len(b[1]), loader.close)
+def make_dataio(shards_folder: Path, *, batch_size: int, size: int, num_workers: int | str,
+                **options: object) -> Epoch:
+    loader = ImageLoader(shards_folder, batch_size=batch_size, image_size=size, num_workers=num_workers, **options)
+    return Epoch(lambda: loader, lambda b: len(b[1]), loader.close, loader.stats)
+
+
+def make_dataio_auto(shards_folder: Path, *, batch_size: int, size: int, num_workers: int) -> Epoch:
+    """dataio with ``num_workers="auto"`` over all the cores (``cpu_budget=1.0``: the bench has no model to
+    leave a core to); ``num_workers`` is ignored. It tunes during the warm-up epoch."""
+    return make_dataio(shards_folder, batch_size=batch_size, size=size, num_workers="auto", cpu_budget=1.0)
 
 
 def make_dataio_unchecked(shards_folder: Path, *, batch_size: int, size: int, num_workers: int) -> Epoch:
     """dataio with its per-sample checksums off (``verify_samples=False``): the checksums' end-to-end cost."""
-    loader = ImageLoader(shards_folder, batch_size=batch_size, image_size=size, num_workers=num_workers,
-                         verify_samples=False)
-    return Epoch(lambda: loader, lambda b: len(b[1]), loader.close)
+    return make_dataio(shards_folder, batch_size=batch_size, size=size, num_workers=num_workers,
+                       verify_samples=False)
 
 
 def make_dataio_remote(url: str, *, batch_size: int, size: int, num_workers: int,
@@ -242,7 +249,7 @@ def make_dataio_dali_gpu(shards_folder: Path, *, batch_size: int, size: int, num
         torch.cuda.current_stream().synchronize()
         return len(batch[1])
 
-    return Epoch(lambda: loader, count, loader.close)
+    return Epoch(lambda: loader, count, loader.close, loader.stats)
 
 
 def source_images(src: Path, samples: list[tuple[str, int]], limit: int = 1000) -> list[bytes]:

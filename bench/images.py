@@ -5,7 +5,9 @@ folder (standard recipe) or its shards (the others), full path to a batch of
 uint8 crops. Loaders run one at a time (co-resident DataLoader workers and
 DALI's prefetching threads were measured to slow each other by ~25%): each is
 built, warmed up (``warmup`` epochs), timed over ``epochs`` epochs and shut
-down before the next. The machine-limit loop (bare single-thread full decode +
+down before the next. The exception: ``dataio_auto`` and the fixed-thread
+rows ``dataio_t<n>`` are compared with each other, so they are built together
+and timed one epoch of each in turn (their threads idle while another runs). The machine-limit loop (bare single-thread full decode +
 crop, times the cores) is timed again before each loader, so a shared
 machine's drift shows in the limit too. Medians are reported, with the ratio
 to the standard recipe and the share of the machine's limit. dataio decodes
@@ -84,7 +86,13 @@ _RUNNERS = {
     "dataio_remote": ("(f) dataio.ImageLoader, remote shards", "remote", "make_dataio_remote"),
     "dataio_remote_cached": ("(f') dataio.ImageLoader, remote shards, epochs from the cache", "remote",
                              "make_dataio_remote"),
+    # num_workers="auto" against fixed thread counts (dataio_t1, dataio_t2, ...): the auto-tune check
+    "dataio_auto": ("(g) dataio.ImageLoader, num_workers=auto", "folder", "make_dataio_auto"),
+    **{f"dataio_t{n}": (f"(g{n}) dataio.ImageLoader, {n} thread{'s' * (n > 1)}", "folder", "make_dataio")
+       for n in range(1, 9)},
 }
+MAX_TUNING_EPOCHS = 10
+STAGES = ("read", "decode", "resize", "plan", "decode_wait", "copy", "augment", "wait")
 
 
 def default_loaders() -> tuple[str, ...]:
@@ -102,17 +110,60 @@ def _make(name: str, config: BenchImagesConfig, folder: Path,
     if reads == "remote":
         extra = {"storage_options": config.storage_options, "cache": name == "dataio_remote_cached"}
     maker = getattr(baselines, maker_name)
-    return maker(source, batch_size=config.batch_size, size=config.image_size, num_workers=config.num_workers, **extra)
+    workers = int(name[len("dataio_t"):]) if name.startswith("dataio_t") else config.num_workers
+    return maker(source, batch_size=config.batch_size, size=config.image_size, num_workers=workers, **extra)
 
 
-def _measure(epoch: baselines.Epoch, config: BenchImagesConfig) -> list[float]:
-    """Warm up, time ``config.epochs`` epochs, then shut the loader down."""
+def _threads_group(loaders: tuple[str, ...]) -> list[str]:
+    """``dataio_auto`` and the fixed-thread rows, when both are asked for: measured together (below)."""
+    group = [n for n in loaders if n == "dataio_auto" or n.startswith("dataio_t")]
+    return group if "dataio_auto" in group and len(group) > 1 else []
+
+
+def _measure_interleaved(epochs: list[baselines.Epoch],
+                         config: BenchImagesConfig) -> list[tuple[list[float], dict[str, Any] | None]]:
+    """Warm each loader up, then time ``config.epochs`` epochs of each, one epoch of each in turn, and
+    shut them down. Returns per loader the rates and, for dataio's loaders, the timed epochs' stage
+    seconds and the threads (``loader.stats``).
+
+    One loader alone is the sequential measurement. Several (``num_workers="auto"`` against fixed
+    counts) take turns epoch by epoch, so that load from other processes on a shared machine, which
+    moves by tens of percent within a minute on the 2-core VM, hits each of them alike; a loader not
+    being iterated has its threads idle. ``num_workers="auto"`` warms up until its tuner has chosen (at
+    most ``MAX_TUNING_EPOCHS``): its row is the throughput at the count it chose."""
     try:
-        for _ in range(config.warmup):
-            epoch()
-        return [baselines.timed(epoch) for _ in range(config.epochs)]
+        warm = []
+        for epoch in epochs:
+            count = 0
+            tuner = getattr(epoch.stats, "tuner", None)
+            while count < config.warmup or (tuner is not None and not tuner.done and count < MAX_TUNING_EPOCHS):
+                epoch()
+                count += 1
+            warm.append(count)
+        rates: list[list[float]] = [[] for _ in epochs]
+        for _ in range(config.epochs):
+            for i, epoch in enumerate(epochs):
+                rates[i].append(baselines.timed(epoch))
+        out = []
+        for epoch, count, run_rates in zip(epochs, warm, rates):
+            if epoch.stats is None:
+                out.append((run_rates, None))
+                continue
+            per_epoch = epoch.stats.stages.as_dict()
+            timed = [per_epoch[str(e)] for e in range(count, count + config.epochs) if str(e) in per_epoch]
+            seconds = {stage: sum(e.get(stage, {}).get("seconds", 0.0) for e in timed) for stage in STAGES}
+            out.append((run_rates, {"seconds": seconds, "threads": {**epoch.stats.threads, "warmup_epochs": count}}))
+        return out
     finally:
-        epoch.close()
+        for epoch in epochs:
+            epoch.close()
+
+
+def _breakdown(stats: list[dict[str, Any]], images: int) -> dict[str, Any]:
+    """Microseconds per image of each stage, summed over the runs; the threads of the last run."""
+    total = {stage: sum(s["seconds"][stage] for s in stats) for stage in STAGES}
+    return {"us_per_image": {stage: 1e6 * total[stage] / max(1, images) for stage in STAGES},
+            "threads": stats[-1]["threads"], "threads_per_round": [s["threads"].get("chosen") for s in stats]}
 
 
 def bench_images(config: BenchImagesConfig, log=print) -> dict[str, Any]:
@@ -139,17 +190,28 @@ def bench_images(config: BenchImagesConfig, log=print) -> dict[str, Any]:
         checksum_loop = baselines.make_checksum_loop(packed)
         limit_rates, own_rates, checksum_rates = [], [], []
         rates: dict[str, list[list[float]]] = {name: [] for name in config.loaders}  # per round, per epoch
+        stage_stats: dict[str, list[dict[str, Any]]] = {name: [] for name in config.loaders}
+        threads_group = _threads_group(config.loaders)
         for round_index in range(config.rounds):
-            for name in config.loaders:
+            suffix = f" (round {round_index + 1})" if config.rounds > 1 else ""
+            for name in [n for n in config.loaders if n not in threads_group] + threads_group[:1]:
                 limit_rates.append(max(baselines.timed(limit_loop) for _ in range(2)))
                 own_rates.append(max(baselines.timed(own_loop) for _ in range(2)))
                 checksum_rates.append(max(baselines.timed(checksum_loop) for _ in range(2)))
-                log(f"running {_RUNNERS[name][0]}" + (f" (round {round_index + 1})" if config.rounds > 1 else "")
-                    + " ...")
-                rates[name].append(_measure(_make(name, config, folder, shard_lists), config))
+                group = threads_group if name in threads_group else [name]
+                log(f"running {', '.join(_RUNNERS[n][0] for n in group)}"
+                    + (" (an epoch of each in turn)" if len(group) > 1 else "") + f"{suffix} ...")
+                measured = _measure_interleaved([_make(n, config, folder, shard_lists) for n in group], config)
+                for n, (run_rates, stats) in zip(group, measured):
+                    rates[n].append(run_rates)
+                    if stats is not None:
+                        stage_stats[n].append(stats)
+        timed_images = manifest.num_samples * config.epochs * config.rounds
         rows = [{"loader": name, "label": _RUNNERS[name][0], "epochs": [r for run in runs for r in run],
                  "round_img_s": [statistics.median(run) for run in runs],
-                 "img_s": statistics.median([r for run in runs for r in run])} for name, runs in rates.items()]
+                 "img_s": statistics.median([r for run in runs for r in run]),
+                 **({"stages": _breakdown(stage_stats[name], timed_images)} if stage_stats[name] else {})}
+                for name, runs in rates.items()]
         single, own_single = statistics.median(limit_rates), statistics.median(own_rates)
     cores = machine_description()["cores"] or 1
     limit = single * cores
@@ -173,6 +235,7 @@ def bench_images(config: BenchImagesConfig, log=print) -> dict[str, Any]:
         "targets": TARGETS,
         "sample_checksum": _checksum_cost(by_name, own_single, statistics.median(checksum_rates)),
         "checks": _checks(by_name, limit),
+        "auto_threads": _auto_check(by_name),
         "round_checks": [_checks({r["loader"]: {"img_s": r["round_img_s"][i]} for r in rows}, limit)
                          for i in range(config.rounds)] if config.rounds > 1 else [],
     }
@@ -192,6 +255,28 @@ def _checksum_cost(by_name: dict[str, dict], own_single: float, checksum_single:
             "throughput_cost": 1 - checked / unchecked if checked and unchecked else None}
 
 
+AUTO_TARGET = 0.95  # num_workers="auto" within 5% of the best fixed thread count
+
+
+def _auto_check(by_name: dict[str, dict]) -> dict[str, Any] | None:
+    """auto's throughput against the best fixed-thread dataio row within auto's budget (per round too),
+    and against the best fixed row of all (counts past the budget oversubscribe the cores auto was given)."""
+    auto = by_name.get("dataio_auto")
+    fixed = {n: r for n, r in by_name.items() if n.startswith("dataio_t")}
+    if auto is None or not fixed:
+        return None
+    budget = auto.get("stages", {}).get("threads", {}).get("max_threads") or max(int(n[8:]) for n in fixed)
+    within = {n: r for n, r in fixed.items() if int(n[len("dataio_t"):]) <= budget} or fixed
+    best = max(within, key=lambda n: within[n]["img_s"])
+    overall = max(fixed, key=lambda n: fixed[n]["img_s"])
+    ratio = auto["img_s"] / within[best]["img_s"]
+    rounds = [a / max(f["round_img_s"][i] for f in within.values()) for i, a in enumerate(auto["round_img_s"])]
+    return {"budget_threads": budget, "best_fixed": best, "best_fixed_img_s": within[best]["img_s"],
+            "auto_img_s": auto["img_s"], "ratio": ratio, "round_ratios": rounds, "target": AUTO_TARGET,
+            "met": ratio >= AUTO_TARGET, "chosen_threads": auto.get("stages", {}).get("threads_per_round"),
+            "best_fixed_overall": overall, "ratio_to_best_overall": auto["img_s"] / fixed[overall]["img_s"]}
+
+
 def _checks(by_name: dict[str, dict], limit: float) -> dict[str, dict[str, Any]]:
     ours = by_name.get("dataio", {}).get("img_s")
     dali = max((by_name[n]["img_s"] for n in ("dali_cpu", "dali_cpu_plain") if n in by_name), default=None)
@@ -205,6 +290,18 @@ def _checks(by_name: dict[str, dict], limit: float) -> dict[str, dict[str, Any]]
         measured["dali_gpu_vs_turbo"] = gpu / ours if ours else None
         measured["dali_gpu_img_s"] = gpu
     return {k: {"value": v, "target": TARGETS[k], "met": None if v is None else v >= TARGETS[k]} for k, v in measured.items()}
+
+
+def render_stages(rows: list[dict[str, Any]]) -> list[str]:
+    """The per-stage table of dataio's rows: microseconds per image (read, decode and resize are summed over
+    the decode threads; the others are on the loader's thread; wait is the consumer's time in next())."""
+    staged = [r for r in rows if "stages" in r]
+    if not staged:
+        return []
+    table = [{"label": r["label"], **r["stages"]["us_per_image"]} for r in staged]
+    columns = [("label", "dataio stages, us/image", "s")] + [(stage, stage, ",.0f") for stage in STAGES]
+    return [format_table(table, columns),
+            "(read, decode, resize: thread-seconds over the decode threads; the rest on the loader's thread)"]
 
 
 def render(result: dict[str, Any]) -> str:
@@ -233,6 +330,16 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"sample checksums (xxh3-64, checked on every read): {checksum['us_per_image']:.1f} us/image, "
                      f"{checksum['share_of_per_image_work']:.1%} of dataio's per-image work"
                      + (f"; throughput with them vs without: {-cost:+.1%}" if cost is not None else ""))
+    lines += render_stages(result["rows"])
+    auto = result.get("auto_threads")
+    if auto:
+        lines.append(f"num_workers=auto: {auto['auto_img_s']:,.0f} img/s, chose {auto['chosen_threads']} threads "
+                     f"(budget {auto['budget_threads']}); best fixed within the budget {auto['best_fixed']} "
+                     f"{auto['best_fixed_img_s']:,.0f} img/s: {auto['ratio']:.3f} (>= {auto['target']}) "
+                     f"{'met' if auto['met'] else 'NOT met'}; rounds: "
+                     + ", ".join(f"{r:.3f}" for r in auto["round_ratios"])
+                     + (f"; against {auto['best_fixed_overall']}, past the budget: {auto['ratio_to_best_overall']:.3f}"
+                        if auto["best_fixed_overall"] != auto["best_fixed"] else ""))
     rounds = result.get("round_checks") or []
     for name, check in result["checks"].items():
         if check["value"] is not None:

@@ -44,6 +44,31 @@ def _positive(text: str) -> int:
     return value
 
 
+def _workers(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0 or auto, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0 or auto, got {value}")
+    return value
+
+
+def _cpu_budget(text: str) -> int | float:
+    try:
+        value: int | float = int(text)
+    except ValueError:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a core count or a share in (0, 1], got {text!r}") from None
+    if (isinstance(value, int) and value < 1) or (isinstance(value, float) and not 0 < value <= 1):
+        raise argparse.ArgumentTypeError(f"must be a core count >= 1 or a share in (0, 1], got {text!r}")
+    return value
+
+
 def _add_rank_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rank", type=int, help="this process's share of a multi-node conversion (default: "
                         "SLURM_ARRAY_TASK_ID, SLURM_PROCID or RANK)")
@@ -261,7 +286,12 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("--no-channels-last", action="store_true")
     fit.add_argument("--compile", action="store_true", help="torch.compile the model")
     fit.add_argument("--device", default="auto")
-    fit.add_argument("--workers", type=int, help="decode threads per rank")
+    fit.add_argument("--workers", type=_workers, help="decode threads per rank, or auto (measured)")
+    fit.add_argument("--cpu-budget", type=_cpu_budget,
+                     help="with --workers auto: cores (an integer) or share of them (0-1) for decoding "
+                          "(default: all but one)")
+    fit.add_argument("--profile", type=_positive, nargs="?", const=20, default=0, metavar="STEPS",
+                     help="write a torch.profiler trace of STEPS steps (default 20) to OUT/profile")
     fit.add_argument("--seed", type=int, default=0)
     fit.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints (0: per epoch)")
     fit.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
@@ -468,7 +498,8 @@ def _train(args: argparse.Namespace) -> int:
         weight_decay=args.weight_decay, warmup=args.warmup, label_smoothing=args.label_smoothing,
         randaugment=args.randaugment, mixup=args.mixup, cutmix=args.cutmix, progressive=args.progressive,
         dynamic_batch=args.dynamic_batch, amp=args.amp, channels_last=not args.no_channels_last,
-        compile=args.compile, device=args.device, num_workers=args.workers, seed=args.seed,
+        compile=args.compile, device=args.device, num_workers=args.workers, cpu_budget=args.cpu_budget,
+        profile_steps=args.profile, seed=args.seed,
         checkpoint_every=args.checkpoint_every, resume=args.resume, halt_after_steps=args.halt_after_steps,
         storage_options=_storage_options(args.storage_option),
         **_world_from_environment())

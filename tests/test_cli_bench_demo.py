@@ -75,6 +75,22 @@ def test_bench_images_rounds_repeat_the_sequence(image_folder, tmp_path):
     assert "x 2 rounds" in result.stdout and "dataio's own path" in result.stdout
 
 
+def test_bench_images_compares_auto_threads_and_prints_stages(image_folder, tmp_path, capsys):
+    assert main(["bench", "images", str(image_folder[0]), "--out", str(tmp_path), "--batch-size", "4",
+                 "--epochs", "1", "--warmup", "0", "--image-size", "32", "--loaders", "dataio_t2,dataio_auto"]) == 0
+    out = capsys.readouterr().out
+    report = json.loads((tmp_path / "images.json").read_text())
+    rows = {row["loader"]: row for row in report["rows"]}
+    for row in rows.values():
+        assert row["stages"]["us_per_image"]["decode"] > 0 and row["stages"]["us_per_image"]["wait"] > 0
+    assert rows["dataio_t2"]["stages"]["threads"]["chosen"] == 2
+    auto = report["auto_threads"]
+    assert auto["best_fixed"] == "dataio_t2"
+    assert auto["ratio"] == pytest.approx(rows["dataio_auto"]["img_s"] / rows["dataio_t2"]["img_s"])
+    assert 1 <= auto["chosen_threads"][0] <= os.cpu_count()  # tuned during the warm-up before the timed epoch
+    assert "dataio stages, us/image" in out and "num_workers=auto: " in out
+
+
 @pytest.mark.slow
 def test_demo_runs_end_to_end(tmp_path):
     result = _run("demo", "--out", str(tmp_path / "demo"), "--classes", "2", "--per-class", "24", "--epochs", "1")

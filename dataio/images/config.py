@@ -13,6 +13,7 @@ from dataio.formats.errors import ConfigError
 from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
 from dataio.loading.error_policy import ErrorPolicy
 from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options
+from dataio.loading.thread_tuner import thread_budget
 from dataio.sampling.partition import DEFAULT_WINDOW
 from dataio.sampling.world import check_rank_args
 
@@ -42,7 +43,8 @@ class ImageLoaderConfig:
     shuffle: bool | None = None
     seed: int = 0
     drop_last: bool = False
-    num_workers: int | None = None  # decode threads; None: one per core
+    num_workers: int | Literal["auto"] | None = None  # decode threads; None: one per core; auto: measured
+    cpu_budget: int | float | None = None  # auto: cores (int) or share of them (float); None: all but one
     pin_memory: bool = False
     device: str = "cpu"
     normalize: bool = False  # float output, normalised on the target device
@@ -80,6 +82,7 @@ class ImageLoaderConfig:
     retry_backoff: float = 0.2  # seconds before the first retry; doubled at each
     readahead_batches: int = 4  # batches whose ranges are fetched ahead of the decoders
     readahead_threads: int = 4  # batches fetched at once
+    profile: bool = False  # stage ranges as torch.profiler record_function (and NVTX on CUDA) ranges
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "on_error", ErrorPolicy(self.on_error))
@@ -87,8 +90,13 @@ class ImageLoaderConfig:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.image_size < 8:
             raise ValueError(f"image_size must be >= 8, got {self.image_size}")
-        if self.num_workers is not None and self.num_workers < 0:
-            raise ValueError(f"num_workers must be >= 0, got {self.num_workers}")
+        if self.num_workers is not None and self.num_workers != "auto" and (
+                isinstance(self.num_workers, (str, bool)) or self.num_workers < 0):
+            raise ValueError(f"num_workers must be >= 0 or 'auto', got {self.num_workers!r}")
+        if self.cpu_budget is not None and (isinstance(self.cpu_budget, bool) or not (
+                (isinstance(self.cpu_budget, int) and self.cpu_budget >= 1)
+                or (isinstance(self.cpu_budget, float) and 0 < self.cpu_budget <= 1))):
+            raise ValueError(f"cpu_budget must be a core count >= 1 or a share in (0, 1], got {self.cpu_budget!r}")
         if not 0 < self.crop_scale[0] <= self.crop_scale[1] <= 1:
             raise ValueError(f"crop_scale must satisfy 0 < lo <= hi <= 1, got {self.crop_scale}")
         if not 0 < self.crop_ratio[0] <= self.crop_ratio[1]:
@@ -158,6 +166,13 @@ class ImageLoaderConfig:
         return self.train if self.shuffle is None else self.shuffle
 
     @property
+    def auto_threads(self) -> bool:
+        """Whether the decode thread count is measured (``num_workers="auto"``)."""
+        return self.num_workers == "auto"
+
+    @property
     def threads(self) -> int:
-        """Decode threads actually used (0 means decode in the calling thread)."""
+        """Decode threads started (0 means decode in the calling thread); with auto, the budget's most."""
+        if self.auto_threads:
+            return thread_budget(self.cpu_budget)
         return os.cpu_count() or 1 if self.num_workers is None else self.num_workers

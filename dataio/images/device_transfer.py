@@ -19,6 +19,7 @@ import torch
 from dataio.augment.chain import DeviceAugment, Normalize
 from dataio.images.config import ImageLoaderConfig
 from dataio.loading.device_copy import DeviceCopy
+from dataio.loading.stage_times import StageTimes
 
 
 class HostBatch(Protocol):
@@ -32,12 +33,13 @@ class DeviceTransfer:
     """Turns host ``(images NHWC uint8, labels int64)`` into the contract's device tensors."""
 
     def __init__(self, config: ImageLoaderConfig, augment: DeviceAugment | None = None,
-                 normalize: Normalize | None = None) -> None:
+                 normalize: Normalize | None = None, times: StageTimes | None = None) -> None:
         self.augment = augment
         self.device = torch.device(config.device)
         self.normalize = normalize  # the loader's one Normalize, shared with ``augment``
         self.channels_last = config.channels_last
         self.copy = DeviceCopy(self.device)
+        self.times = times or StageTimes()  # "copy" (host to device) and "augment" (everything after it)
 
     def _finish(self, images: torch.Tensor, labels: torch.Tensor, batch: HostBatch) -> tuple[torch.Tensor, torch.Tensor]:
         images = images.permute(0, 3, 1, 2)  # NCHW view of NHWC memory: channels_last
@@ -53,8 +55,11 @@ class DeviceTransfer:
         return images, labels
 
     def _move(self, batch: HostBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        images = batch.images.to(self.device, non_blocking=True)
-        return self._finish(images, batch.labels.to(self.device, non_blocking=True), batch)
+        with self.times.range("copy", self.device):
+            images = batch.images.to(self.device, non_blocking=True)
+            labels = batch.labels.to(self.device, non_blocking=True)
+        with self.times.range("augment", self.device):
+            return self._finish(images, labels, batch)
 
     def __call__(self, batches: Iterable[HostBatch]) -> Iterator[tuple[torch.Tensor, torch.Tensor, HostBatch]]:
         """Yield ``(images, labels, host batch)``; on CUDA, batch k+1 is copied while batch k is consumed."""

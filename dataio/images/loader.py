@@ -11,6 +11,7 @@ preallocated NHWC uint8 batch (see ``threaded_batches``), and
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -26,8 +27,11 @@ from dataio.images.device_transfer import DeviceTransfer
 from dataio.sampling.world import resolve_world
 from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
 from dataio.formats.errors import SampleError, ShardError
-from dataio.loading.error_policy import DATA_EXCEPTIONS, ErrorStats
+from dataio.loading.error_policy import DATA_EXCEPTIONS
 from dataio.loading.dataloader_args import Capabilities, check_sampler_size, dataloader_fields
+from dataio.loading.loader_stats import LoaderStats
+from dataio.loading.stage_times import Lap, StageTimes
+from dataio.loading.thread_tuner import ThreadGate, ThreadTuner
 from dataio.images.config import ImageLoaderConfig
 from dataio.images.samples_view import ImageSamples
 from dataio.sampling.epoch_sampler import EpochSampler
@@ -66,13 +70,18 @@ class _HostBatch:
     repeated: np.ndarray  # (N,) bool
     planned: int  # positions of the epoch order this batch covers (before any skipped sample)
     crops: CropBoxes | None = None  # crop_on_device: boxes in decoded pixels, and flips
+    laps: tuple[Lap, ...] = ()  # the decode tasks' stopwatches: when the batch finished decoding
+
+    def finished(self) -> float:
+        """When its last decode task finished (perf_counter seconds)."""
+        return max((lap.finished for lap in self.laps), default=0.0)
 
     def keep(self, mask: np.ndarray) -> "_HostBatch":
         """The batch without the samples where ``mask`` is False."""
         index = torch.from_numpy(mask)
         crops = self.crops and CropBoxes(boxes=self.crops.boxes[mask], flipped=self.crops.flipped[mask])
         return _HostBatch(self.images[index], self.labels[index], self.key, self.samples[mask], self.repeated[mask],
-                          self.planned, crops)
+                          self.planned, crops, self.laps)
 
 
 class ImageLoader(ResumableLoader):
@@ -105,21 +114,26 @@ class ImageLoader(ResumableLoader):
         self.files: ShardFiles | RemoteShardFiles = self._open_files()
         self._faults = table_faults(self.table, [s.bytes for s in self.manifest.shards], len(self.manifest.classes))
         self._checksums = self.table.checksum if self.config.verify_samples else None
-        self.stats = ErrorStats(max_errors=self.config.max_errors)
+        threads = self.config.threads
+        # auto: tuned for turbo's decode threads; DALI's own threads take the budget as it is
+        tune = self.config.auto_threads and threads > 1 and self.config.resolved_decoder == "turbo"
+        tuner = ThreadTuner(threads) if tune else None
+        self.stats = LoaderStats(max_errors=self.config.max_errors, stages=StageTimes(profile=self.config.profile),
+                                 fixed_threads=None if tuner else threads, tuner=tuner)
+        self._gate = ThreadGate(tuner.threads) if tuner else None  # auto: the tuner's count of the pool at work
         self.world_size, self.rank = resolve_world(self.config.world_size, self.config.rank)
         partition.check_world(len(self.table), self.world_size, drop_last=self.config.drop_last,
                               multiple=self.config.batch_size_at(0))
         self.position = EpochPosition(seed=self.config.seed, world_size=self.world_size,
                                       dataset=self.manifest.fingerprint())
         self._order: tuple[int, np.ndarray] | None = None
-        threads = self.config.threads
         self._dali = self._dali_decoder() if self.config.resolved_decoder == "dali" else None
         if self._dali is not None:  # one pipeline run at a time, overlapped with the consumer
             self._pool: ThreadPoolExecutor | None = ThreadPoolExecutor(1, thread_name_prefix="dataio-dali")
         else:
             self._pool = ThreadPoolExecutor(threads, thread_name_prefix="dataio-decode") if threads else None
         self._normalize = Normalize(self.config.mean, self.config.std) if self.config.normalize else None
-        self._transfer = DeviceTransfer(self.config, self._device_augment(), self._normalize)
+        self._transfer = DeviceTransfer(self.config, self._device_augment(), self._normalize, self.stats.stages)
         self._pin = self.config.pin_memory and torch.cuda.is_available()
         self._buffers = BufferPool(capacity=self.config.prefetch_batches * max(1, threads) + 4)
 
@@ -282,8 +296,9 @@ class ImageLoader(ResumableLoader):
             flags = repeated[start:stop]
             fetched = readahead.take(index) if readahead is not None else None  # remote: the batch's bytes
             if self._dali is not None:
-                batch = _HostBatch(torch.empty(0), labels, key, keys, flags, stop - start, device_crops)
-                return batch, [lambda: self._decode_dali_batch(batch, keys, boxes, flipped, size, fetched)]
+                lap = self.stats.stages.lap()
+                batch = _HostBatch(torch.empty(0), labels, key, keys, flags, stop - start, device_crops, (lap,))
+                return batch, [lambda: self._decode_dali_batch(batch, keys, boxes, flipped, size, lap, fetched)]
             shape = (len(keys), size, size, 3)
             if self._pin:  # torch's pinned host allocator caches and reuses these
                 images = torch.empty(shape, dtype=torch.uint8, pin_memory=True)
@@ -291,11 +306,12 @@ class ImageLoader(ResumableLoader):
             else:
                 pixels = self._buffers.get(shape)
                 images = torch.from_numpy(pixels)
-            tasks = [
-                (lambda lo=lo: self._decode_range(keys, boxes, flipped, pixels, lo, min(lo + CHUNK, len(keys)), fetched))
-                for lo in range(0, len(keys), CHUNK)
-            ]
-            return _HostBatch(images, labels, key, keys, flags, stop - start, device_crops), tasks
+            chunks = range(0, len(keys), CHUNK)
+            laps = tuple(self.stats.stages.lap() for _ in chunks)  # one per task: each runs on one thread
+            tasks = [(lambda lo=lo, lap=lap: self._decode_range(keys, boxes, flipped, pixels, lo,
+                                                                 min(lo + CHUNK, len(keys)), lap, fetched))
+                     for lo, lap in zip(chunks, laps)]
+            return _HostBatch(images, labels, key, keys, flags, stop - start, device_crops, laps), tasks
 
         return make
 
@@ -335,35 +351,57 @@ class ImageLoader(ResumableLoader):
         where = self.files.names[shard] if 0 <= shard < len(self.files.names) else self.manifest.sample_table
         return SampleError(where, self.table.key(sample), reason)
 
-    def _decode_range(self, keys, boxes, flipped, pixels, lo: int, hi: int,
+    def _decode_range(self, keys, boxes, flipped, pixels, lo: int, hi: int, lap: Lap,
                       fetched: Future | None = None) -> list[tuple[int, SampleError]]:
-        """Decode samples lo..hi-1 of a batch; returns the data errors as (position, error)."""
+        """Decode samples lo..hi-1 of a batch; returns the data errors as (position, error).
+
+        With ``num_workers="auto"`` the gate lets the tuner's count of the pool's threads work at once.
+        """
+        if self._gate is None:
+            return self._decode_samples(keys, boxes, flipped, pixels, lo, hi, lap, fetched)
+        with self._gate:
+            return self._decode_samples(keys, boxes, flipped, pixels, lo, hi, lap, fetched)
+
+    def _decode_samples(self, keys, boxes, flipped, pixels, lo: int, hi: int, lap: Lap,
+                        fetched: Future | None) -> list[tuple[int, SampleError]]:
         failures = []
         c = self.config
-        data = fetched.result() if fetched is not None else [None] * len(keys)
+        with lap("read"):  # remote: the batch's ranges, fetched ahead (waited for here if not there yet)
+            data = fetched.result() if fetched is not None else [None] * len(keys)
         for i in range(lo, hi):
             sample = int(keys[i])
             try:
-                decode_crop_into(self._read_sample(sample, data[i]), boxes[i], bool(flipped[i]), pixels[i],
-                                 fast_resize=c.fast_resize, reduced_decode=c.reduced_decode,
-                                 region_decode=c.region_decode)
+                with lap("read"):
+                    encoded_bytes = self._read_sample(sample, data[i])
+                decode_crop_into(encoded_bytes, boxes[i], bool(flipped[i]), pixels[i], fast_resize=c.fast_resize,
+                                 reduced_decode=c.reduced_decode, region_decode=c.region_decode, lap=lap)
             except DATA_EXCEPTIONS as e:
                 failures.append((i, self._sample_error(sample, f"{type(e).__name__}: {e}")))
+        lap.items = hi - lo
+        lap.flush()
         return failures
 
     def _decode_dali_batch(self, batch: _HostBatch, keys, boxes, flipped, size: int,
-                           fetched: Future | None = None) -> list[tuple[int, SampleError]]:
-        """Fill ``batch.images`` with DALI; the decoder names the files it fails on."""
+                           lap: Lap, fetched: Future | None = None) -> list[tuple[int, SampleError]]:
+        """Fill ``batch.images`` with DALI; the decoder names the files it fails on.
+
+        DALI decodes, crops and resizes in one pipeline run: timed as ``decode``.
+        """
         encoded, failures = [], []
-        data = fetched.result() if fetched is not None else [None] * len(keys)
+        with lap("read"):  # remote: the batch's ranges, fetched ahead (waited for here if not there yet)
+            data = fetched.result() if fetched is not None else [None] * len(keys)
         for i, sample in enumerate(keys.tolist()):
             try:
-                encoded.append(np.frombuffer(self._read_sample(sample, data[i]), dtype=np.uint8))
+                with lap("read"):
+                    encoded.append(np.frombuffer(self._read_sample(sample, data[i]), dtype=np.uint8))
             except DATA_EXCEPTIONS as e:
                 failures.append((i, self._sample_error(sample, str(e))))
         unreadable = {i for i, _ in failures}
         readable = [i for i in range(len(keys)) if i not in unreadable]
-        images, failed = self._dali.decode_each(encoded, boxes[readable], flipped[readable], size)
+        with lap("decode"):
+            images, failed = self._dali.decode_each(encoded, boxes[readable], flipped[readable], size)
+        lap.items = len(keys)
+        lap.flush()
         failures += [(readable[i], self._sample_error(int(keys[readable[i]]), reason)) for i, reason in failed]
         if unreadable:  # put the decoded images at their positions, zeros at the unreadable ones
             batch.images = torch.zeros((len(keys), size, size, 3), dtype=torch.uint8, device=images.device)
@@ -382,7 +420,10 @@ class ImageLoader(ResumableLoader):
                                   depth=self.config.readahead_batches, threads=self.config.readahead_threads)
         producer = ThreadedBatches(self._make_batch(samples, repeated, bounds, consumed, readahead), len(bounds),
                                    pool=self._pool, prefetch=self.config.prefetch_batches * max(1, self.config.threads),
-                                   timeout=self.config.timeout)
+                                   timeout=self.config.timeout, times=self.stats.stages)
+        tuner = self.stats.tuner
+        if tuner is not None:
+            tuner.restart()
         try:
             yield from self._checked(producer)
         finally:
@@ -392,6 +433,8 @@ class ImageLoader(ResumableLoader):
     def _checked(self, producer: ThreadedBatches) -> Iterator[_HostBatch]:
         """The batches of ``producer`` with their failed samples handled by the error policy."""
         for batch, failures in producer:
+            if tuner is not None and not tuner.done:  # auto: decode throughput at the gate's count
+                self._gate.set_limit(tuner.observe(len(batch.labels), batch.finished(), time.perf_counter()))
             if failures:
                 for _, error in sorted(failures, key=lambda f: f[0]):
                     self.stats.handle(self.config.on_error, error)
@@ -402,13 +445,28 @@ class ImageLoader(ResumableLoader):
             yield batch  # possibly empty under the skip policy; counted, then dropped
 
     def batches(self) -> Iterator[ImageBatch]:
-        """One pass (an epoch, or its rest after a resume) of ``ImageBatch``."""
+        """One pass (an epoch, or its rest after a resume) of ``ImageBatch``.
+
+        ``stats.stages`` records the pass's stages; ``wait`` is the consumer's
+        time inside ``next()``, ``pass`` the wall time of the pass.
+        """
         self._follow_sampler_epoch()
         consumed = self.position.begin(len(self.table))
-        for images, labels, host in self._transfer(self._host_batches(consumed)):
-            self.position.advance(host.planned)  # before the yield: state_dict() then covers this batch
-            if len(labels):
-                yield ImageBatch(images, labels, host.samples, host.repeated)
+        times = self.stats.stages
+        times.begin(self.epoch)
+        start = time.perf_counter()
+        wait: Any = times.range("wait").__enter__()
+        try:
+            for images, labels, host in self._transfer(self._host_batches(consumed)):
+                self.position.advance(host.planned)  # before the yield: state_dict() then covers this batch
+                if len(labels):
+                    wait, _ = None, wait.__exit__()
+                    yield ImageBatch(images, labels, host.samples, host.repeated)
+                    wait = times.range("wait").__enter__()
+        finally:
+            if wait is not None:  # a profiler range is never left open, even when the pass raises
+                wait.__exit__()
+        times.add("pass", time.perf_counter() - start)
         self.position.end()
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:

@@ -2,7 +2,9 @@
 
 Each batch is split into chunks of samples; chunks of the next
 ``prefetch`` batches are queued FIFO on ``threads`` threads, so every thread
-stays busy across batch boundaries, and batches come out in order.
+stays busy across batch boundaries, and batches come out in order. With
+``times``, the calling thread's time planning batches (``plan``) and blocked
+on the decode threads (``decode_wait``) is recorded.
 Decoders release the GIL, so threads writing into one preallocated batch beat
 worker processes that pickle samples (measured in bench/results).
 """
@@ -16,6 +18,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Generic, TypeVar
 
+from dataio.loading.stage_times import StageTimes
+
 Batch = TypeVar("Batch")
 # make_batch(i) -> (batch, [chunk tasks]); each task runs on a thread and returns a list of failures.
 BatchFactory = Callable[[int], tuple[Batch, Sequence[Callable[[], list]]]]
@@ -27,14 +31,17 @@ class ThreadedBatches(Generic[Batch]):
     def __init__(
         self, make_batch: BatchFactory, count: int, *, pool: ThreadPoolExecutor | None, prefetch: int, start: int = 0,
         timeout: float = 0,
+        times: StageTimes | None = None,
     ) -> None:
         self.make_batch, self.count, self.start = make_batch, count, start
         self.timeout = timeout  # > 0: seconds to wait for a batch before raising (DataLoader's timeout)
         self.prefetch = max(1, prefetch)
         self.pool = pool  # None: run tasks in the calling thread
+        self.times = times or StageTimes()
 
     def _submit(self, index: int) -> tuple[Batch, list[Future] | list[list]]:
-        batch, tasks = self.make_batch(index)
+        with self.times.range("plan"):
+            batch, tasks = self.make_batch(index)
         if self.pool is None:  # num_workers=0: decode in the calling thread
             return batch, [task() for task in tasks]
         return batch, [self.pool.submit(task) for task in tasks]
@@ -58,8 +65,9 @@ class ThreadedBatches(Generic[Batch]):
                 batch, parts = pending.popleft()
                 failures: list = []
                 deadline = time.monotonic() + self.timeout
-                for part in parts:
-                    failures.extend(self._wait(part, deadline) if isinstance(part, Future) else part)
+                with self.times.range("decode_wait"):
+                    for part in parts:
+                        failures.extend(self._wait(part, deadline) if isinstance(part, Future) else part)
                 yield batch, failures
         finally:
             for _, parts in pending:

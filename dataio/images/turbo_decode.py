@@ -32,6 +32,7 @@ import numpy as np
 from PIL import Image
 
 from dataio.formats.limits import MAX_PIXELS  # as the converter's: a header claiming more is refused
+from dataio.loading.stage_times import NO_LAP
 
 try:
     from dataio.formats import _jpeg_codec
@@ -55,28 +56,33 @@ def decode_crop_into(
     fast_resize: bool = False,
     reduced_decode: bool = True,
     region_decode: bool = True,
+    lap=NO_LAP,
 ) -> None:
     """Decode ``data``, resize ``box`` (x0, y0, x1, y1) to ``out`` (H, W, 3 uint8), flip if asked.
 
-    Raises OSError/ValueError (data errors) on bad bytes.
+    ``lap`` (a ``stage_times.Lap``) times the entropy decode as ``decode`` and
+    the crop-resize, flip and packing into the batch as ``resize``: the two
+    are separate calls on both paths. Raises OSError/ValueError (data errors)
+    on bad bytes.
     """
     resample = FAST if fast_resize else ANTIALIAS
     resized = None
     if region_decode and REGION_DECODE and data[:2] == JPEG_START:
         try:
-            resized = _region_resized(data, box, out.shape[1], out.shape[0], resample, reduced_decode)
+            resized = _region_resized(data, box, out.shape[1], out.shape[0], resample, reduced_decode, lap)
         except NotImplementedError:  # CMYK or YCCK: PIL converts those
             pass
     if resized is None:
-        resized = _whole_resized(data, box, out.shape[1], out.shape[0], resample, reduced_decode)
-    if REGION_DECODE and out.flags.c_contiguous:
-        # PIL's 4-byte pixels as they are (12 us), packed to RGB and mirrored in one C pass into the
-        # batch: PIL's flip (40 us, a new image) and RGB packing (28 us) measured 8% of a decode
-        _jpeg_codec.pack_rgbx(resized.tobytes("raw", "RGBX"), out, out.shape[1], out.shape[0], flip)
-        return
-    if flip:
-        resized = resized.transpose(Image.FLIP_LEFT_RIGHT)
-    out[...] = np.frombuffer(resized.tobytes("raw", "RGB"), dtype=np.uint8).reshape(out.shape)
+        resized = _whole_resized(data, box, out.shape[1], out.shape[0], resample, reduced_decode, lap)
+    with lap("resize"):
+        if REGION_DECODE and out.flags.c_contiguous:
+            # PIL's 4-byte pixels as they are (12 us), packed to RGB and mirrored in one C pass into the
+            # batch: PIL's flip (40 us, a new image) and RGB packing (28 us) measured 8% of a decode
+            _jpeg_codec.pack_rgbx(resized.tobytes("raw", "RGBX"), out, out.shape[1], out.shape[0], flip)
+            return
+        if flip:
+            resized = resized.transpose(Image.FLIP_LEFT_RIGHT)
+        out[...] = np.frombuffer(resized.tobytes("raw", "RGB"), dtype=np.uint8).reshape(out.shape)
 
 
 def _check_pixels(width: int, height: int) -> None:
@@ -108,7 +114,7 @@ def dct_scale(width: int, height: int, box: tuple[float, ...], out_w: int, out_h
 
 
 def _region_resized(data: bytes, box: np.ndarray, out_w: int, out_h: int, resample: int,
-                    reduced_decode: bool) -> Image.Image:
+                    reduced_decode: bool, lap=NO_LAP) -> Image.Image:
     width, height = _jpeg_codec.header(data)
     _check_pixels(width, height)
     x0, y0, x1, y1 = _clamped(box, width, height)
@@ -124,10 +130,12 @@ def _region_resized(data: bytes, box: np.ndarray, out_w: int, out_h: int, resamp
     left, top = max(0, int(x0) - margin_x), max(0, int(y0) - margin_y)
     right, bottom = min(width, math.ceil(x1) + margin_x), min(height, math.ceil(y1) + margin_y)
     buffer = _buffer(width * (bottom - top) * 4)
-    span, rows, offset = _jpeg_codec.decode_region(data, left, top, right, bottom, scale, buffer)
-    region = Image.frombuffer("RGBX", (span, rows), buffer, "raw", "RGBX", 0, 1)
-    shift = offset - left  # the buffer starts ``offset`` columns left of ``left``
-    return region.resize((out_w, out_h), resample, box=(x0 + shift, y0 - top, x1 + shift, y1 - top))
+    with lap("decode"):
+        span, rows, offset = _jpeg_codec.decode_region(data, left, top, right, bottom, scale, buffer)
+    with lap("resize"):
+        region = Image.frombuffer("RGBX", (span, rows), buffer, "raw", "RGBX", 0, 1)
+        shift = offset - left  # the buffer starts ``offset`` columns left of ``left``
+        return region.resize((out_w, out_h), resample, box=(x0 + shift, y0 - top, x1 + shift, y1 - top))
 
 
 def _buffer(size: int) -> bytearray:
@@ -141,7 +149,7 @@ def _buffer(size: int) -> bytearray:
 
 
 def _whole_resized(data: bytes, box: np.ndarray, out_w: int, out_h: int, resample: int,
-                   reduced_decode: bool) -> Image.Image:
+                   reduced_decode: bool, lap=NO_LAP) -> Image.Image:
     try:
         image = Image.open(io.BytesIO(data))
     except Image.DecompressionBombError as e:  # not an OSError: turn it into a data error
@@ -154,6 +162,9 @@ def _whole_resized(data: bytes, box: np.ndarray, out_w: int, out_h: int, resampl
         image.draft("RGB", need)
         sx, sy = image.size[0] / width, image.size[1] / height
         x0, x1, y0, y1 = x0 * sx, x1 * sx, y0 * sy, y1 * sy
-    if image.mode != "RGB":
-        image = image.convert("RGB")
-    return image.resize((out_w, out_h), resample, box=(x0, y0, x1, y1))
+    with lap("decode"):
+        image.load()  # PIL decodes lazily: here rather than inside resize, so the two are timed apart
+    with lap("resize"):
+        if image.mode != "RGB":
+            image = image.convert("RGB")
+        return image.resize((out_w, out_h), resample, box=(x0, y0, x1, y1))

@@ -39,6 +39,7 @@ class TextLoaderConfig:
     cache_dir: str | Path | None = None
     retries: int = 4  # retries of a transient failure (reset, timeout, 5xx), with exponential backoff
     retry_backoff: float = 0.2  # seconds before the first retry; doubled at each
+    profile: bool = False  # stage ranges as torch.profiler record_function (and NVTX on CUDA) ranges
 
     def __post_init__(self) -> None:
         if self.mode not in ("fixed", "bucket", "budget", "pack"):

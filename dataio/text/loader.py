@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,8 @@ from dataio.formats.remote_copy import copy_dataset
 from dataio.loading.dataloader_args import Capabilities, check_sampler_size, dataloader_fields
 from dataio.loading.remote_options import retry_policy
 from dataio.loading.device_copy import DeviceCopy, copy_arrays
-from dataio.loading.error_policy import ErrorStats
+from dataio.loading.loader_stats import LoaderStats
+from dataio.loading.stage_times import Lap, StageTimes
 from dataio.sampling import partition
 from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
 from dataio.sampling.epoch_sampler import EpochSampler
@@ -63,7 +65,7 @@ class TextLoader(ResumableLoader):
         self._copy_dir: tempfile.TemporaryDirectory | None = None
         self.shards = TokenShards(self._local_folder(source), self.config.verify_checksums)
         check_sampler_size(options.get("sampler"), len(self.shards), str(source))
-        self.stats = ErrorStats(max_errors=self.config.max_errors)
+        self.stats = LoaderStats(max_errors=self.config.max_errors, stages=StageTimes(profile=self.config.profile))
         self._copy = DeviceCopy(self.config.device)
         if len(self.shards) == 0:
             raise ValueError(f"{source} holds no samples")
@@ -180,25 +182,34 @@ class TextLoader(ResumableLoader):
         return position
 
     def numpy_batch(self, index: int) -> dict[str, np.ndarray]:
-        """Batch ``index`` of this rank's current pass, as numpy arrays (bad samples per ``on_error``)."""
+        """Batch ``index`` of this rank's current pass, as numpy arrays (bad samples per ``on_error``).
+
+        Timed in ``stats.stages``: ``read`` (each sample's tokens from its
+        shard, checked) and ``collate`` (padding or packing, reads excluded).
+        """
         stream, _ = self.global_plan()
         plan = self.plan()
         rows = plan.batch(index)
-        if stream is not None:
-            batch = pack_rows(rows, stream, self._checked_tokens, pad_id=self.pad_id)
-        else:
-            tokens = [self._checked_tokens(int(s)) for s in rows]
-            rows = np.array([s for s, t in zip(rows.tolist(), tokens) if t is not None], dtype=np.int64)
-            batch = pad_rows([t for t in tokens if t is not None], pad_id=self.pad_id,
-                             pad_multiple=self.config.pad_multiple)
-            batch["sample_ids"] = rows
-        batch["repeated"] = np.full(len(batch["input_ids"]), bool(plan.repeated[index]))
+        lap = self.stats.stages.lap()
+        with lap("collate"):
+            if stream is not None:
+                batch = pack_rows(rows, stream, lambda sample: self._checked_tokens(sample, lap), pad_id=self.pad_id)
+            else:
+                tokens = [self._checked_tokens(int(s), lap) for s in rows]
+                rows = np.array([s for s, t in zip(rows.tolist(), tokens) if t is not None], dtype=np.int64)
+                batch = pad_rows([t for t in tokens if t is not None], pad_id=self.pad_id,
+                                 pad_multiple=self.config.pad_multiple)
+                batch["sample_ids"] = rows
+            batch["repeated"] = np.full(len(batch["input_ids"]), bool(plan.repeated[index]))
+        lap.items = len(batch["input_ids"])
+        lap.flush()
         return batch
 
-    def _checked_tokens(self, sample: int) -> np.ndarray | None:
+    def _checked_tokens(self, sample: int, lap: Lap) -> np.ndarray | None:
         """Sample ``sample``'s token ids, or None when the error policy drops it (``raise`` raises)."""
         try:
-            tokens = self.shards.checked_tokens(sample)
+            with lap("read"):
+                tokens = self.shards.checked_tokens(sample)
         except SampleError as error:
             self.stats.handle(self.config.on_error, error)
             return None
@@ -207,9 +218,10 @@ class TextLoader(ResumableLoader):
 
     def _move(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         """One batch on the device: one staging buffer and one copy on CUDA, zero-copy views on the CPU."""
-        if self._copy.stream is None:
-            return {name: torch.from_numpy(array) for name, array in batch.items()}
-        return copy_arrays(batch, self._copy.device, pin=self.config.pin_memory)
+        with self.stats.stages.range("copy", self._copy.device):
+            if self._copy.stream is None:
+                return {name: torch.from_numpy(array) for name, array in batch.items()}
+            return copy_arrays(batch, self._copy.device, pin=self.config.pin_memory)
 
     def _numpy_batches(self) -> Iterator[dict[str, np.ndarray]]:
         self._follow_sampler_epoch()
@@ -226,8 +238,20 @@ class TextLoader(ResumableLoader):
         self.position.end()
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        for moved, _ in self._copy(self._numpy_batches(), self._move):
-            yield moved
+        """One pass; ``stats.stages`` records ``wait`` (the consumer's time in ``next()``) and ``pass``."""
+        times = self.stats.stages
+        times.begin(self.epoch)
+        start = time.perf_counter()
+        wait: Any = times.range("wait").__enter__()
+        try:
+            for moved, _ in self._copy(self._numpy_batches(), self._move):
+                wait, _ = None, wait.__exit__()
+                yield moved
+                wait = times.range("wait").__enter__()
+        finally:
+            if wait is not None:  # a profiler range is never left open, even when the pass raises
+                wait.__exit__()
+        times.add("pass", time.perf_counter() - start)
 
     def close(self) -> None:
         """Release the memory-mapped shards (as ``ImageLoader.close`` closes its files); iterating again raises."""

@@ -3,7 +3,9 @@
 ``wait`` is the time from the end of one step to the moment the next batch
 is in hand; ``compute`` the forward, backward and optimizer step (on a GPU the
 trainer synchronises at the end of the step, so it is the device's time). The
-summary calls a run "input-bound" when waiting is more than 10% of the total.
+summary calls a run "input-bound" when waiting is more than 10% of the total,
+and, given the loader's stage times, names the stage it waited on and what to
+change (``dataio.train.bottleneck``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dataio.formats.files import write_atomic
+from dataio.train import bottleneck
 
 INPUT_BOUND_SHARE = 0.10
 
@@ -55,25 +58,45 @@ class Chronometer:
     def epoch_done(self, epoch: int, metrics: dict[str, float]) -> None:
         self.epochs.append({"epoch": epoch, "time": self.now(), **metrics})
 
-    def summary(self, peak_memory_bytes: int | None = None) -> dict[str, Any]:
+    def summary(self, peak_memory_bytes: int | None = None, loader: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The run in numbers; ``loader`` (``{"stages": {stage: seconds}, "threads": n}``, from the train
+        loader's stats) adds the stage breakdown, the bottleneck stage and the advice."""
         wait = sum(s["wait"] for s in self.steps)
         compute = sum(s["compute"] for s in self.steps)
         busy = wait + compute
         share = wait / busy if busy else 0.0
         peak = peak_memory_bytes if peak_memory_bytes is not None else peak_rss_bytes()
+        diagnosis = {}
+        if loader is not None:
+            diagnosis = {"stages": loader["stages"], "decode_threads": loader["threads"],
+                         **bottleneck.diagnose(loader["stages"], threads=loader["threads"],
+                                               input_bound=share > INPUT_BOUND_SHARE)}
         return {
             "steps": len(self.steps), "samples": sum(s["samples"] for s in self.steps), "unit": self.unit,
             "throughput": sum(s["samples"] for s in self.steps) / busy if busy else 0.0,
             "step_time_s": statistics.median(s["wait"] + s["compute"] for s in self.steps) if self.steps else 0.0,
             "input_wait_share": share, "verdict": "input-bound" if share > INPUT_BOUND_SHARE else "compute-bound",
-            "peak_memory_mb": peak / 2**20, "run_time_s": self.now(),
+            "peak_memory_mb": peak / 2**20, "run_time_s": self.now(), **diagnosis,
         }
 
     @staticmethod
     def summary_line(summary: dict[str, Any]) -> str:
-        return (f"throughput={summary['throughput']:,.0f} {summary['unit']}/s "
+        line = (f"throughput={summary['throughput']:,.0f} {summary['unit']}/s "
                 f"step={summary['step_time_s'] * 1000:.1f}ms input_wait={summary['input_wait_share']:.1%} "
                 f"verdict={summary['verdict']} peak_mem={summary['peak_memory_mb']:,.0f}MB")
+        return line + (f" bottleneck={summary['bottleneck']}" if "bottleneck" in summary else "")
+
+    @staticmethod
+    def breakdown_lines(summary: dict[str, Any]) -> list[str]:
+        """The loader's stages (seconds over the run) and the advice, when the summary has them."""
+        stages = summary.get("stages")
+        if not stages:
+            return []
+        shown = " ".join(f"{name}={stages[name]:.2f}s" for name in (*bottleneck.PIPELINE, "decode_wait", "wait")
+                         if name in stages)
+        threads = (f" ({summary['decode_threads']} decode threads; read/decode/resize are thread-seconds)"
+                   if "decode_wait" in stages else "")  # an image loader's decode threads
+        return [f"loader stages: {shown}{threads}", f"bottleneck: {summary['bottleneck']}: {summary['advice']}"]
 
     def as_dict(self) -> dict[str, Any]:
         return {"unit": self.unit, "steps": self.steps, "epochs": self.epochs, "elapsed": self.now()}

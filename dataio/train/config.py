@@ -56,7 +56,9 @@ class TrainConfig:
     channels_last: bool = True
     compile: bool = False
     device: str = "auto"  # auto: cuda:<local rank> when there is a GPU, else cpu
-    num_workers: int | None = None  # decode threads per rank
+    num_workers: int | Literal["auto"] | None = None  # decode threads per rank; auto: measured (images)
+    cpu_budget: int | float | None = None  # auto: cores (int) or share of them (float); None: all but one
+    profile_steps: int = 0  # > 0: a torch.profiler trace of that many steps in OUT/profile
     seed: int = 0
     checkpoint_every: int = 0  # steps between checkpoints (0: end of each epoch only)
     resume: bool = False  # continue from OUT/checkpoint.pt when it exists
@@ -95,6 +97,8 @@ class TrainConfig:
             raise ConfigError(f"{{0}} must be auto, cpu, cuda, cuda:N or mps, got {self.device!r}", "device")
         if self.checkpoint_every < 0:
             raise ValueError("checkpoint_every must be >= 0")
+        if self.profile_steps < 0:
+            raise ValueError(f"profile_steps must be >= 0, got {self.profile_steps}")
         if not 0 <= self.rank < self.world_size:
             raise ValueError(f"rank {self.rank} is not in 0..{self.world_size - 1}")
         if self.dynamic_batch and not self.progressive:

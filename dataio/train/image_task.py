@@ -33,7 +33,8 @@ class ImageTask:
     def __init__(self, config: TrainConfig, device: torch.device) -> None:
         c = config
         self.config, self.device = c, device
-        common = dict(num_workers=c.num_workers, device=str(device), normalize=True, channels_last=c.channels_last,
+        common = dict(num_workers=c.num_workers, cpu_budget=c.cpu_budget, profile=c.profile_steps > 0,
+                      device=str(device), normalize=True, channels_last=c.channels_last,
                       pin_memory=device.type == "cuda", world_size=c.world_size, rank=c.rank, seed=c.seed,
                       storage_options=c.storage_options)
         self.num_classes = len(open_dataset(c.train, c.storage_options)[1].classes)

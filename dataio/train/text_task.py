@@ -29,7 +29,7 @@ class TextTask:
         common = dict(mode="pack" if c.pack else "budget", max_tokens=c.max_tokens, block_size=c.block_size,
                       batch_size=c.batch_size, seed=c.seed, world_size=c.world_size, rank=c.rank, device=str(device),
                       pin_memory=device.type == "cuda", storage_options=c.storage_options)
-        self.train_loader = TextLoader(c.train, **common)
+        self.train_loader = TextLoader(c.train, profile=c.profile_steps > 0, **common)
         self.val_loader = TextLoader(c.val, shuffle=False, **common) if c.val else None
         self.vocab_size = int(self.train_loader.shards.tokenizer["vocab_size"])
         self.max_length = max(c.block_size, int(self.train_loader.shards.lengths.max()))

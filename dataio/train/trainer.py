@@ -24,11 +24,12 @@ import torch.distributed as dist
 from torch import nn
 
 from dataio.formats.errors import CheckpointError, ConfigError, UsageError
-from dataio.train import checkpoint
+from dataio.train import bottleneck, checkpoint
 from dataio.train.chronometer import Chronometer
 from dataio.train.config import TrainConfig
 from dataio.train.image_task import ImageTask
 from dataio.train.models import is_text_model
+from dataio.train.profiling import StepProfiler
 from dataio.train.text_task import TextTask
 
 
@@ -109,6 +110,7 @@ class Trainer:
         self.amp_dtype = _amp_dtype(c, self.device)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.amp_dtype is torch.float16)
         self.chronometer = Chronometer(unit=self.task.unit)
+        self.profiler: StepProfiler | None = None  # --profile: started with the first epoch
         self.step = 0
         if c.resume:
             self._restore()
@@ -198,6 +200,8 @@ class Trainer:
             self.step += 1
             clock.step_done(epoch=epoch, wait=wait, samples=samples, loss=loss,
                             lr=self.optimizer.param_groups[0]["lr"])
+            if self.profiler is not None:
+                self.profiler.step()
             if c.checkpoint_every and self.step % c.checkpoint_every == 0:
                 self._save()
             if c.halt_after_steps is not None and self.step >= c.halt_after_steps:
@@ -212,23 +216,40 @@ class Trainer:
                     f"{shown} {rate:,.0f} {self.task.unit}/s")
         self._save()
 
+    def _loader_times(self) -> dict[str, Any]:
+        """The train loader's stage seconds over this process's epochs, and its decode threads."""
+        stats = self.task.train_loader.stats
+        threads = stats.threads
+        return {"stages": bottleneck.totals(stats.stages.as_dict()),
+                "threads": threads.get("chosen") or threads.get("current") or 1}
+
     def fit(self) -> dict[str, Any]:
         """Train to ``config.epochs``; returns the summary (also in OUT/log.json)."""
         try:
+            if self.config.profile_steps:
+                self.profiler = StepProfiler(self.config.out, self.config.profile_steps, self.config.rank,
+                                             self.device.type == "cuda")
             while self.task.train_loader.epoch < self.config.epochs:
                 self._epoch()
+            if self.profiler is not None:
+                self.profiler.close()
+                self._print(f"profile: {self.profiler.path} (open in Perfetto or TensorBoard)")
             peak = torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None
-            summary = self.chronometer.summary(peak)
+            summary = self.chronometer.summary(peak, self._loader_times())
             summary.update({k: v for k, v in (self.chronometer.epochs[-1] if self.chronometer.epochs else {}).items()
                             if k.startswith("val_")})
             self._print("summary: " + Chronometer.summary_line(summary) +
                         "".join(f" {k}={v:.4f}" for k, v in summary.items() if k.startswith("val_")))
+            for line in Chronometer.breakdown_lines(summary):
+                self._print(line)
             if self.is_main:
                 self.chronometer.write(self.config.out, summary)
             if dist.is_initialized():
                 dist.barrier()  # no rank tears the group down while another still uses it
             return summary
         finally:
+            if self.profiler is not None:
+                self.profiler.close()
             self.task.close()
             if self.config.world_size > 1 and dist.is_initialized():
                 dist.destroy_process_group()

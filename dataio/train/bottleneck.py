@@ -1,0 +1,58 @@
+"""Which loader stage a run waited on, and what to change: the Chronometer verdict's second half.
+
+Decode threads run ``read``, ``decode`` and ``resize`` side by side, so their
+thread-seconds are divided by the thread count to compare with the stages of
+the loader's own thread (``plan``, ``copy``, ``augment``, text's ``read`` and
+``collate``): the largest is the stage that sets the pace. A run that is not
+input-bound is told the loader keeps up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+THREADED = ("read", "decode", "resize")  # image stages on the decode threads
+PIPELINE = ("read", "decode", "resize", "plan", "collate", "copy", "augment")
+
+ADVICE = {
+    "decode": ("more decode threads (--workers, or num_workers='auto'), the DALI decoder on a GPU "
+               "(decoder='dali'), or shards packed at a smaller --max-side (fewer pixels to decode)"),
+    "resize": ("crop_on_device=True (the host decodes, the device crops and resizes), or shards packed at "
+               "a smaller --max-side (less to resize)"),
+    "read": ("shards on local disk or in the page cache (copy them to node-local SSD), and fewer, larger "
+             "shards"),
+    "plan": "a larger batch (per-batch planning is a fixed cost on the loader's thread)",
+    "collate": "--pack (rows filled with no padding) or a larger --max-tokens (fewer, larger batches)",
+    "copy": "pin_memory=True (asynchronous copies from pinned memory), and uint8 batches normalised on the device",
+    "augment": ("normalisation and augmentation after the copy ran on the CPU: on a GPU they run on the copy "
+                "stream, beside the model; on the CPU, a lower --randaugment magnitude or no --mixup/--cutmix"),
+}
+
+
+def wall_seconds(stages: dict[str, float], threads: int) -> dict[str, float]:
+    """Each pipeline stage's seconds as the wall time it costs: decode-thread stages divided by ``threads``."""
+    threads = max(1, threads)
+    return {name: stages[name] / (threads if name in THREADED and "decode_wait" in stages else 1)
+            for name in PIPELINE if stages.get(name, 0) > 0}
+
+
+def diagnose(stages: dict[str, float], *, threads: int, input_bound: bool) -> dict[str, Any]:
+    """``{"bottleneck": stage, "advice": text}``: the loader stage with the most wall time when the run is
+    input-bound, else ``compute`` (the loader keeps up)."""
+    if not input_bound:
+        return {"bottleneck": "compute", "advice": "the loader keeps up: speed up the model (AMP, channels_last, "
+                "--compile, a larger batch)"}
+    cost = wall_seconds(stages, threads)
+    if not cost:
+        return {"bottleneck": "unknown", "advice": "no stage times recorded"}
+    stage = max(cost, key=cost.get)
+    return {"bottleneck": stage, "advice": ADVICE[stage]}
+
+
+def totals(per_epoch: dict[str, dict[str, dict[str, float]]]) -> dict[str, float]:
+    """Seconds per stage summed over the epochs of ``LoaderStats.as_dict()["stages"]``."""
+    out: dict[str, float] = {}
+    for stages in per_epoch.values():
+        for name, entry in stages.items():
+            out[name] = out.get(name, 0.0) + entry["seconds"]
+    return out
