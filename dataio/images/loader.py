@@ -432,6 +432,7 @@ class ImageLoader(ResumableLoader):
 
     def _checked(self, producer: ThreadedBatches) -> Iterator[_HostBatch]:
         """The batches of ``producer`` with their failed samples handled by the error policy."""
+        tuner = self.stats.tuner
         for batch, failures in producer:
             if tuner is not None and not tuner.done:  # auto: decode throughput at the gate's count
                 self._gate.set_limit(tuner.observe(len(batch.labels), batch.finished(), time.perf_counter()))

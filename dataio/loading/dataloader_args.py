@@ -86,8 +86,11 @@ def dataloader_fields(options: dict[str, Any], fields: Collection[str], can: Cap
 def _workers(given: dict[str, Any], out: dict[str, Any], can: Capabilities) -> None:
     """num_workers, prefetch_factor, timeout, persistent_workers, in_order."""
     workers = given.get("num_workers")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
-        raise ConfigError(f"{{0}} must be an integer >= 0, got {workers!r}", "num_workers")
+    auto = workers == "auto" and can.threads  # decode threads tuned by measurement (dataio.loading.thread_tuner)
+    if workers is not None and not auto and (isinstance(workers, bool) or not isinstance(workers, int)
+                                             or workers < 0):
+        raise ConfigError(f"{{0}} must be an integer >= 0{' or auto' if can.threads else ''}, got {workers!r}",
+                          "num_workers")
     if not can.threads:
         why = (f"{can.name} reads memory-mapped token shards in the calling thread, with no workers or "
                "batches in flight")

@@ -67,6 +67,10 @@ def load(out: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
+        with open(path, "rb") as f:
+            if f.read(4) != b"PK\x03\x04":  # torch.save writes a zip archive
+                raise CheckpointError(f"checkpoint {path} is corrupted (not a torch.save archive); restore a good "
+                                      "copy, or move it away to start afresh")
         return torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, KeyError, AttributeError,
             IndexError, OSError) as e:  # truncated, corrupted, or holding objects other than tensors
@@ -86,4 +90,4 @@ def reason(error: BaseException) -> str:
         return "truncated or corrupted"
     if "weights_only" in full or "Weights only" in full or isinstance(error, pickle.UnpicklingError):
         return "it holds objects other than tensors and plain values, which are refused, never unpickled as code"
-    return f"{type(error).__name__}: {text[:160]}" if text else type(error).__name__
+    return f"corrupted ({type(error).__name__}: {text[:160]})" if text else f"corrupted ({type(error).__name__})"
