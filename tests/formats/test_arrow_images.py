@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from dataio import ImageLoader
-from dataio.formats.convert_journal import Journal
 from dataio.formats.image_convert import ConvertImagesConfig, convert_images
 from dataio.formats.manifest import read_manifest
 from dataio.formats.sample_table import read_sample_table
 from dataio.formats.verify import verify
+from tests.formats.journal_stop import Interrupted, interrupt_after
 
 
 def _convert(src, out, **options):
@@ -83,23 +83,10 @@ def test_verify_deep_passes_and_a_flipped_image_byte_is_named(both_formats, tmp_
         assert [e["key"] for e in loader.stats.errors] == [table.key(2)]
 
 
-class _Interrupted(Exception):
-    pass
-
-
 def test_an_interrupted_arrow_conversion_resumes_byte_identical(image_folder, both_formats, tmp_path, monkeypatch):
     _, reference = both_formats
-    original = Journal.add
-    count = []
-
-    def add(self, index, record):
-        original(self, index, record)
-        count.append(index)
-        if len(count) == 2:
-            raise _Interrupted
-
-    monkeypatch.setattr(Journal, "add", add)
-    with pytest.raises(_Interrupted):
+    interrupt_after(monkeypatch, 2)
+    with pytest.raises(Interrupted):
         _convert(image_folder[0], tmp_path / "out", format="arrow")
     monkeypatch.undo()
     assert not (tmp_path / "out" / "manifest.json").exists()

@@ -15,11 +15,12 @@ import pytest
 
 import dataio.formats.text_convert as text_convert
 from dataio.errors import UsageError
-from dataio.formats.convert_journal import JOURNAL_DIR, Journal
+from dataio.formats.convert_journal import JOURNAL_DIR
 from dataio.formats.image_convert import ConvertImagesConfig, convert_images
 from dataio.formats.synthetic_text import synthetic_documents
 from dataio.formats.text_convert import ConvertTextConfig, convert_text
 from dataio.formats.tokenizer_setup import TokenizerConfig
+from tests.formats.journal_stop import Interrupted, interrupt_after
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -129,25 +130,6 @@ def test_text_sigkill_at_random_points_then_rerun_is_byte_identical(long_corpus,
     assert done.returncode == 0, done.stderr
     assert files_of(out) == text_reference
     assert not (out / JOURNAL_DIR).exists() and not list(out.glob(".*"))
-
-
-class Interrupted(Exception):
-    """Stands in for a kill right after a shard was journaled."""
-
-
-def interrupt_after(monkeypatch, records: int) -> list[dict]:
-    """Make ``Journal.add`` stop the conversion after ``records`` records; returns the records' totals."""
-    seen: list[dict] = []
-    original = Journal.add
-
-    def add(self, index, record):
-        original(self, index, record)
-        seen.append(record.totals)
-        if len(seen) == records:
-            raise Interrupted
-
-    monkeypatch.setattr(Journal, "add", add)
-    return seen
 
 
 @pytest.mark.parametrize("text_format", ["arrow", "wds"])

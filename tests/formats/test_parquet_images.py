@@ -13,11 +13,11 @@ from PIL import Image
 
 from dataio import ImageLoader
 from dataio.cli import main
-from dataio.formats.convert_journal import Journal
 from dataio.formats.image_convert import ConvertImagesConfig, convert_images
 from dataio.formats.manifest import read_manifest
 from dataio.formats.sample_table import read_sample_table
 from dataio.formats.verify import verify
+from tests.formats.journal_stop import Interrupted, interrupt_after
 
 CLASSES = ["tench", "goldfish", "great white shark"]
 
@@ -95,10 +95,6 @@ def test_column_names_plain_binary_and_a_classes_file(tmp_path):
     assert main(["convert", "images", str(path), str(tmp_path / "o2"), "--no-progress"]) == 2  # no 'image' column
 
 
-class _Stop(Exception):
-    pass
-
-
 def test_an_interrupted_parquet_conversion_resumes_byte_identical(hub_files, tmp_path, monkeypatch):
     data, _ = hub_files
 
@@ -107,16 +103,8 @@ def test_an_interrupted_parquet_conversion_resumes_byte_identical(hub_files, tmp
                                                   max_shard_samples=3))
 
     run(tmp_path / "reference")
-    original, seen = Journal.add, []
-
-    def add(self, index, record):
-        original(self, index, record)
-        seen.append(index)
-        if len(seen) == 2:
-            raise _Stop
-
-    monkeypatch.setattr(Journal, "add", add)
-    with pytest.raises(_Stop):
+    interrupt_after(monkeypatch, 2)
+    with pytest.raises(Interrupted):
         run(tmp_path / "out")
     monkeypatch.undo()
     run(tmp_path / "out")

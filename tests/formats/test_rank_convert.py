@@ -18,6 +18,7 @@ from dataio.formats.sample_table import read_sample_table
 from dataio.formats.tokenizer_setup import TokenizerConfig
 from dataio.formats.verify import verify
 from dataio.text.token_shards import TokenShards
+from tests.formats.journal_stop import Interrupted, interrupt_after
 from tests.text_fixtures import convert
 
 
@@ -145,25 +146,11 @@ def test_a_rank_waits_for_rank_0s_tokenizer_then_gives_up_with_one_line(text_cor
     assert code == 2 and "no tokenizer from rank 0" in capsys.readouterr().err
 
 
-class _Killed(Exception):
-    pass
-
-
 def test_a_rank_interrupted_mid_way_resumes_on_its_own(image_folder, one_process, tmp_path, monkeypatch):
-    from dataio.formats.convert_journal import Journal
-
     out = tmp_path / "out"
     _convert(image_folder[0], out, rank=0, world_size=2)
-    original, added = Journal.add, []
-
-    def add(self, index, record):
-        original(self, index, record)
-        added.append(index)
-        if len(added) == 2:
-            raise _Killed
-
-    monkeypatch.setattr(Journal, "add", add)
-    with pytest.raises(_Killed):
+    interrupt_after(monkeypatch, 2)
+    with pytest.raises(Interrupted):
         _convert(image_folder[0], out, rank=1, world_size=2)
     monkeypatch.undo()
     assert not (out / "manifest.json").exists()
