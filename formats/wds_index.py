@@ -28,11 +28,10 @@ from dataio.formats.errors import UsageError
 from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.image_headers import image_size
 from dataio.formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
-from dataio.formats.sample_table import CHECKSUM_FIELD, sample_checksum, write_sample_table
+from dataio.formats.sample_table import CHECKSUM_FIELD, MAX_MEMBER_BYTES, sample_checksum, write_sample_table
+from dataio.formats.shard_members import IMAGE_MEMBERS, LABEL_MEMBER, MAX_LABEL_BYTES
 from dataio.formats.wds_shards import MemberLocation, dali_index_text, scan_tar
 
-IMAGE_EXTENSIONS = ("jpg", "jpeg", "png")  # compared lower-case; the first one a sample has is its image
-LABEL_EXTENSION = "cls"
 JOURNAL_DIR = ".index-journal"
 REJECTED_NAME = "rejected.jsonl"
 
@@ -88,9 +87,12 @@ def tar_files(shards: tuple[Path, ...]) -> tuple[Path, list[Path]]:
     return folders.pop(), sorted(tars, key=lambda t: t.name)
 
 
-def _label(data: bytes) -> int | None:
+def _label(handle, member: MemberLocation) -> int | None:
+    """The ``.cls`` member's non-negative integer, or None; a member too long to be one is not read."""
+    if member.size > MAX_LABEL_BYTES:
+        return None
     try:
-        text = data.decode("ascii").strip()
+        text = _read(handle, member).decode("ascii").strip()
     except UnicodeDecodeError:
         return None
     return int(text) if text.isdigit() and len(text) < 10 else None
@@ -106,14 +108,18 @@ def _index_tar(path: Path) -> dict:
             by_ext = {c.extension.lower(): c for c in components}
             key = components[0].key
             where = f"{path.name}/{key}"
-            image = next((by_ext[e] for e in IMAGE_EXTENSIONS if e in by_ext), None)
-            if image is None or LABEL_EXTENSION not in by_ext:
+            image = next((by_ext[e] for e in IMAGE_MEMBERS if e in by_ext), None)
+            if image is None or LABEL_MEMBER not in by_ext:
                 missing = "an image member (.jpg, .jpeg, .png)" if image is None else "a .cls member"
                 rejected.append({"path": where, "reason": f"no {missing}"})
                 continue
-            label = _label(_read(handle, by_ext[LABEL_EXTENSION]))
+            label = _label(handle, by_ext[LABEL_MEMBER])
             if label is None:
                 rejected.append({"path": where, "reason": ".cls is not a non-negative integer"})
+                continue
+            if image.size > MAX_MEMBER_BYTES:  # never read whole: it is not an image
+                rejected.append({"path": where, "reason": f"image member of {image.size} bytes is absurd "
+                                                          f"(> {MAX_MEMBER_BYTES})"})
                 continue
             data = _read(handle, image)
             size = image_size(data)
