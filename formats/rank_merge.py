@@ -99,8 +99,8 @@ def _merge_tables(out: Path, folders: list[Path], parts: list[Manifest]) -> None
         shard = pa.array(table.column("shard").to_numpy() + base, pa.int32())
         tables.append(table.set_column(table.schema.get_field_index("shard"), "shard", shard))
         base += len(part.shards)
-    merged = pa.concat_tables(tables)
-    write_sample_table(out / SAMPLE_TABLE_NAME, {name: merged.column(name).to_pylist() for name in merged.schema.names})
+    merged = pa.concat_tables(tables).combine_chunks()  # Arrow columns as they are: no Python objects per row
+    write_sample_table(out / SAMPLE_TABLE_NAME, {name: merged.column(name) for name in merged.schema.names})
 
 
 def _merge_lines(out: Path, folders: list[Path], name: str) -> None:
