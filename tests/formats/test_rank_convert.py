@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
-import pyarrow as pa
 import pytest
 
 from dataio import ImageLoader

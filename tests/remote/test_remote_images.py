@@ -12,7 +12,6 @@ from dataio import ImageLoader
 from dataio.formats.errors import SampleError, ShardError
 from dataio.formats.manifest import ManifestError, read_manifest
 from dataio.formats.storage import redact
-from dataio.loading.error_policy import ErrorPolicy
 from tests.remote.conftest import S3, SECRET
 
 OPTIONS = dict(batch_size=8, image_size=32, train=True, seed=5, num_workers=2)

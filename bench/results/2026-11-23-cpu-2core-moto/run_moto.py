@@ -1,5 +1,5 @@
 """The remote rows of `dataio bench images` on a moto S3 endpoint on 127.0.0.1 (a loopback figure)."""
-import os, sys, subprocess
+import os, sys
 from pathlib import Path
 os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_EC2_METADATA_DISABLED="true",
                   AWS_DEFAULT_REGION="us-east-1")
