@@ -34,6 +34,8 @@ _COUNTS = ("num_documents", "num_tokens", "split_documents")  # text options tha
 
 def rank_folders(out: Path) -> tuple[int, list[Path]]:
     """(world size, the rank folders in rank order); UsageError if there are none or they disagree."""
+    if not out.is_dir():
+        raise UsageError(f"{out} is not a folder (give the OUT of convert --rank R --world-size N)")
     found = sorted((int(m[1]), int(m[2]), p) for p in out.iterdir() if (m := RANK_FOLDER.fullmatch(p.name)))
     if not found:
         raise UsageError(f"{out}: no rank-NNNNN-of-NNNNN folders (written by convert --rank R --world-size N)")

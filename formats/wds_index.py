@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import tarfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from dataio.formats.class_names import numbered_classes, read_class_names
-from dataio.formats.errors import UsageError
+from dataio.formats.errors import ShardError, UsageError
 from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.image_headers import image_size
 from dataio.formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
@@ -100,7 +101,11 @@ def _label(handle, member: MemberLocation) -> int | None:
 
 def _index_tar(path: Path) -> dict:
     """One tar's manifest entry (less the DALI index name), its rows and its rejected samples."""
-    samples = scan_tar(path)
+    try:
+        samples = scan_tar(path)
+    except (tarfile.TarError, EOFError, OSError) as e:  # the tars indexed before it keep their journal
+        raise ShardError(str(path), f"not a readable tar ({type(e).__name__}: {e}); remove or replace it, "
+                                    "then rerun") from None
     rows: list[list] = []
     rejected: list[dict[str, str]] = []
     with open(path, "rb") as handle:

@@ -154,3 +154,8 @@ def test_a_rank_interrupted_mid_way_resumes_on_its_own(image_folder, one_process
     assert not (out / "manifest.json").exists()
     _convert(image_folder[0], out, rank=1, world_size=2)
     assert _images(out) == one_process[0] and verify(out).ok
+
+
+def test_merge_of_something_that_is_not_a_folder_is_one_line(tmp_path, capsys):
+    assert main(["merge", str(tmp_path / "missing")]) == 2
+    assert "is not a folder" in capsys.readouterr().err

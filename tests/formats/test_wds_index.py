@@ -164,3 +164,14 @@ def test_the_loader_output_matches_a_conversion_of_the_same_images(wds_tars, tmp
     for i in jpegs:
         key = f"c{int(table.label[i])}/{i:03d}.jpg"
         assert np.array_equal(adopted[table.path(i)], converted[key]), key
+
+
+def test_a_damaged_tar_is_one_line_naming_it_and_the_others_stay_journaled(wds_tars, capsys):
+    folder, _, _ = wds_tars
+    damaged = sorted(folder.glob("*.tar"))[2]
+    damaged.write_bytes(b"\x00garbage" * 100)
+    assert main(["index", str(folder), "--no-progress", "--workers", "1"]) == 1
+    err = capsys.readouterr().err
+    assert damaged.name in err and "not a readable tar" in err and len(err.strip().splitlines()) == 1
+    assert not (folder / "manifest.json").exists()
+    assert len(list((folder / JOURNAL_DIR).glob("*.json"))) == 2  # the readable ones resume
