@@ -308,6 +308,8 @@ def _parser() -> argparse.ArgumentParser:
     synth.add_argument("--classes", type=_positive, default=10)
     synth.add_argument("--per-class", type=_positive, default=200)
     synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument("--photo-class", choices=("small", "imagenet", "camera"), default="small",
+                       help="photo sizes: small ~50 KB, imagenet ~110 KB, camera 5-12 MP ~2-4 MB (default: small)")
 
     demo = commands.add_parser("demo", help="generate data, convert it, benchmark the loaders")
     demo.add_argument("--out", type=Path, default=Path("demo-data"))
@@ -521,7 +523,7 @@ def _synth(args: argparse.Namespace) -> int:
     from dataio.formats.synthetic import SyntheticImagesConfig, write_image_folder
 
     write_image_folder(args.out, SyntheticImagesConfig(num_classes=args.classes, images_per_class=args.per_class,
-                                                       seed=args.seed))
+                                                       seed=args.seed, photo_class=args.photo_class))
     print(f"wrote {args.classes} x {args.per_class} images to {args.out}")
     return 0
 

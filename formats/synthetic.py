@@ -20,6 +20,28 @@ from dataio.formats.errors import UsageError
 
 # (width, height) pairs in ImageNet's common aspect ratios.
 _SIZES = ((500, 375), (375, 500), (500, 333), (450, 375), (400, 400), (500, 400))
+# Camera photos: 5 to 12 MP in the usual sensor ratios (portrait too).
+_CAMERA_SIZES = ((4000, 3000), (3264, 2448), (4032, 3024), (3000, 4000), (2592, 1944))
+
+
+@dataclass(frozen=True)
+class PhotoClass:
+    """A kind of photo by size: pixel sizes, sensor grain (sigma) and JPEG quality.
+
+    Measured here (PIL, libjpeg-turbo): ``small`` ~40-60 KB, ``imagenet``
+    ~100-130 KB (ImageNet's mean is ~110 KB), ``camera`` ~2-4 MB.
+    """
+
+    sizes: tuple[tuple[int, int], ...]
+    grain: float
+    quality: int
+
+
+PHOTO_CLASSES = {
+    "small": PhotoClass(_SIZES, 2.5, 90),
+    "imagenet": PhotoClass(_SIZES, 12.0, 95),
+    "camera": PhotoClass(_CAMERA_SIZES, 5.0, 93),
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,12 +50,15 @@ class SyntheticImagesConfig:
 
     num_classes: int = 10
     images_per_class: int = 100
-    quality: int = 90
+    quality: int = 90  # for photo_class "small"; the other classes carry their own
     seed: int = 0
+    photo_class: str = "small"  # a key of PHOTO_CLASSES
 
     def __post_init__(self) -> None:
         if self.num_classes < 1 or self.images_per_class < 1:
             raise ValueError("num_classes and images_per_class must be >= 1")
+        if self.photo_class not in PHOTO_CLASSES:
+            raise ValueError(f"photo_class must be one of {', '.join(PHOTO_CLASSES)}, got {self.photo_class!r}")
         if not 1 <= self.quality <= 100:
             raise ValueError(f"quality must be in 1..100, got {self.quality}")
 
@@ -69,6 +94,29 @@ def synthetic_image(label: int, rng: np.random.Generator) -> Image.Image:
     return Image.fromarray(pixels, "RGB")
 
 
+def textured_photo(label: int, rng: np.random.Generator, photo_class: PhotoClass) -> Image.Image:
+    """A photo-like image of a real photo's size and entropy: a class-coloured field, texture at two scales
+    (detail that survives JPEG, as in real photos) and sensor grain."""
+    width, height = photo_class.sizes[int(rng.integers(len(photo_class.sizes)))]
+    hue = np.array([(label * 0.37) % 1.0, (label * 0.61 + 0.3) % 1.0, (label * 0.17 + 0.6) % 1.0])
+    base = rng.uniform(0.2, 0.8, size=(6, 8, 3)) * 0.5 + hue * 0.5
+    pixels = np.asarray(Image.fromarray((base * 255).astype(np.uint8)).resize((width, height), Image.BICUBIC),
+                        dtype=np.float32)
+    for scale, amplitude in ((8, 10.0), (2, 6.0)):
+        texture = rng.normal(0.0, amplitude, size=(height // scale + 1, width // scale + 1)).astype(np.float32)
+        pixels += np.asarray(Image.fromarray(texture).resize((width, height), Image.BILINEAR))[..., None]
+    pixels += rng.normal(0.0, photo_class.grain, size=(height, width, 3)).astype(np.float32)
+    return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8), "RGB")
+
+
+def photo_bytes(label: int, rng: np.random.Generator, photo_class: str = "small", quality: int = 90) -> bytes:
+    """One JPEG of ``photo_class`` (``quality`` applies to "small", whose pixels are ``synthetic_image``'s)."""
+    if photo_class == "small":
+        return jpeg_bytes(synthetic_image(label, rng), quality)
+    kind = PHOTO_CLASSES[photo_class]
+    return jpeg_bytes(textured_photo(label, rng, kind), kind.quality)
+
+
 def jpeg_bytes(image: Image.Image, quality: int = 90) -> bytes:
     """Encode ``image`` as a baseline JPEG."""
     buffer = io.BytesIO()
@@ -86,8 +134,8 @@ def write_image_folder(root: str | Path, config: SyntheticImagesConfig = Synthet
         folder = root / class_name(label)
         folder.mkdir(parents=True, exist_ok=True)
         for i in range(config.images_per_class):
-            image = synthetic_image(label, rng)
-            (folder / f"{class_name(label)}_{i:05d}.JPEG").write_bytes(jpeg_bytes(image, config.quality))
+            data = photo_bytes(label, rng, config.photo_class, config.quality)
+            (folder / f"{class_name(label)}_{i:05d}.JPEG").write_bytes(data)
     return root
 
 

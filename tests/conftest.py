@@ -72,3 +72,26 @@ def coloured_shards(coloured_folder, tmp_path_factory) -> Path:
 
 
 from tests.text_fixtures import text_corpus, text_shards  # noqa: E402,F401  (fixtures)
+
+
+@pytest.fixture(scope="session")
+def real_photos(tmp_path_factory) -> Path:
+    """Photos of real size in ImageNet layout: 2 classes x 6 ImageNet-typical (~110 KB) + 1 camera (~2-4 MB)."""
+    root = tmp_path_factory.mktemp("real_photos")
+    write_image_folder(root, SyntheticImagesConfig(num_classes=2, images_per_class=6, seed=11, photo_class="imagenet"))
+    camera = root / "camera"
+    write_image_folder(camera, SyntheticImagesConfig(num_classes=2, images_per_class=1, seed=12, photo_class="camera"))
+    for path in sorted(camera.rglob("*.JPEG")):
+        path.rename(root / path.parent.name / f"camera_{path.name}")
+    for folder in sorted(camera.iterdir()):
+        folder.rmdir()
+    camera.rmdir()
+    return root
+
+
+@pytest.fixture(scope="session")
+def real_photo_shards(real_photos, tmp_path_factory) -> Path:
+    """``real_photos`` converted (2 workers, several shards)."""
+    out = tmp_path_factory.mktemp("real_photo_shards") / "out"
+    convert_images(ConvertImagesConfig(src=real_photos, out=out, shard_size="1MB", num_workers=2, progress=False))
+    return out
