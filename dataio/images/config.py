@@ -42,7 +42,8 @@ class ImageLoaderConfig:
     train: bool = True
     shuffle: bool | None = None
     seed: int = 0
-    drop_last: bool = False
+    drop_last: bool = False  # DataLoader's: each rank's short last batch is dropped
+    drop_tail: bool | None = None  # DistributedSampler's drop_last: trim, not pad, the uneven tail; None: drop_last
     num_workers: int | Literal["auto"] | None = None  # decode threads; None: one per core; auto: measured
     cpu_budget: int | float | None = None  # auto: cores (int) or share of them (float); None: all but one
     pin_memory: bool = False
@@ -159,6 +160,16 @@ class ImageLoaderConfig:
         if not self.crop_on_device:
             return self.image_size_at(epoch)
         return self.decode_size or -(-self.image_size_at(epoch) * 8 // 7 // 8) * 8
+
+    @property
+    def drops_tail(self) -> bool:
+        """Whether the samples that do not divide among the ranks are dropped rather than padded by repetition.
+
+        ``drop_tail`` (a ``DistributedSampler``'s ``drop_last``), or ``drop_last``
+        when it is None: without a sampler, ``drop_last`` alone gives every rank
+        only full batches of distinct samples (one process: torch's meaning).
+        """
+        return self.drop_last if self.drop_tail is None else self.drop_tail
 
     @property
     def shuffles(self) -> bool:

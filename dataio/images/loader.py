@@ -34,7 +34,7 @@ from dataio.loading.stage_times import Lap, StageTimes
 from dataio.loading.thread_tuner import ThreadGate, ThreadTuner
 from dataio.images.config import ImageLoaderConfig
 from dataio.images.samples_view import ImageSamples
-from dataio.sampling.epoch_sampler import EpochSampler
+from dataio.sampling.epoch_sampler import EpochBatchSampler, EpochSampler
 from dataio.images.dali_decode import DaliDecoder
 from dataio.images.readahead import Readahead
 from dataio.images.remote_shard_files import RemoteShardFiles
@@ -123,7 +123,7 @@ class ImageLoader(ResumableLoader):
         self._gate = ThreadGate(tuner.threads) if tuner else None  # auto: the tuner's count of the pool at work
         self.world_size, self.rank = resolve_world(self.config.world_size, self.config.rank)
         partition.check_world(len(self.table), self.world_size, drop_last=self.config.drop_last,
-                              multiple=self.config.batch_size_at(0))
+                              drop_tail=self.config.drops_tail, multiple=self.config.batch_size_at(0))
         self.position = EpochPosition(seed=self.config.seed, world_size=self.world_size,
                                       dataset=self.manifest.fingerprint())
         self._order: tuple[int, np.ndarray] | None = None
@@ -234,9 +234,25 @@ class ImageLoader(ResumableLoader):
         """``set_epoch``, ``len`` and this rank's sample ids of the pass (as a ``DistributedSampler``)."""
         return EpochSampler(self)
 
+    @property
+    def batch_sampler(self) -> EpochBatchSampler:
+        """This rank's sample ids per batch of the pass (as DataLoader's ``BatchSampler``, over ``sampler``)."""
+        return EpochBatchSampler(self, self._batch_ids)
+
     def sample_ids(self) -> np.ndarray:
-        """This rank's sample ids of the next (or current) pass, padding repeats included."""
+        """This rank's sample ids of the next (or current) pass, padding repeats included, as its sampler's.
+
+        With ``drop_last`` the samples of a short last batch are listed but not read (as DataLoader's sampler).
+        """
         return self.order()[self._share()[0]]
+
+    def _batch_ids(self) -> list[np.ndarray]:
+        ids = self.sample_ids()
+        return [ids[start:stop] for start, stop in self._bounds(len(ids))]
+
+    def _bounds(self, count: int) -> list[tuple[int, int]]:
+        """The pass's batches over this rank's ``count`` samples; ``drop_last`` drops a short last one."""
+        return partition.batch_bounds(count, self.batch_size, self.config.drop_last)
 
     def __len__(self) -> int:
         """Batches of the epoch on this rank (as DataLoader's): this pass's, plus those yielded before a resume.
@@ -244,11 +260,12 @@ class ImageLoader(ResumableLoader):
         Lightning counts a resumed epoch's steps from its checkpoint and ends
         the epoch at ``len``, as torchdata's ``StatefulDataLoader`` keeps it.
         """
-        return self.position.before + len(partition.batch_bounds(self.num_samples(), self.batch_size))
+        return self.position.before + len(self._bounds(len(self._share()[0])))
 
     def num_samples(self) -> int:
         """Samples this rank reads in the next (or current) pass, padding repeats included."""
-        return len(self._share()[0])
+        bounds = self._bounds(len(self._share()[0]))
+        return bounds[-1][1] if bounds else 0
 
     # -- iteration --------------------------------------------------------------------------
     def order(self, epoch: int | None = None) -> np.ndarray:
@@ -261,10 +278,11 @@ class ImageLoader(ResumableLoader):
         return self._order[1]
 
     def _share(self) -> tuple[np.ndarray, np.ndarray]:
-        """This rank's positions of the order in the pass from ``position.consumed``, and repeat flags."""
+        """This rank's positions of the order in the pass from ``position.consumed`` (its sampler's), and
+        repeat flags."""
         return partition.rank_share(len(self.table), world_size=self.world_size, rank=self.rank,
-                                    consumed=self.position.consumed, drop_last=self.config.drop_last,
-                                    multiple=self.batch_size)
+                                    consumed=self.position.consumed, drop_last=False,
+                                    drop_tail=self.config.drops_tail)
 
     def _make_batch(self, samples: np.ndarray, repeated: np.ndarray, bounds: list[tuple[int, int]],
                     consumed: int, readahead: Readahead | None = None) -> Callable:
@@ -413,7 +431,7 @@ class ImageLoader(ResumableLoader):
     def _host_batches(self, consumed: int) -> Iterator[_HostBatch]:
         positions, repeated = self._share()
         samples = self.order()[positions]
-        bounds = partition.batch_bounds(len(samples), self.batch_size)
+        bounds = self._bounds(len(samples))
         readahead = None
         if isinstance(self.files, RemoteShardFiles):
             readahead = Readahead(lambda i: self._fetch(samples[bounds[i][0]:bounds[i][1]]), len(bounds),

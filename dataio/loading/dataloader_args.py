@@ -123,7 +123,8 @@ def _workers(given: dict[str, Any], out: dict[str, Any], can: Capabilities) -> N
 
 def _sampler(given: dict[str, Any], out: dict[str, Any], seeds: dict[str, int],
              fields: Collection[str]) -> DistributedSampler | None:
-    """Shuffle, seed, world and drop_last from a torch sampler; the DistributedSampler to follow."""
+    """Shuffle, seed, world and drop_last (ImageLoader: drop_tail) from a torch sampler; the DistributedSampler
+    to follow."""
     sampler = given.get("sampler")
     if sampler is None:
         return None
@@ -136,9 +137,13 @@ def _sampler(given: dict[str, Any], out: dict[str, Any], seeds: dict[str, int],
                 raise ConfigError(f"{{0}}={given[name]} disagrees with the DistributedSampler's {value}", name)
             out[name] = value
         out["shuffle"] = bool(sampler.shuffle)
-        # DataLoader's drop_last drops each rank's short last batch, the sampler's the uneven tail: dataio's
-        # drop_last drops the tail so that every rank reads the same number of full batches
-        out["drop_last"] = bool(given.get("drop_last")) or bool(sampler.drop_last)
+        if "drop_tail" in fields:  # the sampler's drop_last trims the uneven tail, DataLoader's the short batch
+            if given.get("drop_tail") is not None and given["drop_tail"] != sampler.drop_last:
+                raise ConfigError(f"{{0}}={given['drop_tail']} disagrees with the DistributedSampler's "
+                                  f"drop_last={sampler.drop_last}", "drop_tail")
+            out["drop_tail"] = bool(sampler.drop_last)
+        else:  # TextLoader deals whole batches: either drop_last drops those that do not divide among the ranks
+            out["drop_last"] = bool(given.get("drop_last")) or bool(sampler.drop_last)
         seeds["sampler"] = int(sampler.seed)
         return sampler
     if isinstance(sampler, RandomSampler) and not sampler.replacement and sampler._num_samples is None:

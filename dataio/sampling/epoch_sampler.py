@@ -1,14 +1,19 @@
-"""``loader.sampler``: the face of a ``DistributedSampler`` over a dataio loader's epoch.
+"""``loader.sampler`` and ``loader.batch_sampler``: the faces of a ``DistributedSampler`` and a ``BatchSampler``
+over a dataio loader's epoch.
 
 Training scripts call ``train_loader.sampler.set_epoch(epoch)`` and sometimes
-``len(train_loader.sampler)``; dataio's order lives in the loader (seeded by
-epoch, dealt to ranks), so the sampler is a view that forwards to it rather
-than a second source of truth.
+``len(train_loader.sampler)``; Lightning reads ``batch_sampler`` (whether a
+loader shuffles, ``set_epoch`` of ``batch_sampler.sampler``) and DeepSpeed its
+``batch_size``. dataio's order lives in the loader (seeded by epoch, dealt to
+ranks), so both are views that forward to it rather than a second source of
+truth. ``batch_sampler`` is not None because, as in a DataLoader with a
+``batch_size``, the loader batches the samples itself (torch's None means each
+item is already a batch).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import numpy as np
@@ -16,6 +21,8 @@ import numpy as np
 
 class _Loader(Protocol):
     epoch: int
+    batch_size: int | None
+    drop_last: bool
 
     def set_epoch(self, epoch: int) -> None: ...
 
@@ -51,3 +58,30 @@ class EpochSampler:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._loader.load_state_dict(state)
+
+
+class EpochBatchSampler:
+    """This rank's batches of sample ids in the next (or current) pass, with ``sampler``, ``batch_size`` and
+    ``drop_last`` (as ``torch.utils.data.BatchSampler``)."""
+
+    def __init__(self, loader: _Loader, batch_ids: Callable[[], list[np.ndarray]]) -> None:
+        self._loader = loader
+        self._batch_ids = batch_ids
+
+    @property
+    def sampler(self) -> EpochSampler:
+        return EpochSampler(self._loader)
+
+    @property
+    def batch_size(self) -> int | None:
+        return self._loader.batch_size
+
+    @property
+    def drop_last(self) -> bool:
+        return self._loader.drop_last
+
+    def __len__(self) -> int:
+        return len(self._batch_ids())
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return (batch.tolist() for batch in self._batch_ids())

@@ -16,7 +16,12 @@ with the same arguments and get the same arrays.
    so after every rank has read ``k`` of them, exactly the first ``W * k``
    remaining positions are consumed: the consumed set is always a prefix of
    the order, whatever the world size, which is what makes resumption elastic.
-3. ``batch_bounds``: where each of a rank's batches starts and stops.
+   The count per rank is ``DistributedSampler``'s (``rank_count``): the
+   remainder that does not divide among the ranks is padded by repeating the
+   order's first positions, or trimmed with ``drop_tail`` (the sampler's
+   ``drop_last``). Unshuffled, a rank's positions are the sampler's indices.
+3. ``batch_bounds``: where each of a rank's batches starts and stops; with
+   ``drop_last`` (DataLoader's) a short last batch is dropped.
 """
 
 from __future__ import annotations
@@ -51,26 +56,39 @@ def epoch_order(sample_shards: np.ndarray | int, *, seed: int, epoch: int, shuff
     return order
 
 
+def rank_count(remaining: int, world_size: int, *, drop_tail: bool, drop_last: bool = False,
+               multiple: int = 1) -> int:
+    """Positions each rank reads of ``remaining``, the same on every rank.
+
+    ``DistributedSampler``'s count: ``remaining / world_size`` rounded up (the
+    remainder padded by repetition) or, with ``drop_tail`` (the sampler's
+    ``drop_last``), down. With ``drop_last`` (DataLoader's) the count is then
+    cut to a multiple of ``multiple``: the rank's short last batch is dropped.
+    """
+    per_rank = remaining // world_size if drop_tail else -(-remaining // world_size)
+    return per_rank - per_rank % multiple if drop_last else per_rank
+
+
 def rank_share(total: int, *, world_size: int, rank: int, consumed: int = 0, drop_last: bool,
-               multiple: int = 1) -> tuple[np.ndarray, np.ndarray]:
+               multiple: int = 1, drop_tail: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Positions of the epoch order that ``rank`` reads, and which of them are padding repeats.
 
     Returns ``(positions, repeated)``: int64 and bool arrays of shape
-    ``(per_rank,)``, the same length on every rank. Positions before
-    ``consumed`` are never dealt. With ``drop_last`` every rank reads a
-    multiple of ``multiple`` (its batch size) and the remainder is dropped;
-    otherwise the remainder is padded by repeating the epoch's first
-    positions, flagged in ``repeated`` so evaluation can drop them.
+    ``(per_rank,)``, the same length on every rank (``rank_count``).
+    Positions before ``consumed`` are never dealt. The remainder that does
+    not divide among the ranks is padded by repeating the epoch's first
+    positions, flagged in ``repeated`` so evaluation can drop them, or
+    dropped with ``drop_tail``; ``drop_last`` then drops each rank's short last
+    batch of ``multiple``. ``drop_tail=None`` follows ``drop_last`` (dataio's
+    own split: every rank reads full batches of the order's first positions).
     """
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
     if not 0 <= consumed <= total:
         raise ValueError(f"consumed {consumed} is not in 0..{total}")
     remaining = total - consumed
-    if drop_last:
-        per_rank = remaining // (world_size * multiple) * multiple
-    else:
-        per_rank = -(-remaining // world_size)
+    per_rank = rank_count(remaining, world_size, drop_tail=drop_last if drop_tail is None else drop_tail,
+                          drop_last=drop_last, multiple=multiple)
     index = rank + world_size * np.arange(per_rank, dtype=np.int64)  # into the remaining positions
     repeated = index >= remaining
     # padding repeats the epoch's first positions, so a resumed pass pads as the uninterrupted one
@@ -78,12 +96,19 @@ def rank_share(total: int, *, world_size: int, rank: int, consumed: int = 0, dro
     return positions, repeated
 
 
-def check_world(total: int, world_size: int, *, drop_last: bool, multiple: int = 1, unit: str = "samples") -> None:
+def check_world(total: int, world_size: int, *, drop_last: bool, multiple: int = 1, unit: str = "samples",
+                drop_tail: bool | None = None) -> None:
     """Refuse, at start-up, an epoch that leaves the ranks nothing to read (rather than hang later)."""
-    needed = world_size * multiple if drop_last else 1
-    if total < needed:
-        what = f"a full batch of {multiple} for each of {world_size} ranks" if drop_last else "one for any rank"
-        raise ValueError(f"{total} {unit} cannot give {what}: the ranks would have no data")
+    tail = drop_last if drop_tail is None else drop_tail
+    if rank_count(total, world_size, drop_tail=tail, drop_last=drop_last, multiple=multiple) > 0:
+        return
+    if tail and total < world_size:
+        what = f"one for each of {world_size} ranks with the uneven tail dropped"
+    elif drop_last:
+        what = f"a full batch of {multiple} for each of {world_size} ranks"
+    else:
+        what = "one for any rank"
+    raise ValueError(f"{total} {unit} cannot give {what}: the ranks would have no data")
 
 
 def consumed_after(total: int, *, world_size: int, consumed: int, per_rank_done: int) -> int:

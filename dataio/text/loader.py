@@ -39,7 +39,7 @@ from dataio.loading.loader_stats import LoaderStats
 from dataio.loading.stage_times import Lap, StageTimes
 from dataio.sampling import partition
 from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
-from dataio.sampling.epoch_sampler import EpochSampler
+from dataio.sampling.epoch_sampler import EpochBatchSampler, EpochSampler
 from dataio.sampling.world import resolve_world
 from dataio.text import batch_plans as plans
 from dataio.text.batch_plans import BatchPlan
@@ -126,9 +126,18 @@ class TextLoader(ResumableLoader):
         """``set_epoch``, ``len`` and this rank's sample ids of the pass (as a ``DistributedSampler``)."""
         return EpochSampler(self)
 
+    @property
+    def batch_sampler(self) -> EpochBatchSampler:
+        """This rank's sample ids per batch of the pass (as DataLoader's ``BatchSampler``, over ``sampler``)."""
+        return EpochBatchSampler(self, self._batch_ids)
+
     def sample_ids(self) -> np.ndarray:
         """This rank's sample ids (block rows when packing) of the next (or current) pass, in batch order."""
         return self.plan().samples
+
+    def _batch_ids(self) -> list[np.ndarray]:
+        plan = self.plan()
+        return [plan.batch(i) for i in range(len(plan))]
 
     def global_plan(self, epoch: int | None = None) -> tuple[plans.PackStream | None, BatchPlan]:
         """The epoch's batches over all ranks (and the token stream when packing); world-size independent."""

@@ -66,8 +66,12 @@ def test_persistent_workers_and_in_order_are_accepted_as_booleans():
 def test_distributed_sampler_gives_world_shuffle_seed_and_drop_last():
     sampler = DistributedSampler(DATA, num_replicas=4, rank=3, shuffle=False, seed=9, drop_last=True)
     fields, follow = image(sampler=sampler, shuffle=False)
-    assert fields == {"world_size": 4, "rank": 3, "shuffle": False, "seed": 9, "drop_last": True}
+    # the sampler's drop_last trims the uneven tail; DataLoader's drop_last (short batches) stays the loader's own
+    assert fields == {"world_size": 4, "rank": 3, "shuffle": False, "seed": 9, "drop_tail": True}
     assert follow is sampler
+    fields, _ = image(sampler=DistributedSampler(DATA, num_replicas=2, rank=0), drop_last=True)
+    assert (fields["drop_last"], fields["drop_tail"]) == (True, False)
+    assert "disagrees" in refused(image, "drop_tail", sampler=sampler, drop_tail=False)
     fields, _ = text(sampler=DistributedSampler(DATA, num_replicas=2, rank=0, seed=1), drop_last=True)
     assert fields == {"world_size": 2, "rank": 0, "shuffle": True, "seed": 1, "drop_last": True}
 

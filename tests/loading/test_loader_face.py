@@ -30,8 +30,12 @@ def test_image_loader_attributes_as_dataloader(coloured_shards):
                          persistent_workers=True, pin_memory=True, drop_last=True, shuffle=False)
     assert (loader.batch_size, loader.num_workers, loader.prefetch_factor, loader.drop_last) == (4, 2, 3, True)
     assert loader.pin_memory and loader.persistent_workers and loader.timeout == 0
-    assert len(loader) == NUM_COLOURED // 4 and len(loader.sampler) == 4 * len(loader)
-    assert list(loader.sampler) == list(range(44))  # unshuffled: the table's order, the tail dropped
+    # as DataLoader(range(45), batch_size=4, drop_last=True): the sampler lists all 45, the short batch is dropped
+    torch_loader = torch.utils.data.DataLoader(range(NUM_COLOURED), batch_size=4, drop_last=True)
+    assert len(loader) == len(torch_loader) == NUM_COLOURED // 4
+    assert list(loader.sampler) == list(torch_loader.sampler) == list(range(NUM_COLOURED))
+    assert list(loader.batch_sampler) == list(torch_loader.batch_sampler) and len(loader.batch_sampler) == 11
+    assert (loader.batch_sampler.batch_size, loader.batch_sampler.drop_last) == (4, True)
 
 
 def test_image_dataset_indexes_samples_as_imagefolder(coloured_shards):
