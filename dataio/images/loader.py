@@ -22,6 +22,7 @@ import torch
 
 from dataio.augment import CropBoxes, DeviceAugment, EpochSizedCrop, Normalize, SeedKey, crop_boxes
 from dataio.sampling import partition
+from dataio.images.batches_view import BatchesWithIds
 from dataio.images.buffer_pool import BufferPool
 from dataio.images.device_transfer import DeviceTransfer
 from dataio.sampling.world import resolve_world
@@ -491,6 +492,12 @@ class ImageLoader(ResumableLoader):
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for batch in self.batches():
             yield batch.images, batch.labels
+
+    def with_ids(self) -> BatchesWithIds:
+        """This loader, iterated as ``ImageBatch`` (images, labels, sample ids, padding flags) rather than
+        ``(images, labels)``: to return from a Lightning ``val_dataloader`` and count each sample once
+        (``batch.repeated`` flags the padding repeats of DDP ranks)."""
+        return BatchesWithIds(self)
 
     def close(self) -> None:
         """Stop the decode threads and close the shard files."""
