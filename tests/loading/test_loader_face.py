@@ -141,10 +141,11 @@ def test_text_loader_face(text_shards):
     assert isinstance(loader, TextLoader) and loader.config.mode == "fixed" and loader.config.seed == 5
     assert (loader.batch_size, loader.num_workers, loader.drop_last, loader.pin_memory) == (8, 0, True, False)
     assert len(loader.dataset) == len(loader.shards) and loader.dataset[0].dtype == torch.int64
-    ids = list(loader.sampler)
-    assert len(ids) == 8 * len(loader) and len(set(ids)) == len(ids)
-    seen = [int(s) for batch in loader for s in batch["sample_ids"]]
-    assert seen == ids
+    ids, planned = list(loader.sampler), list(loader.batch_sampler)  # the next pass's (then the epoch moves on)
+    assert len(ids) == 8 * len(loader) and len(set(ids)) == len(ids) and len(planned) == len(loader)
+    batches = [batch["sample_ids"].tolist() for batch in loader]
+    assert [s for batch in batches for s in batch] == ids and planned == batches
+    assert (loader.batch_sampler.batch_size, loader.batch_sampler.drop_last) == (8, True)
     assert TextLoader(text_shards).batch_size is None  # budget mode: rows vary per batch
     with pytest.raises(ConfigError, match="num_workers"):
         dataio.DataLoader(text_shards, batch_size=8, num_workers=4)
@@ -172,3 +173,18 @@ def test_swap_keeps_dataloader_defaults(coloured_shards):
     assert loader.batch_size == 1 and not loader.config.shuffles and len(loader) == NUM_COLOURED
     positional = dataio.DataLoader(coloured_shards, 5, True, image_size=16)
     assert positional.batch_size == 5 and positional.config.shuffles
+
+
+def test_with_ids_yields_image_batches_and_forwards_the_loader_surface(coloured_shards):
+    loader = ImageLoader(coloured_shards, batch_size=4, image_size=16, num_workers=1, world_size=2, rank=1,
+                         train=False)
+    view = loader.with_ids()
+    assert len(view) == len(loader) == 6 and view.batch_size == 4 and view.dataset.classes == loader.classes
+    assert list(view.sampler) == list(loader.sampler) and list(view.batch_sampler) == list(loader.batch_sampler)
+    for _ in range(2):  # each iter is a pass, as a DataLoader's
+        batches = list(view)
+        assert [b.samples.tolist() for b in batches] == list(loader.batch_sampler)
+        assert [int(b.repeated.sum()) for b in batches] == [0] * 5 + [1]  # 45 over 2 ranks: one repeat
+        assert all(len(b.images) == len(b.labels) == len(b.samples) for b in batches)
+    assert view.state_dict() == loader.state_dict()
+    loader.close()
