@@ -74,3 +74,28 @@ def test_drop_last_without_a_sampler_is_torchs_on_one_process_and_full_batches_o
     shares = [rank_share(45, world_size=3, rank=r, drop_last=True, multiple=4)[0] for r in range(3)]
     assert [len(s) for s in shares] == [12, 12, 12]
     assert sorted(np.concatenate(shares).tolist()) == list(range(36))
+
+
+def batches_from(total, world_size, rank, consumed, *, drop_tail, drop_last, batch_size=3) -> list[list[int]]:
+    """(positions, as the loader reads them) per batch of one rank, from ``consumed``."""
+    positions, repeated = rank_share(total, world_size=world_size, rank=rank, consumed=consumed, drop_last=False,
+                                     drop_tail=drop_tail)
+    marked = np.where(repeated, -1, positions)  # a padding repeat as -1
+    return [marked[lo:hi].tolist() for lo, hi in batch_bounds(len(marked), batch_size, drop_last)]
+
+
+@pytest.mark.parametrize("drop_tail, drop_last", itertools.product([False, True], [False, True]))
+def test_resume_continues_torchs_batches_and_elastic_resume_reads_nothing_twice(drop_tail, drop_last):
+    for total, world_size, done in [(31, 2, 2), (45, 4, 1), (60, 5, 3), (13, 3, 1)]:
+        full = [batches_from(total, world_size, r, 0, drop_tail=drop_tail, drop_last=drop_last)
+                for r in range(world_size)]
+        consumed = min(world_size * 3 * done, total)
+        rest = [batches_from(total, world_size, r, consumed, drop_tail=drop_tail, drop_last=drop_last)
+                for r in range(world_size)]
+        assert rest == [batches[done:] for batches in full], (total, world_size)  # the same world: the same batches
+        for other in (1, 2, 3):  # another world size: each position read at most once, none of the prefix again
+            after = [s for r in range(other) for batch in batches_from(
+                total, other, r, consumed, drop_tail=drop_tail, drop_last=drop_last) for s in batch if s >= 0]
+            assert len(after) == len(set(after)) and min(after, default=consumed) >= consumed
+            if not (drop_tail or drop_last):
+                assert sorted(after) == list(range(consumed, total))  # padded: every remaining position once
