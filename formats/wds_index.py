@@ -22,12 +22,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tqdm import tqdm
 
 from dataio.formats.class_names import label_outside, numbered_classes, read_class_names
 from dataio.formats.errors import ShardError, UsageError
 from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.image_headers import image_size
+from dataio.formats.progress import progress
 from dataio.formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
 from dataio.formats.sample_table import CHECKSUM_FIELD, MAX_MEMBER_BYTES, sample_checksum, write_sample_table
 from dataio.formats.shard_members import IMAGE_MEMBERS, LABEL_MEMBER, MAX_LABEL_BYTES
@@ -175,8 +175,12 @@ def index_shards(config: IndexConfig) -> IndexSummary:
         raise UsageError(f"{folder / MANIFEST_NAME} exists; pass --overwrite to index {folder} again")
     (folder / JOURNAL_DIR).mkdir(exist_ok=True)
     with ThreadPoolExecutor(config.num_workers) as pool:  # pread, sha256 and xxh3 release the GIL
-        results = list(tqdm(pool.map(lambda t: _journaled(folder, t), tars), total=len(tars), unit="tar",
-                            desc="index", disable=not config.progress))
+        bar = progress(total=len(tars), unit="tar", desc="index", enabled=config.progress)
+        results = []
+        for result in pool.map(lambda t: _journaled(folder, t), tars):
+            results.append(result)
+            bar.update()
+        bar.close()
     classes = _classes(config, [row[3] for r in results for row in r["rows"]])
     columns: dict[str, list] = {n: [] for n in ("key", "shard", "offset", "size", "label", "width", "height",
                                                 "path", CHECKSUM_FIELD.name)}
