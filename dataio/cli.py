@@ -205,6 +205,8 @@ def _parser() -> argparse.ArgumentParser:
 
     merge = commands.add_parser("merge", help="merge the rank folders of a multi-node conversion into one dataset")
     merge.add_argument("out", type=Path)
+    merge.add_argument("--verify", action="store_true",
+                       help="also check every shard's sha256 before publishing (default: presence and sizes)")
 
     index = commands.add_parser("index", help="adopt existing WebDataset tars in place: sample table, DALI "
                                                "indexes and manifest beside them, the tars untouched")
@@ -380,7 +382,7 @@ def _convert_images(args: argparse.Namespace) -> int:
 def _merge(args: argparse.Namespace) -> int:
     from dataio.formats.rank_merge import merge_ranks
 
-    manifest = merge_ranks(args.out)
+    manifest = merge_ranks(args.out, verify=args.verify)
     print(f"merged {manifest.options['ranks']} ranks into {args.out}: {manifest.num_samples} samples in "
           f"{len(manifest.shards)} shards")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dataio.formats.errors import UsageError
+from dataio.formats.limits import MAX_CLASSES
 
 
 def read_class_names(path: Path) -> tuple[str, ...]:
@@ -19,5 +20,20 @@ def read_class_names(path: Path) -> tuple[str, ...]:
 
 
 def numbered_classes(labels: list[int]) -> tuple[str, ...]:
-    """``"0"`` .. ``"K-1"`` for labels up to K-1, when no names are given."""
-    return tuple(str(i) for i in range(max(labels, default=-1) + 1))
+    """``"0"`` .. ``"K-1"`` for labels up to K-1, when no names are given.
+
+    Labels at or past ``MAX_CLASSES`` make no names (their rows are rejected as outside the classes), so
+    one absurd label cannot build a list of that many names.
+    """
+    return tuple(str(i) for i in range(max((label for label in labels if label < MAX_CLASSES), default=-1) + 1))
+
+
+def label_outside(label: int, classes: tuple[str, ...], named: bool) -> str | None:
+    """Why ``label`` is no class of ``classes`` (``named``: from a classes file or the source's metadata), or None."""
+    if 0 <= label < len(classes):
+        return None
+    if not named and label >= MAX_CLASSES:
+        return f"label {label} is past the {MAX_CLASSES:,} classes a source without class names may have " \
+               "(give a classes file for more)"
+    source = "the classes file" if named else "the labels seen"
+    return f"label {label} is not in 0..{len(classes) - 1} ({source})"

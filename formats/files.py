@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
 from dataio.formats.errors import OutputError
+
+
+TEMP_INFIX = ".tmp-"  # .NAME.tmp-HOST-PID: the writer of a temp file, to tell a dead one's leftovers
+_HOST = socket.gethostname().replace("/", "_")
 
 
 @contextmanager
@@ -21,7 +26,7 @@ def atomic_writer(path: str | Path) -> Iterator[BinaryIO]:
     the temp file; an OSError (disk full) is raised as ``OutputError`` naming ``path``.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = path.with_name(f".{path.name}{TEMP_INFIX}{_HOST}-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
             yield f
@@ -33,6 +38,38 @@ def atomic_writer(path: str | Path) -> Iterator[BinaryIO]:
         if isinstance(e, OSError):  # disk full, quota, I/O error: one line naming the file
             raise OutputError(path, e) from None
         raise
+
+
+def remove_stale_temps(path: str | Path) -> list[Path]:
+    """Remove the temp files ``atomic_writer(path)`` left when its process died (SIGKILL, OOM): returns them.
+
+    Only files of this host whose writer process is gone are removed: a live writer's file (another
+    process writing the same path now) is left alone, and so is a file of another host (a shared file
+    system), since its process cannot be checked from here.
+    """
+    path = Path(path)
+    removed = []
+    for tmp in path.parent.glob(f".{path.name}{TEMP_INFIX}*"):
+        writer = tmp.name[len(f".{path.name}{TEMP_INFIX}"):]
+        host, _, pid = writer.rpartition("-")
+        if not pid.isdigit() or host not in ("", _HOST) or _alive(int(pid)):
+            continue
+        _unlink_quietly(tmp)
+        removed.append(tmp)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (one of another user counts as alive)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _unlink_quietly(path: Path) -> None:

@@ -26,10 +26,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from dataio.formats.arrow_image_shards import ArrowImageWriter, image_locations
 from dataio.formats.class_names import read_class_names
+from dataio.formats.progress import progress
 from dataio.formats.errors import NothingConverted, UsageError
 from dataio.formats.image_prepare import ImagePrepareConfig, PreparedImage, Rejection, add_restart_markers, prepare_image
 from dataio.formats.image_tree import NotRegularFile, errno_text, read_regular_file, source_path, walk_image_tree
@@ -248,7 +248,7 @@ def _pack_locked(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary
     else:
         writer = ShardWriter(config.out, config.shard_size, config.max_shard_samples, first_index=len(done))
     pending = ShardRecord(entry={}, files_end=start)
-    bar = tqdm(total=len(files), initial=start, unit="img", desc="convert", disable=not config.progress)
+    bar = progress(total=len(files), initial=start, unit="img", desc="convert", enabled=config.progress)
 
     def finished(entry: ShardEntry, files_end: int) -> None:
         nonlocal pending

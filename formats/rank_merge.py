@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from dataio.formats.errors import DataioError, UsageError
+from dataio.formats.errors import DataioError, ShardError, UsageError
 from dataio.formats.files import write_atomic
-from dataio.formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, read_manifest
+from dataio.formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, check_shard_file, read_manifest
 from dataio.formats.sample_table import read_sample_table, write_sample_table
 from dataio.formats.text_sources import EXAMPLES
 
@@ -51,14 +51,19 @@ def _finished(out: Path) -> tuple[int, list[Path], list[int]]:
     return world, folders, [r for r in range(world) if r not in done]
 
 
-def merge_ranks(out: str | Path) -> Manifest:
-    """Merge the finished ranks of ``out``; DataioError naming the ranks that have not finished."""
+def merge_ranks(out: str | Path, *, verify: bool = False) -> Manifest:
+    """Merge the finished ranks of ``out``; DataioError naming the ranks that have not finished, or the files
+    of a finished rank that are missing or changed since (with ``verify``: every shard's sha256 too).
+
+    ``OUT/manifest.json`` is written last and only for a complete dataset.
+    """
     out = Path(out)
     world, folders, missing = _finished(out)
     if missing:
         raise DataioError(f"{out}: rank(s) {', '.join(map(str, missing))} of {world} have not finished "
                           f"(no {RANK_FOLDER.pattern.split('(')[0]}NNNNN-of-{world:05d}/{MANIFEST_NAME}); rerun them")
     parts = [read_manifest(folder)[1] for folder in folders]
+    _check_rank_files(out, folders, parts, verify)
     first = parts[0]
     for folder, part in zip(folders, parts):
         if part.kind != first.kind or part.classes != first.classes or _identity(part) != _identity(first):
@@ -77,6 +82,26 @@ def merge_ranks(out: str | Path) -> Manifest:
                         sample_table=SAMPLE_TABLE_NAME if first.kind == "images" else "", options=options)
     manifest.write(out)
     return manifest
+
+
+def _check_rank_files(out: Path, folders: list[Path], parts: list[Manifest], verify: bool) -> None:
+    """Every shard (size as recorded; sha256 with ``verify``), index and table each rank's manifest names."""
+    problems: list[tuple[int, str]] = []
+    for rank, (folder, part) in enumerate(zip(folders, parts)):
+        for entry in part.shards:
+            try:
+                check_shard_file(folder / entry.file, entry, verify_checksum=verify)
+            except ShardError as e:
+                problems.append((rank, f"{folder.name}/{entry.file} {e.reason}"))
+            if entry.index and not (folder / entry.index).is_file():
+                problems.append((rank, f"{folder.name}/{entry.index} missing"))
+        if part.sample_table and not (folder / part.sample_table).is_file():
+            problems.append((rank, f"{folder.name}/{part.sample_table} missing"))
+    if problems:
+        ranks = sorted({rank for rank, _ in problems})
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise DataioError(f"{out}: not merged, rank(s) {', '.join(map(str, ranks))} changed since they finished: "
+                          f"{problems[0][1]}{more}; convert those ranks again (remove their folders first)")
 
 
 def merge_if_complete(out: Path) -> Manifest | None:

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from tqdm import tqdm
 
+from dataio.formats.progress import progress
 from dataio.formats.errors import ConfigError, NothingConverted, UsageError
 from dataio.formats.convert_journal import Journal, ShardRecord, fingerprint
 from dataio.formats.files import sha256_file, write_atomic
@@ -337,7 +337,7 @@ def _tokenise_locked(config: ConvertTextConfig, files: list[Path]) -> ConvertTex
     for _ in islice(remaining, totals.next_doc):  # already in kept shards; read only to count skipped input
         pass
     resume_part = totals.next_part
-    bar = tqdm(unit="doc", desc="tokenise", initial=totals.next_doc, disable=not config.progress)
+    bar = progress(unit="doc", desc="tokenise", initial=totals.next_doc, enabled=config.progress)
     try:
         with writer:
             for chunk in _chunks(remaining, ENCODE_CHUNK):

@@ -191,7 +191,8 @@ def _cls_members(folder: Path, manifest: Manifest, bad_shards: set[int]) -> dict
             for member in tar:
                 if member.isreg() and member_extension(member.name) == LABEL_MEMBER and member.size <= MAX_LABEL_BYTES:
                     handle = tar.extractfile(member)
-                    labels[(index, member.name[:-4])] = _label_of(handle.read()) if handle else None
+                    if (index, member.name[:-4]) not in labels:  # a repeated KEY.cls: the first counts
+                        labels[(index, member.name[:-4])] = _label_of(handle.read()) if handle else None
     return labels
 
 

@@ -22,16 +22,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tqdm import tqdm
 
-from dataio.formats.class_names import numbered_classes, read_class_names
+from dataio.formats.class_names import label_outside, numbered_classes, read_class_names
 from dataio.formats.errors import ShardError, UsageError
 from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.image_headers import image_size
+from dataio.formats.progress import progress
 from dataio.formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
 from dataio.formats.sample_table import CHECKSUM_FIELD, MAX_MEMBER_BYTES, sample_checksum, write_sample_table
 from dataio.formats.shard_members import IMAGE_MEMBERS, LABEL_MEMBER, MAX_LABEL_BYTES
-from dataio.formats.wds_shards import MemberLocation, dali_index_text, scan_tar
+from dataio.formats.wds_shards import MemberLocation, dali_index_text, duplicate_members, scan_tar
 
 JOURNAL_DIR = ".index-journal"
 REJECTED_NAME = "rejected.jsonl"
@@ -108,11 +108,17 @@ def _index_tar(path: Path) -> dict:
                                     "then rerun") from None
     rows: list[list] = []
     rejected: list[dict[str, str]] = []
+    indexed: list[list[MemberLocation]] = []  # what the DALI index lists: each sample once, repeats left out
     with open(path, "rb") as handle:
         for components in samples:
+            components, repeats = duplicate_members(components)
+            indexed.append(components)
             by_ext = {c.extension.lower(): c for c in components}
             key = components[0].key
             where = f"{path.name}/{key}"
+            rejected += [{"path": f"{path.name}/{r.key}.{r.extension}",
+                          "reason": f"{r.key}.{r.extension} appears again at byte {r.offset}: the first one "
+                                    "(the tar's earlier member) is kept"} for r in repeats]
             image = next((by_ext[e] for e in IMAGE_MEMBERS if e in by_ext), None)
             if image is None or LABEL_MEMBER not in by_ext:
                 missing = "an image member (.jpg, .jpeg, .png)" if image is None else "a .cls member"
@@ -135,7 +141,7 @@ def _index_tar(path: Path) -> dict:
                          f"{path.name}/{key}.{image.extension}", sample_checksum(data)])
     return {"file": path.name, "bytes": path.stat().st_size, "sha256": sha256_file(path),
             "members": len(samples), "rows": rows, "rejected": rejected,
-            "index_text": dali_index_text(samples)}
+            "index_text": dali_index_text(indexed)}
 
 
 def _read(handle, member: MemberLocation) -> bytes:
@@ -169,8 +175,12 @@ def index_shards(config: IndexConfig) -> IndexSummary:
         raise UsageError(f"{folder / MANIFEST_NAME} exists; pass --overwrite to index {folder} again")
     (folder / JOURNAL_DIR).mkdir(exist_ok=True)
     with ThreadPoolExecutor(config.num_workers) as pool:  # pread, sha256 and xxh3 release the GIL
-        results = list(tqdm(pool.map(lambda t: _journaled(folder, t), tars), total=len(tars), unit="tar",
-                            desc="index", disable=not config.progress))
+        bar = progress(total=len(tars), unit="tar", desc="index", enabled=config.progress)
+        results = []
+        for result in pool.map(lambda t: _journaled(folder, t), tars):
+            results.append(result)
+            bar.update()
+        bar.close()
     classes = _classes(config, [row[3] for r in results for row in r["rows"]])
     columns: dict[str, list] = {n: [] for n in ("key", "shard", "offset", "size", "label", "width", "height",
                                                 "path", CHECKSUM_FIELD.name)}
@@ -178,9 +188,9 @@ def index_shards(config: IndexConfig) -> IndexSummary:
     for shard, result in enumerate(results):
         kept = []
         for row in result["rows"]:
-            if row[3] >= len(classes):
-                rejected.append({"path": f"{result['file']}/{row[0]}",
-                                 "reason": f"label {row[3]} is not in 0..{len(classes) - 1} (the classes file)"})
+            outside = label_outside(row[3], classes, named=config.classes_file is not None)
+            if outside:
+                rejected.append({"path": f"{result['file']}/{row[0]}", "reason": outside})
                 continue
             kept.append(row)
             for name, value in zip(("key", "offset", "size", "label", "width", "height", "path",

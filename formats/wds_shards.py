@@ -45,9 +45,14 @@ def member_size_in_tar(payload: int) -> int:
 
 
 def scan_tar(path: str | Path) -> list[list[MemberLocation]]:
-    """Group a tar's regular members by sample key, in file order."""
-    samples: list[list[MemberLocation]] = []
-    last_key = None
+    """Group a tar's regular members by sample key, samples in the order their key first appears.
+
+    Members of a key need not be adjacent: ``tar cf x.tar *.jpg *.cls`` writes every image, then
+    every label, and webdataset-style grouping of neighbours would split each sample in two. A
+    sample's members keep file order; a repeated ``KEY.EXT`` stays in the list (``duplicate_members``
+    finds it).
+    """
+    samples: dict[str, list[MemberLocation]] = {}
     with tarfile.open(path, "r:") as tar:
         for member in tar:
             if not member.isreg():
@@ -57,13 +62,20 @@ def scan_tar(path: str | Path) -> list[list[MemberLocation]]:
             if dot <= 0:
                 continue
             key, ext = name[:dot], name[dot + 1 :]
-            location = MemberLocation(key, ext, member.offset_data, member.size)
-            if key != last_key:
-                samples.append([location])
-                last_key = key
-            else:
-                samples[-1].append(location)
-    return samples
+            samples.setdefault(key, []).append(MemberLocation(key, ext, member.offset_data, member.size))
+    return list(samples.values())
+
+
+def duplicate_members(components: list[MemberLocation]) -> tuple[list[MemberLocation], list[MemberLocation]]:
+    """(the first member of each extension, the later repeats): the rule for a ``KEY.EXT`` written twice."""
+    kept: dict[str, MemberLocation] = {}
+    repeats = []
+    for c in components:
+        if c.extension.lower() in kept:
+            repeats.append(c)
+        else:
+            kept[c.extension.lower()] = c
+    return list(kept.values()), repeats
 
 
 def dali_index_text(samples: list[list[MemberLocation]]) -> str:

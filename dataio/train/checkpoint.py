@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from dataio.formats.errors import CheckpointError
-from dataio.formats.files import atomic_writer
+from dataio.formats.files import atomic_writer, remove_stale_temps
 
 NAME = "checkpoint.pt"
 _DAMAGED = ("invalid load key", "Unsupported operand", "PytorchStreamReader", "zip archive", "truncated", "unexpected EOF")  # torch's words
@@ -50,6 +50,12 @@ def _numpy_state() -> tuple:
 def _python_state() -> tuple:
     version, internal, gauss_next = random.getstate()
     return version, torch.tensor(internal, dtype=torch.int64), gauss_next
+
+
+def remove_leftovers(out: Path) -> list[Path]:
+    """The temp checkpoints of writers killed mid-save (``.checkpoint.pt.tmp-HOST-PID``), removed; a live
+    writer's are kept."""
+    return remove_stale_temps(out / NAME)
 
 
 def save(out: Path, state: dict[str, Any]) -> Path:

@@ -92,6 +92,7 @@ class Trainer:
         self.device = _device(c)
         if c.rank == 0:
             _output_folder(c.out)
+            checkpoint.remove_leftovers(c.out)  # a SIGKILL mid-save leaves up to a checkpoint's size behind
         if c.world_size > 1 and not dist.is_initialized():
             backend = "nccl" if self.device.type == "cuda" else "gloo"
             dist.init_process_group(backend, rank=c.rank, world_size=c.world_size)

@@ -126,3 +126,55 @@ def test_text_model_trains_on_token_shards(text_shards, tmp_path, capsys):
 def test_bad_options_are_usage_errors(tmp_path, capsys):
     assert main(["train", "--train", str(tmp_path), "--image-size", "50"]) == 2
     assert "multiple of 32" in capsys.readouterr().err
+
+
+_WRITER = """
+import os, signal, sys, time
+from pathlib import Path
+from dataio.formats.files import atomic_writer
+with atomic_writer(Path(sys.argv[1]) / "checkpoint.pt") as f:
+    f.write(b"PK" + os.urandom(1 << 20))  # a megabyte of a checkpoint, then killed mid-save (or kept writing)
+    f.flush()
+    print("writing", flush=True)
+    if sys.argv[2] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(60)
+"""
+
+
+def test_trainer_removes_temp_checkpoints_of_killed_writers_only(learnable, tmp_path):
+    """Issue 25 §9: a SIGKILL mid-save leaves .checkpoint.pt.tmp-HOST-PID; the next start removes it, never a
+    live writer's."""
+    train_shards, _ = learnable
+    out = tmp_path / "run"
+    out.mkdir()
+    killed = subprocess.run([sys.executable, "-c", _WRITER, str(out), "kill"], capture_output=True, text=True,
+                            timeout=60)
+    assert killed.returncode == -9
+    (dead,) = out.glob(".checkpoint.pt.tmp-*")
+    live = subprocess.Popen([sys.executable, "-c", _WRITER, str(out), "live"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert live.stdout.readline().strip() == "writing"
+        (live_tmp,) = set(out.glob(".checkpoint.pt.tmp-*")) - {dead}
+        run = cli("train", "--train", str(train_shards), "--epochs", "1", "--image-size", "32", "--batch-size", "32",
+                  "--workers", "1", "--out", str(out))
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert not dead.exists()
+        assert live_tmp.exists()  # its writer is alive: not touched
+        assert (out / "checkpoint.pt").is_file()
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_stale_temps_of_other_hosts_are_left_alone(tmp_path):
+    from dataio.formats.files import remove_stale_temps
+
+    dead_pid = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout.strip()
+    other_host = tmp_path / f".checkpoint.pt.tmp-another-node-{dead_pid}"
+    legacy = tmp_path / f".checkpoint.pt.tmp-{dead_pid}"  # written before temp names carried the host
+    for path in (other_host, legacy):
+        path.write_bytes(b"x")
+    assert remove_stale_temps(tmp_path / "checkpoint.pt") == [legacy]
+    assert other_host.exists() and not legacy.exists()
