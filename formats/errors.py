@@ -16,6 +16,14 @@ class UsageError(DataioError):
     """A bad invocation or configuration (the CLI exits 2 on these)."""
 
 
+class LoaderClosed(UsageError, ValueError):
+    """A loader used after ``close()`` (a ValueError, as Python's "I/O operation on closed file")."""
+
+
+class PassInProgress(UsageError, RuntimeError):
+    """A second pass started over a loader while its first is still being iterated."""
+
+
 class ConfigError(UsageError, ValueError):
     """A bad option, naming its parameter; the CLI names the flag instead (``for_names``).
 

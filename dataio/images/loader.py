@@ -465,6 +465,10 @@ class ImageLoader(ResumableLoader):
             yield batch  # possibly empty under the skip policy; counted, then dropped
 
     def batches(self) -> Iterator[ImageBatch]:
+        """One pass (see ``_batches``); refused during another pass or after ``close()``."""
+        return self._one_pass(self._batches())
+
+    def _batches(self) -> Iterator[ImageBatch]:
         """One pass (an epoch, or its rest after a resume) of ``ImageBatch``.
 
         ``stats.stages`` records the pass's stages; ``wait`` is the consumer's
@@ -501,6 +505,7 @@ class ImageLoader(ResumableLoader):
 
     def close(self) -> None:
         """Stop the decode threads and close the shard files."""
+        self._closed = True
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None

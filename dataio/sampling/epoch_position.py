@@ -14,11 +14,13 @@ consumer holds a batch already covers it), ``end()`` moves to the next epoch.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from dataio.sampling import partition
+from dataio.formats.errors import LoaderClosed, PassInProgress
 from dataio.sampling.stateful_shape import split_state, torchdata_state
 
 
@@ -126,6 +128,31 @@ class ResumableLoader:
     position: EpochPosition
     _follow: Any = None  # a DistributedSampler given as sampler=: its set_epoch is followed
     _followed_epoch = 0
+    _live = False  # a pass is being iterated
+    _closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LoaderClosed(f"{type(self).__name__} is closed: build a new one to read again")
+
+    def _one_pass(self, batches: Iterator[Any]) -> Iterator[Any]:
+        """``batches`` (a pass), refused while another pass of this loader is live, or after ``close()``.
+
+        A nested pass (evaluating on the training loader mid-epoch) would move the
+        outer pass's position, so a checkpoint taken in the outer pass would name
+        the wrong place; it is refused in one line. A pass left early (``break``)
+        ends when its iterator is dropped, and a new pass may start.
+        """
+        self._check_open()
+        if self._live:
+            raise PassInProgress(f"{type(self).__name__}: a pass over this loader is already running; a second "
+                                 "iterator would move its position. Evaluate with a second loader (or "
+                                 "loader.dataset), or finish the first pass")
+        self._live = True
+        try:
+            yield from batches
+        finally:
+            self._live = False
 
     def _follow_sampler_epoch(self) -> None:
         """At the start of a pass: take the epoch set on the user's own ``DistributedSampler``, if it moved."""
@@ -161,8 +188,10 @@ class ResumableLoader:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from ``state`` (either shape, any world size): the next pass yields the rest of that epoch."""
+        self._check_open()
         position = split_state(state)
-        if position is None:
-            return
+        if self._live:
+            raise PassInProgress(f"{type(self).__name__}: load_state_dict during a pass over it; load the state "
+                                 "before iterating")
         self.position.load_state_dict(position)
         self.position.consumed = self._position_of(self.position.consumed, self.position.epoch)

@@ -26,16 +26,21 @@ def torchdata_state(position: dict[str, Any], yielded: int) -> dict[str, Any]:
     return state
 
 
-def split_state(state: Any) -> dict[str, Any] | None:
-    """dataio's position from a state of either shape; None for ``{}`` (as torchdata: nothing to restore).
+def split_state(state: Any) -> dict[str, Any]:
+    """dataio's position from a state of either shape.
+
+    None and ``{}`` are refused (torchdata takes ``{}`` as nothing to restore; here it is
+    almost always a checkpoint that lost its loader state, and a silent restart of the
+    epoch would repeat what was trained on).
 
     Raises ValueError naming the problem for a StatefulDataLoader state that
     holds no dataio position (saved by another loader), or a bad ``_num_yielded``.
     """
-    if isinstance(state, dict) and not state:
-        return None
     if not isinstance(state, dict):
-        return state  # check_state names the type
+        raise ValueError(f"loader state must be a dict from state_dict(), got {type(state).__name__} "
+                         f"{state!r:.40}: nothing was loaded")
+    if not state:
+        raise ValueError("loader state is empty ({}): nothing to resume from; pass the dict state_dict() returned")
     if "_num_yielded" in state and "samples_consumed" not in state:
         raise ValueError("this StatefulDataLoader state holds no dataio position (epoch, samples_consumed, seed): "
                          "it was saved by another loader")

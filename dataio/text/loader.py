@@ -247,6 +247,10 @@ class TextLoader(ResumableLoader):
         self.position.end()
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        """One pass (see ``_iterate``); refused during another pass or after ``close()``."""
+        return self._one_pass(self._iterate())
+
+    def _iterate(self) -> Iterator[dict[str, torch.Tensor]]:
         """One pass; ``stats.stages`` records ``wait`` (the consumer's time in ``next()``) and ``pass``."""
         times = self.stats.stages
         times.begin(self.epoch)
@@ -264,6 +268,7 @@ class TextLoader(ResumableLoader):
 
     def close(self) -> None:
         """Release the memory-mapped shards (as ``ImageLoader.close`` closes its files); iterating again raises."""
+        self._closed = True
         self.shards.close()
         if self._copy_dir is not None:
             self._copy_dir.cleanup()

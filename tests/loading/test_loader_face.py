@@ -105,7 +105,9 @@ def test_state_dict_has_statefuldataloader_shape_and_both_shapes_load(coloured_s
         assert rest == full[3:]
         assert resumed.state_dict()["_num_yielded"] == 0 and resumed.epoch == 1
     untouched = loader()
-    untouched.load_state_dict({})  # torchdata: an empty state restores nothing
+    for empty in ({}, None):  # a checkpoint that lost its loader state: refused, never a silent restart
+        with pytest.raises(ValueError, match="empty|must be a dict"):
+            untouched.load_state_dict(empty)
     assert [b.samples.tolist() for b in untouched.batches()] == full
     with pytest.raises(ValueError, match="no dataio position"):
         loader().load_state_dict({**torchdata_keys(3)})
