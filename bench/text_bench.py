@@ -33,6 +33,7 @@ from dataio.formats.tokenizer_setup import TokenizerConfig
 from dataio.text.loader import TextLoader
 
 from dataio.bench.report import format_table, machine_description, write_results
+from dataio.bench.text_reference import memory_reference
 
 TARGETS = {"padding_bucket": 0.03, "padding_budget": 0.03, "padding_pack": 0.0, "useful_vs_usual": 5.0,
            "read_tokens_per_s": 20e6}
@@ -50,6 +51,8 @@ class BenchTextConfig:
     vocab_size: int = 8192
     num_workers: int = field(default_factory=lambda: __import__("os").cpu_count() or 1)
     epochs: int = 3
+    reference_budgets: tuple[int, ...] = (8192, 65536, 1 << 20)  # token budgets timed against plain numpy
+    reference_rounds: int = 5
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "src", tuple(Path(p) for p in self.src))
@@ -149,6 +152,7 @@ def bench_text(config: BenchTextConfig, log=print) -> dict[str, Any]:
                         batch_size=max(1, config.max_tokens // config.max_length)),
         ]
         rate = read_rate(budget["_loader"])
+        reference = memory_reference(folder, config.reference_budgets, config.reference_rounds, log)
         dataset = _OnTheFly(texts, folder / "tokenizer.json", config.max_length)
         log("running the usual recipe ...")
         usual = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=config.num_workers,
@@ -174,7 +178,8 @@ def bench_text(config: BenchTextConfig, log=print) -> dict[str, Any]:
                          "length_histogram": manifest.options["length_histogram"]},
               "config": {k: [str(p) for p in v] if k == "src" else str(v) if isinstance(v, Path) else v
                          for k, v in asdict(config).items()},
-              "usual_batch_size": batch_size, "rows": rows, "read_tokens_per_s": rate, "checks": checks}
+              "usual_batch_size": batch_size, "rows": rows, "read_tokens_per_s": rate, "checks": checks,
+              "memory_reference": reference}
     log(render(result))
     paths = write_results(config.out, "text", result, {r["loader"]: r["useful_tok_s"] for r in rows},
                           "useful tokens/s")
@@ -192,6 +197,12 @@ def render(result: dict[str, Any]) -> str:
                                           ("batch_min", "rows min", "d"), ("batch_mean", "mean", ".1f"),
                                           ("batch_max", "max", "d")])
     lines = [head, table, f"memory-mapped read rate, one core: {result['read_tokens_per_s'] / 1e6:,.0f} M tokens/s"]
+    lines += ["TextLoader (budget mode, every check on) against plain numpy gathering and padding the same batches "
+              "from the same memory-mapped shards (batch tokens/s, median of alternating rounds):",
+              format_table(result["memory_reference"], [("budget", "token budget", ",d"), ("batches", "batches", "d"),
+                                                        ("dataio_tok_s", "TextLoader tok/s", ",.0f"),
+                                                        ("numpy_tok_s", "numpy tok/s", ",.0f"),
+                                                        ("ratio", "ratio", ".2f")])]
     for name, check in result["checks"].items():
         op = ">=" if name in ("useful_vs_usual", "read_tokens_per_s") else "<="
         lines.append(f"target {name}: {check['value']:.4g} ({op} {check['target']:g}) "

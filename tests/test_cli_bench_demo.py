@@ -133,6 +133,10 @@ def test_bench_text_cli_reports_padding_and_rates(tmp_path, capsys):
     assert rows["dataio budget"]["padding"] < rows["dataio fixed"]["padding"]
     assert rows["dataio pack"]["padding"] == 0
     assert rows["dataio budget"]["batch_max"] > rows["dataio budget"]["batch_min"]
+    assert "against plain numpy" in out
+    reference = result["memory_reference"]
+    assert [r["budget"] for r in reference] == [8192, 65536, 1 << 20]
+    assert all(r["dataio_tok_s"] > 0 and r["numpy_tok_s"] > 0 and r["batches"] >= 1 for r in reference)
     assert main(["bench", "text", str(tmp_path / "corpus.txt"), "--max-tokens", "10", "--max-length", "100"]) == 2
 
 

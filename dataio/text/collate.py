@@ -16,13 +16,15 @@ from dataio.text.batch_plans import PackStream, round_up
 IGNORE = -100
 
 
-def pad_rows(rows: list[np.ndarray], *, pad_id: int, pad_multiple: int) -> dict[str, np.ndarray]:
-    """``input_ids``, ``attention_mask``, ``labels`` (B, L), L the longest row rounded up to ``pad_multiple``."""
-    lengths = np.array([len(r) for r in rows], dtype=np.int64)
-    width = int(round_up(int(lengths.max(initial=1)), pad_multiple))
-    input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)
-    for i, row in enumerate(rows):
-        input_ids[i, :len(row)] = row
+def padded_width(lengths: np.ndarray, pad_multiple: int) -> int:
+    """The longest row rounded up to ``pad_multiple`` (at least one token)."""
+    longest = int(lengths.max()) if len(lengths) else 1
+    return -(-max(longest, 1) // pad_multiple) * pad_multiple
+
+
+def padded_batch(input_ids: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
+    """The batch of padded rows ``input_ids`` (B, L) of ``lengths``: the mask and shifted labels added."""
+    width = input_ids.shape[1]
     mask = np.arange(width)[None, :] < lengths[:, None]
     labels = np.full_like(input_ids, IGNORE)
     labels[:, :-1] = np.where(mask[:, 1:], input_ids[:, 1:], IGNORE)

@@ -43,7 +43,7 @@ from dataio.sampling.epoch_sampler import EpochBatchSampler, EpochSampler
 from dataio.sampling.world import resolve_world
 from dataio.text import batch_plans as plans
 from dataio.text.batch_plans import BatchPlan
-from dataio.text.collate import pack_rows, pad_rows
+from dataio.text.collate import pack_rows, padded_batch, padded_width
 from dataio.text.config import TextLoaderConfig
 from dataio.text.samples_view import TextSamples
 from dataio.text.token_shards import TokenShards
@@ -200,18 +200,35 @@ class TextLoader(ResumableLoader):
         plan = self.plan()
         rows = plan.batch(index)
         lap = self.stats.stages.lap()
-        with lap("collate"):
-            if stream is not None:
+        if stream is not None:
+            with lap("collate"):
                 batch = pack_rows(rows, stream, lambda sample: self._checked_tokens(sample, lap), pad_id=self.pad_id)
-            else:
-                tokens = [self._checked_tokens(int(s), lap) for s in rows]
-                rows = np.array([s for s, t in zip(rows.tolist(), tokens) if t is not None], dtype=np.int64)
-                batch = pad_rows([t for t in tokens if t is not None], pad_id=self.pad_id,
-                                 pad_multiple=self.config.pad_multiple)
-                batch["sample_ids"] = rows
-            batch["repeated"] = np.full(len(batch["input_ids"]), bool(plan.repeated[index]))
+        else:
+            batch = self._padded_batch(rows, lap)
+        batch["repeated"] = np.full(len(batch["input_ids"]), bool(plan.repeated[index]))
         lap.items = len(batch["input_ids"])
         lap.flush()
+        return batch
+
+    def _padded_batch(self, rows: np.ndarray, lap: Lap) -> dict[str, np.ndarray]:
+        """Padded rows of the samples ``rows``: read and checked as one batch, the bad rows (an id past the
+        vocabulary) handled by the error policy and dropped."""
+        multiple = self.config.pad_multiple
+        with lap("read"):
+            lengths = self.shards.lengths[rows]
+            ids = self.shards.padded(rows, padded_width(lengths, multiple), self.pad_id)
+            bad = self.shards.past_vocabulary(rows, ids)
+        for _, error in bad:
+            self.stats.handle(self.config.on_error, error)
+        if bad:
+            keep = np.ones(len(rows), dtype=bool)
+            keep[[row for row, _ in bad]] = False
+            rows, lengths, ids = rows[keep], lengths[keep], ids[keep]
+            ids = ids[:, :padded_width(lengths, multiple)]
+        self.stats.samples_ok += len(rows)
+        with lap("collate"):
+            batch = padded_batch(ids, lengths)
+        batch["sample_ids"] = np.asarray(rows, dtype=np.int64)
         return batch
 
     def _checked_tokens(self, sample: int, lap: Lap) -> np.ndarray | None:
@@ -238,7 +255,7 @@ class TextLoader(ResumableLoader):
         for index in range(len(self.plan())):
             batch = self.numpy_batch(index)
             mask = batch["attention_mask"]
-            real = int(mask.sum())
+            real = int(batch["lengths"].sum()) if "lengths" in batch else int(mask.sum())  # padded: from lengths
             self.real_tokens += real
             self.padding_tokens += mask.size - real
             self.position.advance(1)  # before the yield: state_dict() then covers this batch
