@@ -35,7 +35,7 @@ from dataio.formats.manifest import read_manifest
 from dataio.formats.storage import redact
 
 TARGETS = {"vs_standard": 1.5, "vs_dali_cpu": 2.0, "of_machine_limit": 0.85,
-           "dali_gpu_vs_turbo": 5.0, "dali_gpu_img_s": 8000.0}
+           "dali_gpu_vs_turbo": 5.0, "dali_gpu_img_s": 8000.0, "shard_dataset_vs_standard": 1.0}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,6 +74,8 @@ class BenchImagesConfig:
 _RUNNERS = {
     "standard": ("(a) standard: ImageFolder + PIL + DataLoader", "src", "make_standard"),
     "webdataset": ("(b) webdataset + PIL + DataLoader", "shard_list", "make_webdataset"),
+    # the standard recipe's transform and DataLoader over dataio.ShardDataset: a script dataio's loader cannot run
+    "shard_dataset": ("(h) dataio.ShardDataset + the standard transform + DataLoader", "folder", "make_shard_dataset"),
     "dali_cpu": ("(c) DALI CPU pipeline", "shard_list", "make_dali_cpu"),
     # the same images packed without restart markers (--restart-interval 0), so DALI also reads the
     # original bytes: the target is taken against the faster of the two DALI rows
@@ -98,7 +100,7 @@ STAGES = ("read", "decode", "resize", "plan", "decode_wait", "copy", "augment", 
 def default_loaders() -> tuple[str, ...]:
     """The CPU loaders (DALI twice: dataio's packing and the original bytes; dataio with and without its
     sample checksums), plus DALI GPU on a GPU machine."""
-    base = ("standard", "webdataset", "dali_cpu", "dali_cpu_plain", "dataio", "dataio_unchecked")
+    base = ("standard", "webdataset", "shard_dataset", "dali_cpu", "dali_cpu_plain", "dataio", "dataio_unchecked")
     return base + ("dataio_dali_gpu",) if torch.cuda.is_available() else base
 
 
@@ -285,6 +287,9 @@ def _checks(by_name: dict[str, dict], limit: float) -> dict[str, dict[str, Any]]
         "vs_dali_cpu": ours / dali if ours and dali else None,
         "of_machine_limit": ours / limit if ours else None,
     }
+    dataset = by_name.get("shard_dataset", {}).get("img_s")
+    if dataset and "standard" in by_name:  # the same transform and DataLoader: it must still beat (a)
+        measured["shard_dataset_vs_standard"] = dataset / by_name["standard"]["img_s"]
     gpu = by_name.get("dataio_dali_gpu", {}).get("img_s")
     if gpu:
         measured["dali_gpu_vs_turbo"] = gpu / ours if ours else None
