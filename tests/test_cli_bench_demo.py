@@ -56,6 +56,7 @@ def test_bench_images_writes_table_json_and_png(image_folder, tmp_path):
     # ShardDataset under the standard recipe's transform and DataLoader, against the recipe itself
     assert report["checks"]["shard_dataset_vs_standard"]["value"] == pytest.approx(rows["shard_dataset"] / rows["standard"])
     assert "target shard_dataset_vs_standard: " in result.stdout
+    assert "running (a) standard: ImageFolder + PIL + DataLoader, (h) dataio.ShardDataset" in result.stdout  # in turns
     # the DALI target is taken against the faster DALI row
     expected = rows["dataio"] / max(rows["dali_cpu"], rows["dali_cpu_plain"])
     assert report["checks"]["vs_dali_cpu"]["value"] == pytest.approx(expected)
