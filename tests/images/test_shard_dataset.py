@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import multiprocessing
 import os
 import pickle
 import shutil
@@ -123,6 +124,26 @@ def test_pickles_small_and_reopens_in_the_unpickling_process(real_photo_shards):
     assert copy._opened is None and len(copy) == 14  # nothing opened until a sample is read
     assert torch.equal(copy[7][0], dataset[7][0]) and copy._opened is not None
     assert len(pickle.dumps(ImageLoader(real_photo_shards, num_workers=0).dataset)) < 2048
+
+
+_INHERITED: list[ShardDataset] = []  # a data set a forked child inherits (not pickled to it)
+
+
+def _reader_in_child() -> tuple[int, bool, int]:
+    dataset = _INHERITED[0]
+    inherited = id(dataset._opened[1])
+    dataset[1]
+    pid, reader, owned = dataset._opened
+    return inherited, owned and pid == os.getpid(), id(reader)
+
+
+def test_a_forked_process_opens_its_own_reader(real_photo_shards):
+    dataset = ShardDataset(real_photo_shards, image_size=32)
+    _INHERITED[:] = [dataset]
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        inherited, own, reader = pool.apply(_reader_in_child)
+    _INHERITED.clear()
+    assert inherited == id(dataset._opened[1]) and own and reader != inherited
 
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
