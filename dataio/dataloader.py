@@ -30,8 +30,8 @@ from dataio.text.token_dataset import TokenDataset
 log = logging.getLogger("dataio")
 
 
-def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = None, **options: Any
-               ) -> ImageLoader | TextLoader | torch.utils.data.DataLoader:  # noqa: N802 (named as the class it replaces)
+def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = None,  # noqa: N802 (named as
+               **options: Any) -> ImageLoader | TextLoader | torch.utils.data.DataLoader:  # the class it replaces)
     """The loader for the shard folder (or URL) ``dataset``, with DataLoader's keywords and the loader's own options.
 
     DataLoader's defaults and positional order are kept: ``batch_size=1``,

@@ -222,8 +222,8 @@ class ShardDataset(torch.utils.data.Dataset):
         if c.image_size is None:
             pixels = decode_image(data, to_pil=c.to_pil)
         else:  # the loader's val path: the same boxes and the same decode into an (S, S, 3) buffer
-            box = crop_boxes.center_crop_boxes(reader.table.width[index:index + 1], reader.table.height[index:index + 1],
-                                               c.val_crop_ratio)[0]
+            rows = slice(index, index + 1)
+            box = crop_boxes.center_crop_boxes(reader.table.width[rows], reader.table.height[rows], c.val_crop_ratio)[0]
             pixels = np.empty((c.image_size, c.image_size, 3), dtype=np.uint8)
             decode_crop_into(data, box, False, pixels, fast_resize=c.fast_resize, reduced_decode=c.reduced_decode,
                              region_decode=c.region_decode)

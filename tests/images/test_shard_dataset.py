@@ -60,7 +60,8 @@ def test_len_classes_and_targets_are_the_manifests(real_photo_shards):
     folder, manifest = read_manifest(real_photo_shards)
     table = read_sample_table(folder / manifest.sample_table)
     assert len(dataset) == manifest.num_samples == 14 and isinstance(dataset, torch.utils.data.Dataset)
-    assert dataset.classes == manifest.classes and dataset.class_to_idx == {c: i for i, c in enumerate(manifest.classes)}
+    assert dataset.classes == manifest.classes
+    assert dataset.class_to_idx == {c: i for i, c in enumerate(manifest.classes)}
     assert dataset.targets == table.label.tolist()
     # each target is the class folder its source photo came from (ImageFolder's labels)
     assert [dataset.classes[t] for t in dataset.targets] == [table.path(i).split("/")[0] for i in range(len(table))]
@@ -93,7 +94,7 @@ def test_transform_and_target_transform_are_applied(real_photo_shards):
 
 
 def test_eval_view_is_what_the_loader_yields_and_subset_stacks_with_its_batches(real_photo_shards):
-    """pytorch/examples imagenet: the DDP validation stacks Subset(val_loader.dataset, tail) with the loader's batches."""
+    """pytorch/examples imagenet: its DDP validation stacks Subset(val_loader.dataset, tail) with loader batches."""
     for normalize in (False, True):
         loader = ImageLoader(real_photo_shards, batch_size=4, image_size=64, train=False, shuffle=False,
                              num_workers=2, normalize=normalize)
