@@ -10,6 +10,10 @@
   not ``.decode("pil")``: webdataset's default decoders unpickle ``.pyd`` and
   ``.pth`` members, so a crafted shard would run code in the bench.
 - ``dali_cpu``: a DALI CPU pipeline over the same shards and index files.
+- ``shard_dataset``: ``dataio.ShardDataset`` over the shards (dataio's decoder,
+  PIL images with ``to_pil=True``) with the standard recipe's very transform,
+  under the same ``DataLoader(num_workers=cores)``: the path of a script whose
+  transforms dataio does not implement.
 - ``machine_limit``: bare single-thread read + full decode + crop-resize of the
   same files, in memory; times the core count it is the machine's limit.
 
@@ -38,6 +42,7 @@ from dataio.formats.image_tree import read_regular_file, scan_image_folder, sour
 from dataio.formats.manifest import read_manifest
 from dataio.formats.sample_table import read_sample_table, sample_checksum
 from dataio.images.loader import ImageLoader
+from dataio.images.shard_dataset import ShardDataset
 from dataio.images.shard_files import ShardFiles
 from dataio.images.turbo_decode import decode_crop_into
 
@@ -137,6 +142,16 @@ def accepted_samples(shards_folder: Path) -> list[tuple[str, int]]:
 def make_standard(src: Path, *, batch_size: int, size: int, num_workers: int,
                   samples: list[tuple[str, int]] | None = None) -> Epoch:
     dataset = ImageFolderDataset(src, TorchvisionStyleTrainTransform(size), samples)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
+        persistent_workers=num_workers > 0, worker_init_fn=_worker_init,
+    )
+    return _dataloader_epoch(loader)
+
+
+def make_shard_dataset(shards_folder: Path, *, batch_size: int, size: int, num_workers: int) -> Epoch:
+    """``ShardDataset(shards, transform, to_pil=True)`` under the standard recipe's DataLoader and transform."""
+    dataset = ShardDataset(shards_folder, TorchvisionStyleTrainTransform(size), to_pil=True)
     loader = torch.utils.data.DataLoader(
         dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
         persistent_workers=num_workers > 0, worker_init_fn=_worker_init,

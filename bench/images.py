@@ -5,8 +5,9 @@ folder (standard recipe) or its shards (the others), full path to a batch of
 uint8 crops. Loaders run one at a time (co-resident DataLoader workers and
 DALI's prefetching threads were measured to slow each other by ~25%): each is
 built, warmed up (``warmup`` epochs), timed over ``epochs`` epochs and shut
-down before the next. The exception: ``dataio_auto`` and the fixed-thread
-rows ``dataio_t<n>`` are compared with each other, so they are built together
+down before the next. The exceptions: ``dataio_auto`` and the fixed-thread
+rows ``dataio_t<n>`` are compared with each other, and so are ``shard_dataset``
+and ``standard`` (the same transform and DataLoader), so each set is built together
 and timed one epoch of each in turn (their threads idle while another runs). The machine-limit loop (bare single-thread full decode +
 crop, times the cores) is timed again before each loader, so a shared
 machine's drift shows in the limit too. Medians are reported, with the ratio
@@ -35,7 +36,7 @@ from dataio.formats.manifest import read_manifest
 from dataio.formats.storage import redact
 
 TARGETS = {"vs_standard": 1.5, "vs_dali_cpu": 2.0, "of_machine_limit": 0.85,
-           "dali_gpu_vs_turbo": 5.0, "dali_gpu_img_s": 8000.0}
+           "dali_gpu_vs_turbo": 5.0, "dali_gpu_img_s": 8000.0, "shard_dataset_vs_standard": 1.0}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,6 +75,8 @@ class BenchImagesConfig:
 _RUNNERS = {
     "standard": ("(a) standard: ImageFolder + PIL + DataLoader", "src", "make_standard"),
     "webdataset": ("(b) webdataset + PIL + DataLoader", "shard_list", "make_webdataset"),
+    # the standard recipe's transform and DataLoader over dataio.ShardDataset: a script dataio's loader cannot run
+    "shard_dataset": ("(h) dataio.ShardDataset + the standard transform + DataLoader", "folder", "make_shard_dataset"),
     "dali_cpu": ("(c) DALI CPU pipeline", "shard_list", "make_dali_cpu"),
     # the same images packed without restart markers (--restart-interval 0), so DALI also reads the
     # original bytes: the target is taken against the faster of the two DALI rows
@@ -98,7 +101,7 @@ STAGES = ("read", "decode", "resize", "plan", "decode_wait", "copy", "augment", 
 def default_loaders() -> tuple[str, ...]:
     """The CPU loaders (DALI twice: dataio's packing and the original bytes; dataio with and without its
     sample checksums), plus DALI GPU on a GPU machine."""
-    base = ("standard", "webdataset", "dali_cpu", "dali_cpu_plain", "dataio", "dataio_unchecked")
+    base = ("standard", "webdataset", "shard_dataset", "dali_cpu", "dali_cpu_plain", "dataio", "dataio_unchecked")
     return base + ("dataio_dali_gpu",) if torch.cuda.is_available() else base
 
 
@@ -118,6 +121,22 @@ def _threads_group(loaders: tuple[str, ...]) -> list[str]:
     """``dataio_auto`` and the fixed-thread rows, when both are asked for: measured together (below)."""
     group = [n for n in loaders if n == "dataio_auto" or n.startswith("dataio_t")]
     return group if "dataio_auto" in group and len(group) > 1 else []
+
+
+def _sequence(loaders: tuple[str, ...]) -> list[list[str]]:
+    """The loaders in the order they run, those measured together as one group: the threads group last,
+    and ``shard_dataset`` with ``standard``, whose ratio is its check (the same transform under the same
+    DataLoader; run one after the other on the shared 2-core VM, the ratio moved from 0.57 to 1.13 between
+    rounds, taken in turns it stayed within 1.02-1.21). A DataLoader's persistent workers idle between its
+    epochs, so the two do not slow each other."""
+    threads = _threads_group(loaders)
+    pair = ["standard", "shard_dataset"] if {"standard", "shard_dataset"} <= set(loaders) else []
+    sequence = []
+    for name in loaders:
+        if name in threads or (name in pair and name != pair[0]):
+            continue
+        sequence.append(pair if name in pair else [name])
+    return sequence + ([threads] if threads else [])
 
 
 def _measure_interleaved(epochs: list[baselines.Epoch],
@@ -191,14 +210,12 @@ def bench_images(config: BenchImagesConfig, log=print) -> dict[str, Any]:
         limit_rates, own_rates, checksum_rates = [], [], []
         rates: dict[str, list[list[float]]] = {name: [] for name in config.loaders}  # per round, per epoch
         stage_stats: dict[str, list[dict[str, Any]]] = {name: [] for name in config.loaders}
-        threads_group = _threads_group(config.loaders)
         for round_index in range(config.rounds):
             suffix = f" (round {round_index + 1})" if config.rounds > 1 else ""
-            for name in [n for n in config.loaders if n not in threads_group] + threads_group[:1]:
+            for group in _sequence(config.loaders):
                 limit_rates.append(max(baselines.timed(limit_loop) for _ in range(2)))
                 own_rates.append(max(baselines.timed(own_loop) for _ in range(2)))
                 checksum_rates.append(max(baselines.timed(checksum_loop) for _ in range(2)))
-                group = threads_group if name in threads_group else [name]
                 log(f"running {', '.join(_RUNNERS[n][0] for n in group)}"
                     + (" (an epoch of each in turn)" if len(group) > 1 else "") + f"{suffix} ...")
                 measured = _measure_interleaved([_make(n, config, folder, shard_lists) for n in group], config)
@@ -285,6 +302,9 @@ def _checks(by_name: dict[str, dict], limit: float) -> dict[str, dict[str, Any]]
         "vs_dali_cpu": ours / dali if ours and dali else None,
         "of_machine_limit": ours / limit if ours else None,
     }
+    dataset = by_name.get("shard_dataset", {}).get("img_s")
+    if dataset and "standard" in by_name:  # the same transform and DataLoader: it must still beat (a)
+        measured["shard_dataset_vs_standard"] = dataset / by_name["standard"]["img_s"]
     gpu = by_name.get("dataio_dali_gpu", {}).get("img_s")
     if gpu:
         measured["dali_gpu_vs_turbo"] = gpu / ours if ours else None

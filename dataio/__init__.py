@@ -15,8 +15,12 @@ _LAZY = {
     "DataLoader": "dataio.dataloader",
     "ImageLoader": "dataio.images.loader",
     "ImageLoaderConfig": "dataio.images.config",
+    "ShardDataset": "dataio.images.shard_dataset",
+    "ShardDatasetConfig": "dataio.images.shard_dataset",
     "TextLoader": "dataio.text.loader",
     "TextLoaderConfig": "dataio.text.config",
+    "TokenDataset": "dataio.text.token_dataset",
+    "TokenDatasetConfig": "dataio.text.token_dataset",
 }
 
 
@@ -26,4 +30,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'dataio' has no attribute {name!r}")
 
 
-__all__ = ["DataLoader", "ImageLoader", "ImageLoaderConfig", "TextLoader", "TextLoaderConfig", "__version__"]
+__all__ = ["DataLoader", "ImageLoader", "ImageLoaderConfig", "ShardDataset", "ShardDatasetConfig", "TextLoader",
+           "TextLoaderConfig", "TokenDataset", "TokenDatasetConfig", "__version__"]

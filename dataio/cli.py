@@ -236,7 +236,7 @@ def _parser() -> argparse.ArgumentParser:
     bench_images.add_argument("--warmup", type=int, default=1)
     bench_images.add_argument("--rounds", type=_positive, default=1,
                               help="run the whole loader sequence this many times (medians over all rounds)")
-    bench_images.add_argument("--loaders", help="comma-separated (default: standard,webdataset,dali_cpu,"
+    bench_images.add_argument("--loaders", help="comma-separated (default: standard,webdataset,shard_dataset,dali_cpu,"
                               "dali_cpu_plain,dataio, plus dataio_dali_gpu on a GPU machine; dali_cpu_plain is DALI "
                               "over a copy packed without restart markers)")
 

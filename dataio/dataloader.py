@@ -10,30 +10,49 @@ failing later on a missing manifest.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
 
-from dataio.formats.errors import UsageError
+import torch
+
+from dataio.formats.errors import ConfigError, UsageError
 from dataio.formats.image_tree import IMAGE_EXTENSIONS
-from dataio.formats.manifest import MANIFEST_NAME, read_manifest
+from dataio.formats.manifest import MANIFEST_NAME, open_dataset
+from dataio.formats.storage import is_remote
 from dataio.images.loader import ImageLoader
+from dataio.images.shard_dataset import ShardDataset
+from dataio.loading.dataloader_args import DATALOADER_KEYWORDS
 from dataio.text.loader import TextLoader
+from dataio.text.token_dataset import TokenDataset
+
+log = logging.getLogger("dataio")
 
 
-def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = None, **options: Any
-               ) -> ImageLoader | TextLoader:  # noqa: N802 (named as the class it replaces)
-    """The loader for the shard folder ``dataset``, with DataLoader's keywords and the loader's own options.
+def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = None,  # noqa: N802 (named as
+               **options: Any) -> ImageLoader | TextLoader | torch.utils.data.DataLoader:  # the class it replaces)
+    """The loader for the shard folder (or URL) ``dataset``, with DataLoader's keywords and the loader's own options.
 
     DataLoader's defaults and positional order are kept: ``batch_size=1``,
     not shuffled unless ``shuffle=True`` or a shuffling sampler says so, text
     in fixed-size batches (``mode="fixed"``); ``DataLoader(folder, 256, True, num_workers=8)``.
     Image loaders augment unless ``train=False`` (the transforms of a val loader).
+
+    A ``dataio.ShardDataset`` or ``TokenDataset`` is read as its source, with
+    its options (``DataLoader(ShardDataset(src), sampler=DistributedSampler(dataset))``);
+    a ShardDataset with a transform of its own (or ``to_pil``) is read by
+    ``torch.utils.data.DataLoader`` instead, with the same keywords.
     """
+    if isinstance(dataset, (ShardDataset, TokenDataset)):
+        if getattr(dataset, "custom_transform", False):
+            return _torch_dataloader(dataset, batch_size, shuffle, options)
+        options = {**dataset.loader_options(), **options}
+        dataset = dataset.loader_source()
     if shuffle is not None or options.get("sampler") is None:
         options["shuffle"] = bool(shuffle)
-    source = _shard_folder(dataset)
-    _, manifest = read_manifest(source)
+    source = dataset if is_remote(dataset) else _shard_folder(dataset)
+    _, manifest = open_dataset(source, options.get("storage_options"))
     if manifest.kind == "images":
         return ImageLoader(source, batch_size=batch_size, **options)
     if manifest.kind == "text":
@@ -67,3 +86,21 @@ def _holds_images(path: Path, depth: int = 2) -> bool:
     if any(e.is_file() and e.name.lower().endswith(IMAGE_EXTENSIONS) for e in entries):
         return True
     return depth > 0 and any(_holds_images(Path(e.path), depth - 1) for e in entries[:64] if e.is_dir())
+
+
+def _torch_dataloader(dataset: ShardDataset, batch_size: int | None, shuffle: bool | None,
+                      options: dict[str, Any]) -> torch.utils.data.DataLoader:
+    """torch's DataLoader over ``dataset``, whose transforms run per sample in its worker processes."""
+    unknown = [name for name in options if name not in DATALOADER_KEYWORDS]
+    if unknown:
+        raise ConfigError("{0} is not a keyword of torch.utils.data.DataLoader, which reads a ShardDataset with a "
+                          "transform of its own (give the option to the ShardDataset, or leave the transform out "
+                          "for dataio's loader)", unknown[0])
+    if not _told["torch"]:
+        _told["torch"] = True
+        log.info("the ShardDataset has a transform of its own: torch.utils.data.DataLoader reads it (per-sample "
+                 "transforms in worker processes), not dataio's threaded loader")
+    return torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, **options)
+
+
+_told = {"torch": False}  # the log line above is said once per process

@@ -46,12 +46,17 @@ def test_bench_images_writes_table_json_and_png(image_folder, tmp_path):
                   "--epochs", "1", "--warmup", "0", "--image-size", "64")
     assert result.returncode == 0, result.stderr
     for label in ("(a) standard", "(b) webdataset", "(c) DALI CPU", "(c') DALI CPU pipeline, no restart",
-                  "(d) dataio", "machine limit", "cores"):
+                  "(d) dataio", "(h) dataio.ShardDataset", "machine limit", "cores"):
         assert label in result.stdout
     report = json.loads((tmp_path / "images.json").read_text())
     rows = {row["loader"]: row["img_s"] for row in report["rows"]}
-    assert set(rows) == {"standard", "webdataset", "dali_cpu", "dali_cpu_plain", "dataio", "dataio_unchecked"}
+    assert set(rows) == {"standard", "webdataset", "shard_dataset", "dali_cpu", "dali_cpu_plain", "dataio",
+                         "dataio_unchecked"}
     assert all(rate > 0 for rate in rows.values())
+    # ShardDataset under the standard recipe's transform and DataLoader, against the recipe itself
+    assert report["checks"]["shard_dataset_vs_standard"]["value"] == pytest.approx(rows["shard_dataset"] / rows["standard"])
+    assert "target shard_dataset_vs_standard: " in result.stdout
+    assert "running (a) standard: ImageFolder + PIL + DataLoader, (h) dataio.ShardDataset" in result.stdout  # in turns
     # the DALI target is taken against the faster DALI row
     expected = rows["dataio"] / max(rows["dali_cpu"], rows["dali_cpu_plain"])
     assert report["checks"]["vs_dali_cpu"]["value"] == pytest.approx(expected)

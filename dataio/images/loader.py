@@ -34,7 +34,6 @@ from dataio.loading.loader_stats import LoaderStats
 from dataio.loading.stage_times import Lap, StageTimes
 from dataio.loading.thread_tuner import ThreadGate, ThreadTuner
 from dataio.images.config import ImageLoaderConfig
-from dataio.images.samples_view import ImageSamples
 from dataio.sampling.epoch_sampler import EpochBatchSampler, EpochSampler
 from dataio.images.dali_decode import DaliDecoder
 from dataio.images.readahead import Readahead
@@ -137,6 +136,7 @@ class ImageLoader(ResumableLoader):
         self._transfer = DeviceTransfer(self.config, self._device_augment(), self._normalize, self.stats.stages)
         self._pin = self.config.pin_memory and torch.cuda.is_available()
         self._buffers = BufferPool(capacity=self.config.prefetch_batches * max(1, threads) + 4)
+        self.closed = False
 
     def _read_table(self) -> SampleTable:
         """The sample table: memory-mapped locally, read whole (it is small) from remote storage."""
@@ -226,9 +226,12 @@ class ImageLoader(ResumableLoader):
         return self.config.timeout
 
     @property
-    def dataset(self) -> ImageSamples:
-        """The shards as an ``ImageFolder``-like data set: len, classes, targets, ``dataset[i]``."""
-        return ImageSamples(self.table, self.manifest.classes, self._read_sample)
+    def dataset(self) -> torch.utils.data.Dataset:
+        """The shards as an ``ImageFolder``-like data set (``dataio.ShardDataset``): len, classes, targets, and
+        ``dataset[i]``, sample ``i`` as this loader yields it in eval mode (resized and centre-cropped to
+        ``image_size``, its dtype and normalisation), so ``Subset(loader.dataset, ...)`` stacks with its batches."""
+        from dataio.images.shard_dataset import ShardDataset  # lazy: shard_dataset reads through this module
+        return ShardDataset._over(self)
 
     @property
     def sampler(self) -> EpochSampler:
@@ -512,6 +515,7 @@ class ImageLoader(ResumableLoader):
         if self._dali is not None:
             self._dali.close()
         self.files.close()
+        self.closed = True
 
     def __enter__(self) -> "ImageLoader":
         return self

@@ -9,6 +9,7 @@ altered shard is named before reading starts, not discovered as a hang.
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 
 from dataio.formats.errors import ShardError
@@ -21,6 +22,9 @@ class ShardFiles:
     def __init__(self, folder: Path, manifest: Manifest, verify_checksums: bool = False) -> None:
         self.names = [entry.file for entry in manifest.shards]
         self._fds: list[int] = []
+        # closed when collected, or at exit while modules are still whole (a __del__ run during interpreter
+        # shutdown found ``os`` gone when a loader was only reachable from a data set view)
+        self._closer = weakref.finalize(self, _close_all, self._fds)
         try:
             for entry in manifest.shards:
                 path = folder / entry.file
@@ -38,9 +42,11 @@ class ShardFiles:
         return data
 
     def close(self) -> None:
-        for fd in self._fds:
-            os.close(fd)
-        self._fds = []
+        self._closer()
 
-    def __del__(self) -> None:
-        self.close()
+
+def _close_all(fds: list[int]) -> None:
+    """Close ``fds`` and empty the list (a read after ``close`` then fails as an IndexError, not a wrong file)."""
+    for fd in fds:
+        os.close(fd)
+    fds.clear()

@@ -47,7 +47,9 @@ def test_image_dataset_indexes_samples_as_imagefolder(coloured_shards):
     assert sorted(colours) == list(range(NUM_COLOURED))  # each sample decodes to its own image
     image, label = dataset[16]
     k = colours[16]
-    assert image.dtype == torch.uint8 and image.shape == ((3, 200, 300), (3, 300, 200), (3, 256, 256))[k % 3]  # PIL sizes are (W, H)
+    assert image.dtype == torch.uint8 and image.shape == (3, 16, 16)  # as the loader yields it in eval mode
+    whole, _ = dataio.ShardDataset(coloured_shards)[16]  # the whole image
+    assert whole.shape == ((3, 200, 300), (3, 300, 200), (3, 256, 256))[k % 3]  # PIL sizes are (W, H)
     assert label == k % 3 == 1  # img{k} was written to class folder c{k % 3}
     assert np.abs(image.float().mean((1, 2)).numpy() - colour_of(k)).max() < 3
     assert index_of(dataset[-1][0].numpy()) == colours[-1]

@@ -1,0 +1,259 @@
+"""``dataio.ShardDataset``: an image shard folder as a map-style ``torch.utils.data.Dataset``.
+
+For scripts that build a sampler from a data set before the loader exists
+(``DistributedSampler(train_dataset)``), or whose per-sample transforms dataio
+does not implement: ``len``, ``classes``, ``class_to_idx``, ``targets`` come
+from the manifest and the sample table (no scan of image files), and
+``dataset[i]`` is ``(image, label)``:
+
+- by default the whole image as a uint8 ``(3, H, W)`` tensor (what
+  torchvision v2 transforms take), decoded by dataio's libjpeg-turbo codec;
+  ``to_pil=True`` gives a PIL RGB image for PIL-only transforms;
+- with ``image_size``, the loader's eval view: resized and centre-cropped to
+  ``image_size`` exactly as ``ImageLoader(train=False)`` does, float and
+  normalised with ``normalize=True``. ``ImageLoader.dataset`` is this view for
+  its loader, so ``Subset(loader.dataset, ...)`` in a torch DataLoader stacks
+  with the loader's batches.
+
+Every read is checked against the sample table's checksum, as the loader's
+are; bad samples follow ``on_error`` (``dataio.loading.map_style_errors``).
+Any folder ``ImageLoader`` reads works (converted tars, ``--format arrow``,
+``dataio index``ed tars, merged rank folders, URLs): the shards are read
+through a private ``ImageLoader`` without threads. It is opened in the
+process that builds the data set (so a bad source is named at once) and again,
+lazily, in each process that reads a sample: the pickled data set holds the
+source, options and transforms only (a few hundred bytes), so DataLoader
+workers work with fork and spawn alike, as do ``Subset``, ``ConcatDataset``,
+Lightning and Accelerate. A worker checks that the manifest is still the one
+the data set was built on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from dataio.augment import Normalize, crop_boxes
+from dataio.formats.errors import ConfigError, ShardError
+from dataio.formats.storage import is_remote, redact
+from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig
+from dataio.images.loader import ImageLoader
+from dataio.images.turbo_decode import decode_crop_into, decode_image
+from dataio.loading.error_policy import ErrorPolicy, ErrorStats
+from dataio.loading.map_style_errors import read_or_stand_in
+from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT
+
+_open_lock = threading.Lock()  # one open at a time per process (threads may index the data set at once)
+
+
+def _new_lock_in_child() -> None:
+    """A forked child gets a fresh lock: one held by another thread at the fork would never be released."""
+    global _open_lock
+    _open_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ShardDatasetConfig:
+    """Options of ``ShardDataset``; the names shared with ``ImageLoaderConfig`` mean the same there."""
+
+    image_size: int | None = None  # None: whole images; else the loader's eval view (resize + centre crop)
+    val_crop_ratio: float = 0.875
+    normalize: bool = False  # float32 (x / 255 - mean) / std, as the loader's normalize=True
+    mean: tuple[float, float, float] = IMAGENET_MEAN
+    std: tuple[float, float, float] = IMAGENET_STD
+    to_pil: bool = False  # a PIL RGB image instead of a uint8 (3, H, W) tensor
+    fast_resize: bool = False  # eval view: as the loader's
+    reduced_decode: bool = True
+    region_decode: bool = True
+    on_error: ErrorPolicy = ErrorPolicy.RAISE  # skip/warn: a stand-in sample (dataio.loading.map_style_errors)
+    max_errors: int | None = None
+    verify_samples: bool = True  # each image's xxh3 against the sample table, on every read
+    verify_checksums: bool = False  # each shard's sha256, once, when the data set is built
+    storage_options: dict | None = dataclasses.field(default=None, repr=False)  # never printed
+    cache_dir: str | Path | None = None
+    cache_limit: int = DEFAULT_CACHE_LIMIT
+    retries: int = 4
+    retry_backoff: float = 0.2
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "on_error", ErrorPolicy(self.on_error))
+        if self.to_pil and self.normalize:
+            raise ConfigError("{0} gives uint8 PIL images, {1} float tensors: choose one", "to_pil", "normalize")
+        self.reader_config()  # the fields shared with the loader, validated as the loader does
+
+    def reader_config(self, verify_checksums: bool = False) -> ImageLoaderConfig:
+        """The config of the private reader: one rank, no threads, no batches of its own."""
+        return ImageLoaderConfig(
+            batch_size=1, train=False, shuffle=False, num_workers=0, world_size=1, rank=0, decoder="turbo",
+            image_size=self.image_size or 224, val_crop_ratio=self.val_crop_ratio, mean=self.mean, std=self.std,
+            fast_resize=self.fast_resize, reduced_decode=self.reduced_decode, region_decode=self.region_decode,
+            on_error=self.on_error, max_errors=self.max_errors, verify_samples=self.verify_samples,
+            verify_checksums=verify_checksums, storage_options=self.storage_options, cache_dir=self.cache_dir,
+            cache_limit=self.cache_limit, retries=self.retries, retry_backoff=self.retry_backoff)
+
+
+FIELDS = frozenset(f.name for f in dataclasses.fields(ShardDatasetConfig))
+LOADER_FIELDS = FIELDS & frozenset(f.name for f in dataclasses.fields(ImageLoaderConfig))
+
+
+class ShardDataset(torch.utils.data.Dataset):
+    """``ShardDataset(folder_or_url, transform=None, target_transform=None, **options)``: ``dataset[i]`` is
+    ``(image, label)``; the options are the fields of :class:`ShardDatasetConfig` (or ``config=``)."""
+
+    def __init__(self, source: str | Path, transform: Callable | None = None,
+                 target_transform: Callable | None = None, *, config: ShardDatasetConfig | None = None,
+                 **options: Any) -> None:
+        unknown = sorted(set(options) - FIELDS)
+        if unknown:
+            raise ConfigError("ShardDataset got an unknown keyword {0}", unknown[0])
+        self._setup(source, transform, target_transform, dataclasses.replace(config or ShardDatasetConfig(),
+                                                                             **options))
+        reader = self._reader(verify_checksums=self.config.verify_checksums)  # a bad source is named here
+        self._num_samples, self._fingerprint = len(reader.table), reader.manifest.fingerprint()
+
+    def _setup(self, source: str | Path, transform: Callable | None, target_transform: Callable | None,
+               config: ShardDatasetConfig) -> None:
+        self.source = source if isinstance(source, str) else Path(source)
+        self.transform, self.target_transform, self.config = transform, target_transform, config
+        self.errors = ErrorStats(max_errors=config.max_errors)  # skip/warn: this process's bad samples
+        self._opened: tuple[int, ImageLoader, bool] | None = None  # (pid, reader, whether this data set owns it)
+        self._normalize = Normalize(config.mean, config.std) if config.normalize else None
+        self._num_samples, self._fingerprint = 0, ""
+
+    @classmethod
+    def _over(cls, loader: ImageLoader) -> "ShardDataset":
+        """``loader``'s eval view (``ImageLoader.dataset``), reading through ``loader`` in this process."""
+        c = loader.config
+        config = ShardDatasetConfig(
+            image_size=loader.image_size, val_crop_ratio=c.val_crop_ratio, normalize=c.normalize, mean=c.mean,
+            std=c.std, fast_resize=c.fast_resize, reduced_decode=c.reduced_decode, region_decode=c.region_decode,
+            on_error=c.on_error, max_errors=c.max_errors, verify_samples=c.verify_samples,
+            storage_options=c.storage_options, cache_dir=c.cache_dir, cache_limit=c.cache_limit, retries=c.retries,
+            retry_backoff=c.retry_backoff)
+        dataset = cls.__new__(cls)
+        dataset._setup(loader.location.url if loader.location.remote else loader.location.root, None, None, config)
+        dataset._opened = (os.getpid(), loader, False)
+        dataset._num_samples, dataset._fingerprint = len(loader.table), loader.manifest.fingerprint()
+        return dataset
+
+    # -- opened lazily, once per process --------------------------------------------------
+    def _reader(self, verify_checksums: bool = False) -> ImageLoader:
+        """This process's reader: opened on first use here (after a fork or an unpickling too)."""
+        opened = self._opened
+        if opened is not None and opened[0] == os.getpid() and not opened[1].closed:
+            return opened[1]
+        with _open_lock:
+            opened = self._opened
+            if opened is not None and opened[0] == os.getpid() and not opened[1].closed:
+                return opened[1]
+            reader = ImageLoader(self.source, config=self.config.reader_config(verify_checksums))
+            if self._fingerprint and reader.manifest.fingerprint() != self._fingerprint:
+                reader.close()
+                raise ShardError(str(reader.folder), "changed since the ShardDataset was built (its manifest differs):"
+                                                     " build the data set again")
+            self._opened = (os.getpid(), reader, True)
+            return reader
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Source, options and transforms: no open files, memory maps or table (each process opens its own)."""
+        return {"source": self.source, "transform": self.transform,
+                "target_transform": self.target_transform, "config": self.config,
+                "num_samples": self._num_samples, "fingerprint": self._fingerprint}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._setup(state["source"], state["transform"], state["target_transform"], state["config"])
+        self._num_samples, self._fingerprint = state["num_samples"], state["fingerprint"]
+
+    def close(self) -> None:
+        """Close the shard files this data set opened in this process (they reopen on the next read)."""
+        opened, self._opened = self._opened, None
+        if opened is not None and opened[2] and opened[0] == os.getpid():
+            opened[1].close()
+
+    # -- ImageFolder's surface ------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._num_samples
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        return self._reader().manifest.classes
+
+    @property
+    def class_to_idx(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.classes)}
+
+    @property
+    def targets(self) -> list[int]:
+        """The label of every sample, in sample order (as ``ImageFolder.targets``)."""
+        return self._reader().table.label.astype(np.int64).tolist()
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        """(image, label) of sample ``index`` (negative from the end), transformed; IndexError past the end."""
+        index = operator.index(index)
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"sample {index} is not in 0..{len(self) - 1}")
+        reader = self._reader()
+        image, label = read_or_stand_in(
+            lambda i: self._sample(reader, i), lambda i, e: reader._sample_error(i, f"{type(e).__name__}: {e}"),
+            index % len(self), len(self), self.config.on_error, self.errors)
+        if self.transform is not None:
+            image = self.transform(image)
+        if self.target_transform is not None:
+            label = self.target_transform(label)
+        return image, label
+
+    def _sample(self, reader: ImageLoader, index: int) -> tuple[Any, int]:
+        """Sample ``index`` read (checked against its checksum) and decoded; raises data errors."""
+        data = reader._read_sample(index)
+        label = int(reader.table.label[index])
+        c = self.config
+        if c.image_size is None:
+            pixels = decode_image(data, to_pil=c.to_pil)
+        else:  # the loader's val path: the same boxes and the same decode into an (S, S, 3) buffer
+            rows = slice(index, index + 1)
+            box = crop_boxes.center_crop_boxes(reader.table.width[rows], reader.table.height[rows], c.val_crop_ratio)[0]
+            pixels = np.empty((c.image_size, c.image_size, 3), dtype=np.uint8)
+            decode_crop_into(data, box, False, pixels, fast_resize=c.fast_resize, reduced_decode=c.reduced_decode,
+                             region_decode=c.region_decode)
+            if c.to_pil:
+                pixels = Image.fromarray(pixels)
+        if c.to_pil:
+            return pixels, label
+        image = torch.from_numpy(pixels).permute(2, 0, 1)  # CHW view of the decoded HWC pixels
+        if self._normalize is not None:
+            image = self._normalize(image[None])[0]
+        return image, label
+
+    # -- dataio.DataLoader(ShardDataset(...)) ---------------------------------------------
+    @property
+    def custom_transform(self) -> bool:
+        """Whether samples go through the user's code (a transform, or PIL images): torch's DataLoader reads
+        such a data set; without, ``dataio.DataLoader`` runs the threaded ``ImageLoader`` over its source."""
+        return self.transform is not None or self.target_transform is not None or self.config.to_pil
+
+    def loader_source(self) -> str | Path:
+        """What ``ImageLoader`` reads for this data set."""
+        return self.source
+
+    def loader_options(self) -> dict[str, Any]:
+        """This data set's options that are ``ImageLoader``'s too, where they differ from the defaults
+        (storage options, error policy, checks, image size and normalisation)."""
+        defaults = ShardDatasetConfig()
+        return {name: getattr(self.config, name) for name in sorted(LOADER_FIELDS)
+                if getattr(self.config, name) != getattr(defaults, name)}
+
+    def __repr__(self) -> str:
+        where = redact(self.source) if isinstance(self.source, str) and is_remote(self.source) else str(self.source)
+        return f"ShardDataset({where!r}, {len(self)} samples, {self.config})"
