@@ -136,7 +136,6 @@ class ImageLoader(ResumableLoader):
         self._transfer = DeviceTransfer(self.config, self._device_augment(), self._normalize, self.stats.stages)
         self._pin = self.config.pin_memory and torch.cuda.is_available()
         self._buffers = BufferPool(capacity=self.config.prefetch_batches * max(1, threads) + 4)
-        self.closed = False
 
     def _read_table(self) -> SampleTable:
         """The sample table: memory-mapped locally, read whole (it is small) from remote storage."""
@@ -515,7 +514,6 @@ class ImageLoader(ResumableLoader):
         if self._dali is not None:
             self._dali.close()
         self.files.close()
-        self.closed = True
 
     def __enter__(self) -> "ImageLoader":
         return self

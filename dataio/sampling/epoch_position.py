@@ -131,6 +131,11 @@ class ResumableLoader:
     _live = False  # a pass is being iterated
     _closed = False
 
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called (the loader reads no more)."""
+        return self._closed
+
     def _check_open(self) -> None:
         if self._closed:
             raise LoaderClosed(f"{type(self).__name__} is closed: build a new one to read again")
