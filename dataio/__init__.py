@@ -7,7 +7,14 @@ so the converters and the CLI start fast.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what type checkers and editors see: the real classes, not Any
+    from dataio.dataloader import DataLoader
+    from dataio.images.config import ImageLoaderConfig
+    from dataio.images.loader import ImageLoader
+    from dataio.text.config import TextLoaderConfig
+    from dataio.text.loader import TextLoader
 
 __version__ = "0.1.0"
 

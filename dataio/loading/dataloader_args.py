@@ -11,6 +11,7 @@ to set up and no per-sample collate or batch sampler to call.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
@@ -55,7 +56,8 @@ def dataloader_fields(options: dict[str, Any], fields: Collection[str], can: Cap
     """
     unknown = [k for k in options if k not in fields and k not in DATALOADER_KEYWORDS]
     if unknown:
-        raise ConfigError(f"{can.name} got an unknown keyword {{0}}", unknown[0])
+        raise ConfigError(f"{can.name} got an unknown keyword {{0}}{did_you_mean(unknown[0], [*fields, *DATALOADER_KEYWORDS])}",
+                          unknown[0])
     out = {k: v for k, v in options.items() if k in fields}
     given = dict(options)
     for name, why in REFUSED.items():
@@ -81,6 +83,12 @@ def dataloader_fields(options: dict[str, Any], fields: Collection[str], can: Cap
         out["seed"] = next(iter(seeds.values()))
     _device_keywords(given, defaults)
     return out, follow
+
+
+def did_you_mean(name: str, valid: Collection[str]) -> str:
+    """``"; did you mean 'image_size'?"`` for the closest valid name, or "" when none is close."""
+    close = difflib.get_close_matches(name, sorted(valid), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _workers(given: dict[str, Any], out: dict[str, Any], can: Capabilities) -> None:

@@ -1,0 +1,45 @@
+"""Typed uses of dataio's public API, for mypy (tests/test_typed_api.py). Not run, only type-checked: mypy must
+find no error, and no ``reveal_type`` below may show ``Any`` (an Any leaking from a public name)."""
+
+from __future__ import annotations
+
+import dataio
+from dataio import DataLoader, ImageLoader, ImageLoaderConfig, TextLoader, TextLoaderConfig
+
+
+def train_images(path: str) -> float:
+    loader = ImageLoader(path, batch_size=8, image_size=64)
+    reveal_type(loader)
+    reveal_type(loader.config)
+    total = 0.0
+    for images, labels in loader:
+        reveal_type(images)
+        reveal_type(labels)
+        total += float(images.float().mean().item()) + float(labels.sum().item())
+    for batch in loader.batches():
+        reveal_type(batch)
+        reveal_type(batch.images)
+    reveal_type(loader.state_dict())
+    reveal_type(loader.dataset)
+    reveal_type(loader.sampler)
+    reveal_type(loader.stats)
+    config: ImageLoaderConfig = loader.config
+    return total + config.image_size + loader.batch_size + len(loader)
+
+
+def read_text(path: str) -> int:
+    loader = TextLoader(path, mode="budget", max_tokens=4096)
+    reveal_type(loader)
+    config: TextLoaderConfig = loader.config
+    count = 0
+    for batch in loader:
+        reveal_type(batch)
+        count += int(batch["input_ids"].numel())
+    return count + config.max_tokens
+
+
+def swap(path: str) -> int:
+    loader = DataLoader(path, batch_size=4, shuffle=True)
+    reveal_type(loader)
+    reveal_type(dataio.__version__)
+    return len(loader)
