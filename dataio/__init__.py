@@ -13,8 +13,10 @@ if TYPE_CHECKING:  # what type checkers and editors see: the real classes, not A
     from dataio.dataloader import DataLoader
     from dataio.images.config import ImageLoaderConfig
     from dataio.images.loader import ImageLoader
+    from dataio.images.shard_dataset import ShardDataset, ShardDatasetConfig
     from dataio.text.config import TextLoaderConfig
     from dataio.text.loader import TextLoader
+    from dataio.text.token_dataset import TokenDataset, TokenDatasetConfig
 
 __version__ = "0.1.0"
 

@@ -4,7 +4,7 @@ find no error, and no ``reveal_type`` below may show ``Any`` (an Any leaking fro
 from __future__ import annotations
 
 import dataio
-from dataio import DataLoader, ImageLoader, ImageLoaderConfig, TextLoader, TextLoaderConfig
+from dataio import DataLoader, ImageLoader, ImageLoaderConfig, ShardDataset, TextLoader, TextLoaderConfig, TokenDataset
 
 
 def train_images(path: str) -> float:
@@ -43,3 +43,12 @@ def swap(path: str) -> int:
     reveal_type(loader)
     reveal_type(dataio.__version__)
     return len(loader)
+
+
+def datasets(path: str, text: str) -> int:
+    images = ShardDataset(path)
+    reveal_type(images)
+    reveal_type(images[0])  # (image, label): what the transforms return, so their types are the transforms'
+    tokens = TokenDataset(text)
+    reveal_type(tokens[0])
+    return len(images) + len(tokens)
