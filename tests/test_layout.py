@@ -30,7 +30,7 @@ def imported_modules(path: Path) -> list[tuple[str, int, bool]]:
     found = []
     tree = ast.parse(path.read_text(), str(path))
     top = {id(node) for node in tree.body}
-    guarded = {id(n) for node in tree.body if isinstance(node, ast.Try) for n in ast.walk(node)}
+    guarded = {id(n) for node in tree.body if isinstance(node, ast.Try) or _type_checking(node) for n in ast.walk(node)}
     for node in ast.walk(tree):
         at_top = id(node) in top or id(node) in guarded
         if isinstance(node, ast.Import):
@@ -41,6 +41,11 @@ def imported_modules(path: Path) -> list[tuple[str, int, bool]]:
             else:
                 found.append((node.module, node.lineno, at_top))
     return found
+
+
+def _type_checking(node: ast.AST) -> bool:
+    """``if TYPE_CHECKING:`` at the top of a file: imports for type checkers, at the top as far as layers go."""
+    return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
 
 
 def python_files(folder: str) -> list[Path]:
