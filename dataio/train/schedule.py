@@ -11,8 +11,8 @@ state pins the total, so a finished run could not be given more epochs.
 A resumed run re-plans: the curve is recomputed from the new total (more
 epochs, another batch size), peak and warm-up, and the run continues from its
 saved step. When the plan changed, ``Resumed`` starts at the LR the run last
-used and blends linearly into the new curve over ``warmup`` x the remaining
-steps (at least one): no jump at the resume step, and an extended run that had
+used and interpolates linearly into the new curve over ``warmup`` x the
+remaining steps (at least one): no jump at the resume step, and an extended run that had
 annealed to ~0 warms up again. With an unchanged plan the LR is exactly the
 uninterrupted run's.
 """
@@ -68,7 +68,8 @@ class OneCycle:
 
 @dataclass(frozen=True, kw_only=True)
 class Resumed:
-    """A curve entered at ``start`` with the LR ``start_lr`` the run last used, blended in over ``ramp`` steps."""
+    """A curve entered at ``start`` with the LR ``start_lr`` the run last used, blended in over ``ramp`` steps:
+    ``start_lr * (1 - k / ramp) + curve.lr(start + k) * k / ramp`` for ``k < ramp``."""
 
     curve: OneCycle
     start: int
@@ -80,7 +81,7 @@ class Resumed:
         if step >= self.start + self.ramp:
             return target
         left = 1.0 - max(0, step - self.start) / self.ramp  # 1 at the resume step, 0 once blended in
-        return target + (self.start_lr - self.curve.lr(self.start)) * left
+        return self.start_lr * left + target * (1.0 - left)  # between the two: never above the peak
 
     @property
     def total(self) -> int:
