@@ -202,7 +202,9 @@ class Trainer:
             print(line, flush=True)
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
-        if self._stop_asked:
+        """The first Ctrl-C asks for a stop; a second one stops at once, except under torchrun, whose agent
+        sends each worker a SIGINT of its own right after the terminal's (and SIGKILLs it 30 s later)."""
+        if self._stop_asked and self.config.world_size == 1:
             raise KeyboardInterrupt  # the second Ctrl-C: at once, without a checkpoint
         self._stop_asked = True
 
