@@ -12,6 +12,10 @@ checkpoint's steps, so rows a killed run wrote past its checkpoint are gone.
 TensorBoard gets ``train/loss``, ``train/lr`` and ``train/per_second`` per
 step and ``val/<metric>`` per epoch, against the step; a resumed run purges
 the events past its checkpoint's step (``SummaryWriter(purge_step=...)``).
+The writer's queue holds 1,000 events, not 10: with 10, three scalars a step
+blocked on the writer thread (0.26 ms a step back to back); between 2 ms
+steps a step's rows cost about 0.02 ms (CSV) and 0.1 ms (CSV and
+TensorBoard) on the shared 2-core VM.
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ def open_tensorboard(folder: Path, purge_step: int | None) -> Any:
     except ImportError:
         raise ConfigError("{0} needs the tensorboard package, which is not installed (pip install tensorboard)",
                           "tensorboard") from None
-    return SummaryWriter(log_dir=str(folder), purge_step=purge_step)
+    return SummaryWriter(log_dir=str(folder), purge_step=purge_step, max_queue=1000)
 
 
 class StepLogs:

@@ -15,7 +15,10 @@ import sys
 import pytest
 import torch
 
+from dataio.cli import main
+from dataio.formats.errors import ConfigError
 from dataio.train.bottleneck import diagnose
+from dataio.train.config import TrainConfig
 from dataio.train.progress import Progress
 from tests.train.test_trainer import ROOT, cli, learnable  # noqa: F401  (the module fixture and the CLI helper)
 
@@ -171,3 +174,12 @@ def test_a_text_run_reports_tokens_and_text_advice(text_shards, tmp_path):
     assert len(advice) == 1 and "channels_last" not in advice[0], done.stdout
     if advice[0].startswith("bottleneck: compute: "):
         assert "--max-tokens" in advice[0]
+
+
+@pytest.mark.parametrize("seconds", ["-1", "nan", "inf", "soon"])
+def test_a_bad_progress_interval_is_a_usage_error(seconds, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--train", str(tmp_path), "--progress-every", seconds])
+    assert exit_info.value.code == 2 and "--progress-every" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="progress_every"):
+        TrainConfig(train=tmp_path, progress_every=float("nan"))
