@@ -57,13 +57,19 @@ def rows(steps: list[dict[str, Any]], epochs: list[dict[str, Any]]) -> list[list
     return out
 
 
-def open_tensorboard(folder: Path, purge_step: int | None) -> Any:
-    """A ``SummaryWriter`` on ``folder``; ConfigError naming ``tensorboard`` when the package is missing."""
+def summary_writer() -> type:
+    """torch's ``SummaryWriter``; ConfigError naming ``tensorboard`` when the tensorboard package is missing."""
     try:
         from torch.utils.tensorboard import SummaryWriter  # lazy: it imports the tensorboard package
     except ImportError:
         raise ConfigError("{0} needs the tensorboard package, which is not installed (pip install tensorboard)",
                           "tensorboard") from None
+    return SummaryWriter
+
+
+def open_tensorboard(folder: Path, purge_step: int | None) -> Any:
+    """A ``SummaryWriter`` on ``folder`` that drops the events at ``purge_step`` and past it."""
+    SummaryWriter = summary_writer()
     return SummaryWriter(log_dir=str(folder), purge_step=purge_step, max_queue=1000)
 
 

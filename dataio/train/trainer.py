@@ -3,9 +3,9 @@
 The recipe's checklist: AMP (bf16, or fp16 with a GradScaler), channels_last,
 ``cudnn.benchmark``, OneCycle LR with warm-up (``dataio.train.schedule``: any
 number of steps, re-planned when a resumed run gets more epochs or another
-batch size; scaled per epoch with a dynamic batch size), label smoothing or soft MixUp/CutMix targets, SGD with
-momentum or AdamW without weight decay on norms and biases, opt-in
-``torch.compile``, ``no_grad`` evaluation, and DDP (gloo on CPU, nccl on GPU,
+batch size; scaled per epoch with a dynamic batch size), label smoothing or
+soft MixUp/CutMix targets, SGD with momentum or AdamW without weight decay on
+norms and biases, opt-in ``torch.compile``, ``no_grad`` evaluation, and DDP (gloo on CPU, nccl on GPU,
 ``find_unused_parameters=False``) under ``torchrun``. Checkpoints (see
 ``dataio.train.checkpoint``) carry the loader position, so a run killed mid-epoch
 resumes without repeating or skipping data; the first Ctrl-C (SIGINT) asks for
@@ -30,7 +30,7 @@ import torch.distributed as dist
 from torch import nn
 
 from dataio.formats.errors import CheckpointError, ConfigError, UsageError
-from dataio.train import bottleneck, checkpoint, schedule
+from dataio.train import bottleneck, checkpoint, schedule, step_logs
 from dataio.train.chronometer import Chronometer
 from dataio.train.config import TrainConfig
 from dataio.train.image_task import ImageTask
@@ -115,6 +115,8 @@ class Trainer:
             torch.cuda.set_device(self.device)
             torch.backends.cudnn.benchmark = True
         torch.manual_seed(c.seed)
+        if c.tensorboard and self.is_main:
+            step_logs.summary_writer()  # a missing package is one line before any data is opened
         self.task = _task(c, self.device)
         self.epoch_steps = [self.task.steps_in_epoch(e) for e in range(c.epochs)]
         self.total_steps = sum(self.epoch_steps)
@@ -290,9 +292,8 @@ class Trainer:
 
         Raises ``TrainingInterrupted`` after a Ctrl-C, once the checkpoint of the step it stopped at is saved.
         """
-        previous = None
-        if threading.current_thread() is threading.main_thread():
-            previous = signal.signal(signal.SIGINT, self._on_sigint)
+        catch = threading.current_thread() is threading.main_thread()  # only there can Python take signals
+        previous = signal.signal(signal.SIGINT, self._on_sigint) if catch else None
         try:
             if self.config.profile_steps:
                 self.profiler = StepProfiler(self.config.out, self.config.profile_steps, self.config.rank,
@@ -322,8 +323,8 @@ class Trainer:
                 dist.barrier()  # no rank tears the group down while another still uses it
             return summary
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
+            if catch:
+                signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
             if self.progress is not None:
                 self.progress.close()
                 self.progress = None

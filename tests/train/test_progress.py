@@ -20,7 +20,7 @@ from dataio.formats.errors import ConfigError
 from dataio.train.bottleneck import diagnose
 from dataio.train.config import TrainConfig
 from dataio.train.progress import Progress
-from tests.train.test_trainer import ROOT, cli, learnable  # noqa: F401  (the module fixture and the CLI helper)
+from tests.train.test_trainer import ROOT, cli
 
 LINE = re.compile(r"step (\d+)/(\d+) epoch (\d+)/(\d+) loss=[\d.]+ lr=\S+ [\d,]+ (img|tokens)/s eta \d+:\d\d:\d\d")
 
@@ -114,10 +114,9 @@ def test_on_a_terminal_the_run_draws_a_bar(real_photo_shards, tmp_path):
     assert not LINE.search(text)
 
 
-def test_tensorboard_missing_is_one_line(learnable, tmp_path):  # noqa: F811
-    train, _ = learnable
+def test_tensorboard_missing_is_one_line(real_photo_shards, tmp_path):
     hide = "import sys; sys.modules['tensorboard'] = None; from dataio.cli import main; sys.exit(main())"
-    done = subprocess.run([sys.executable, "-c", hide, "train", "--train", str(train), "--image-size", "32",
+    done = subprocess.run([sys.executable, "-c", hide, "train", "--train", str(real_photo_shards), "--image-size", "64",
                            "--out", str(tmp_path / "run"), "--tensorboard"], capture_output=True, text=True,
                           timeout=300, cwd=ROOT)
     assert done.returncode == 2
@@ -126,10 +125,9 @@ def test_tensorboard_missing_is_one_line(learnable, tmp_path):  # noqa: F811
     assert not (tmp_path / "run" / "checkpoint.pt").exists()
 
 
-def test_ctrl_c_saves_a_checkpoint_and_resume_finishes_the_run(learnable, tmp_path):  # noqa: F811
-    train, _ = learnable
-    args = [sys.executable, "-m", "dataio", "train", "--train", str(train), "--epochs", "2", "--image-size", "32",
-            "--batch-size", "16", "--workers", "1", "--randaugment", "5"]
+def test_ctrl_c_saves_a_checkpoint_and_resume_finishes_the_run(real_photo_shards, tmp_path):
+    args = [sys.executable, "-m", "dataio", "train", "--train", str(real_photo_shards), "--epochs", "2",
+            "--image-size", "64", "--batch-size", "2", "--workers", "1", "--randaugment", "5"]
     process = subprocess.Popen(args + ["--out", str(tmp_path / "cut")], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, cwd=ROOT, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     first = process.stdout.readline()
@@ -141,15 +139,15 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_finishes_the_run(learnable, tmp_pa
                            r"--resume to continue\n", err)
     assert stopped, err
     saved = torch.load(stopped.group(2), weights_only=True)
-    assert saved["step"] == int(stopped.group(1)) < 24 and "summary:" not in out
+    assert saved["step"] == int(stopped.group(1)) < 14 and "summary:" not in out  # 14 photos: 7 steps an epoch
     resumed = cli(*args[3:], "--out", str(tmp_path / "cut"), "--resume")
     assert resumed.returncode == 0 and resumed.stderr == "", resumed.stderr[-2000:]
-    assert f"resumed from step {saved['step']}" in resumed.stdout and "epoch 2/2 step=24 " in resumed.stdout
+    assert f"resumed from step {saved['step']}" in resumed.stdout and "epoch 2/2 step=14 " in resumed.stdout
     whole = cli(*args[3:], "--out", str(tmp_path / "whole"))
     assert whole.returncode == 0
     cut = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=True)
     uncut = torch.load(tmp_path / "whole" / "checkpoint.pt", weights_only=True)
-    assert cut["step"] == uncut["step"] == 24
+    assert cut["step"] == uncut["step"] == 14
     assert all(torch.equal(tensor, cut["model"][name]) for name, tensor in uncut["model"].items())
 
 

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from dataio.train.schedule import END_DIV, START_DIV, OneCycle, Resumed, resume, state
-from tests.train.test_trainer import cli, learnable  # noqa: F401  (the module fixture and the CLI helper)
+from tests.train.test_trainer import cli
 
 WARMUPS = (0.0, 0.05, 0.1, 0.3, 0.5, 0.95)  # --warmup: 0 (none), the default 0.1, and up to nearly all steps
 
@@ -82,22 +82,21 @@ def _csv_steps(out) -> list[int]:
         return [int(row["step"]) for row in csv.DictReader(f) if row["lr"]]
 
 
-def test_ten_steps_then_more_epochs_extend_the_finished_run(learnable, tmp_path):  # noqa: F811
-    """10 steps at warm-up 0.1 crashed OneCycleLR; resuming the finished run with --epochs 2 failed in it."""
-    train, _ = learnable  # 192 images: 10 batches of 20
-    out = tmp_path / "run"
-    args = ["train", "--train", str(train), "--image-size", "32", "--batch-size", "20", "--workers", "1",
+def test_ten_steps_then_more_epochs_extend_the_finished_run(real_photo_shards, tmp_path):
+    """10 steps at warm-up 0.1 crashed OneCycleLR; resuming the finished run with more --epochs failed in it."""
+    out = tmp_path / "run"  # 14 photos: 5 batches of 3 per epoch
+    args = ["train", "--train", str(real_photo_shards), "--image-size", "64", "--batch-size", "3", "--workers", "1",
             "--warmup", "0.1", "--lr", "0.05", "--out", str(out), "--progress-every", "0"]
-    first = cli(*args, "--epochs", "1")
+    first = cli(*args, "--epochs", "2")
     assert first.returncode == 0 and first.stderr == "", first.stderr[-2000:]
-    assert "epoch 1/1 step=10 " in first.stdout
+    assert "epoch 2/2 step=10 " in first.stdout
     before = _lrs(out)
     assert len(before) == 10 and max(before) == pytest.approx(0.05)
     assert before[-1] == pytest.approx(0.05 / START_DIV / END_DIV)
-    extended = cli(*args, "--epochs", "2", "--resume")
+    extended = cli(*args, "--epochs", "4", "--resume")
     assert extended.returncode == 0 and extended.stderr == "", extended.stderr[-2000:]
     assert "resumed from step 10" in extended.stdout and "re-planned for 20 steps" in extended.stdout
-    assert "epoch 2/2 step=20 " in extended.stdout
+    assert "epoch 4/4 step=20 " in extended.stdout
     after = _lrs(out)
     assert after[:10] == before  # the finished part is kept as it was
     assert after[10] == pytest.approx(before[-1])  # the resume step takes the last LR: no jump
@@ -106,22 +105,21 @@ def test_ten_steps_then_more_epochs_extend_the_finished_run(learnable, tmp_path)
     assert _csv_steps(out) == list(range(1, 21))
 
 
-def test_a_resume_with_another_batch_size_replans_from_the_saved_step(learnable, tmp_path):  # noqa: F811
-    train, _ = learnable
+def test_a_resume_with_another_batch_size_replans_from_the_saved_step(real_photo_shards, tmp_path):
     out = tmp_path / "run"
-    args = ["train", "--train", str(train), "--image-size", "32", "--workers", "1", "--epochs", "2",
+    args = ["train", "--train", str(real_photo_shards), "--image-size", "64", "--workers", "1", "--epochs", "2",
             "--out", str(out), "--progress-every", "0", "--checkpoint-every", "3"]
-    killed = cli(*args, "--batch-size", "16", "--halt-after-steps", "8")
-    assert killed.returncode == 75  # the last checkpoint is step 6: 96 of 192 images of epoch 0
-    resumed = cli(*args, "--batch-size", "32", "--resume")
+    killed = cli(*args, "--batch-size", "2", "--halt-after-steps", "5")
+    assert killed.returncode == 75  # the last checkpoint is step 3: 6 of the 14 photos of epoch 0
+    resumed = cli(*args, "--batch-size", "4", "--resume")
     assert resumed.returncode == 0 and resumed.stderr == "", resumed.stderr[-2000:]
-    # 6 steps done + 96 images / 32 + 192 / 32 = 15 steps
-    assert "resumed from step 6" in resumed.stdout and "re-planned for 15 steps" in resumed.stdout
-    assert "epoch 2/2 step=15 " in resumed.stdout
-    old = OneCycle(peak=0.1 * 16 / 256, total=24, warmup=0.1)  # the default SGD peak scales with the batch
-    new = OneCycle(peak=0.1 * 32 / 256, total=15, warmup=0.1)
+    # 3 steps done + the 8 photos left / 4 + 14 photos / 4 (the last batch short) = 9 steps
+    assert "resumed from step 3" in resumed.stdout and "re-planned for 9 steps" in resumed.stdout
+    assert "epoch 2/2 step=9 " in resumed.stdout
+    old = OneCycle(peak=0.1 * 2 / 256, total=14, warmup=0.1)  # the default SGD peak scales with the batch
+    new = OneCycle(peak=0.1 * 4 / 256, total=9, warmup=0.1)
     lrs = _lrs(out)
-    assert len(lrs) == 15 and lrs[:6] == pytest.approx([old.lr(s) for s in range(6)])
-    assert lrs[6] == pytest.approx(old.lr(5))  # continues from the LR it stopped at
-    assert lrs[7:] == pytest.approx([new.lr(s) for s in range(7, 15)])  # ramp of 1 step, then the new plan
-    assert _csv_steps(out) == list(range(1, 16))  # the killed run's rows past its checkpoint are gone
+    assert len(lrs) == 9 and lrs[:3] == pytest.approx([old.lr(s) for s in range(3)])
+    assert lrs[3] == pytest.approx(old.lr(2))  # continues from the LR it stopped at
+    assert lrs[4:] == pytest.approx([new.lr(s) for s in range(4, 9)])  # ramp of 1 step, then the new plan
+    assert _csv_steps(out) == list(range(1, 10))  # the killed run's rows past its checkpoint are gone
