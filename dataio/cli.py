@@ -44,6 +44,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not (value >= 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text}")
+    return value
+
+
 def _workers(text: str) -> int | str:
     if text == "auto":
         return text
@@ -296,7 +306,13 @@ def _parser() -> argparse.ArgumentParser:
                      help="write a torch.profiler trace of STEPS steps (default 20) to OUT/profile")
     fit.add_argument("--seed", type=int, default=0)
     fit.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints (0: per epoch)")
-    fit.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    fit.add_argument("--resume", action="store_true",
+                     help="continue from OUT/checkpoint.pt (more --epochs or another --batch-size re-plan the LR)")
+    fit.add_argument("--progress-every", type=_seconds, default=30.0, metavar="SECONDS",
+                     help="seconds between step progress lines when stdout is not a terminal (a bar when it "
+                          "is); 0: no step progress (default 30)")
+    fit.add_argument("--tensorboard", action="store_true",
+                     help="TensorBoard scalars in OUT/tensorboard (needs the tensorboard package)")
     fit.add_argument("--halt-after-steps", type=_positive, help=argparse.SUPPRESS)  # fault injection for tests
 
     synth_text = commands.add_parser("synth-text", help="generate a text corpus with a natural length spread")
@@ -505,6 +521,7 @@ def _train(args: argparse.Namespace) -> int:
         compile=args.compile, device=args.device, num_workers=args.workers, cpu_budget=args.cpu_budget,
         profile_steps=args.profile, seed=args.seed,
         checkpoint_every=args.checkpoint_every, resume=args.resume, halt_after_steps=args.halt_after_steps,
+        progress_every=args.progress_every, tensorboard=args.tensorboard,
         storage_options=_storage_options(args.storage_option),
         **_world_from_environment())
     from dataio.train.trainer import train  # lazy: torch loads only once the options are valid
@@ -563,7 +580,9 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{e.filename}: " if e.filename else ""
         print(f"dataio {args.command}: {where}{e.strerror or e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         resume = "; rerun the same command to resume" if args.command == "convert" else ""
+        if getattr(e, "checkpoint", None) is not None:  # dataio train stopped at a step boundary
+            resume = f" at step {e.step}: checkpoint saved to {e.checkpoint}; rerun with --resume to continue"
         print(f"dataio {args.command}: interrupted{resume}", file=sys.stderr)
         return 130

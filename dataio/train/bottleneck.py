@@ -4,7 +4,8 @@ Decode threads run ``read``, ``decode`` and ``resize`` side by side, so their
 thread-seconds are divided by the thread count to compare with the stages of
 the loader's own thread (``plan``, ``copy``, ``augment``, text's ``read`` and
 ``collate``): the largest is the stage that sets the pace. A run that is not
-input-bound is told the loader keeps up.
+input-bound is told the loader keeps up. The advice fits the task: a text
+run (``unit="tokens"``) is never told of channels_last or image batches.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ ADVICE = {
     "augment": ("normalisation and augmentation after the copy ran on the CPU: on a GPU they run on the copy "
                 "stream, beside the model; on the CPU, a lower --randaugment magnitude or no --mixup/--cutmix"),
 }
+TEXT_ADVICE = {  # where a text run's remedy differs from an image run's
+    "copy": "pin_memory=True (asynchronous copies from pinned memory)",
+}
 
 
 def wall_seconds(stages: dict[str, float], threads: int) -> dict[str, float]:
@@ -36,17 +40,23 @@ def wall_seconds(stages: dict[str, float], threads: int) -> dict[str, float]:
             for name in PIPELINE if stages.get(name, 0) > 0}
 
 
-def diagnose(stages: dict[str, float], *, threads: int, input_bound: bool) -> dict[str, Any]:
+COMPUTE_ADVICE = {
+    "img": "the loader keeps up: speed up the model (AMP, channels_last, --compile, a larger batch)",
+    "tokens": "the loader keeps up: speed up the model (AMP, --compile, --pack, a larger --max-tokens)",
+}
+
+
+def diagnose(stages: dict[str, float], *, threads: int, input_bound: bool, unit: str = "img") -> dict[str, Any]:
     """``{"bottleneck": stage, "advice": text}``: the loader stage with the most wall time when the run is
-    input-bound, else ``compute`` (the loader keeps up)."""
+    input-bound, else ``compute`` (the loader keeps up); ``unit`` (img or tokens) picks the task's advice."""
+    text = unit == "tokens"
     if not input_bound:
-        return {"bottleneck": "compute", "advice": "the loader keeps up: speed up the model (AMP, channels_last, "
-                "--compile, a larger batch)"}
+        return {"bottleneck": "compute", "advice": COMPUTE_ADVICE["tokens" if text else "img"]}
     cost = wall_seconds(stages, threads)
     if not cost:
         return {"bottleneck": "unknown", "advice": "no stage times recorded"}
     stage = max(cost, key=cost.get)
-    return {"bottleneck": stage, "advice": ADVICE[stage]}
+    return {"bottleneck": stage, "advice": (TEXT_ADVICE.get(stage) if text else None) or ADVICE[stage]}
 
 
 def totals(per_epoch: dict[str, dict[str, dict[str, float]]]) -> dict[str, float]:

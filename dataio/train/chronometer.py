@@ -70,7 +70,7 @@ class Chronometer:
         if loader is not None:
             diagnosis = {"stages": loader["stages"], "decode_threads": loader["threads"],
                          **bottleneck.diagnose(loader["stages"], threads=loader["threads"],
-                                               input_bound=share > INPUT_BOUND_SHARE)}
+                                               input_bound=share > INPUT_BOUND_SHARE, unit=self.unit)}
         return {
             "steps": len(self.steps), "samples": sum(s["samples"] for s in self.steps), "unit": self.unit,
             "throughput": sum(s["samples"] for s in self.steps) / busy if busy else 0.0,

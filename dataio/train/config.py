@@ -28,7 +28,9 @@ class TrainConfig:
     ``dynamic_batch``, the batch grows as the resolution falls, the LR scaled
     with it). Text (a text model name): ``max_tokens`` per batch in budget
     mode, or ``batch_size`` rows of ``block_size`` tokens with ``pack``.
-    ``lr`` is the OneCycle peak; ``warmup`` the share of steps rising to it.
+    ``lr`` is the OneCycle peak; ``warmup`` the share of steps rising to it
+    (``dataio.train.schedule``). ``progress_every``: seconds between progress
+    lines when stdout is not a terminal (a bar when it is; 0: neither).
     """
 
     train: Path | str  # a folder, or an fsspec URL (s3://..., https://...) kept as a string
@@ -62,6 +64,8 @@ class TrainConfig:
     seed: int = 0
     checkpoint_every: int = 0  # steps between checkpoints (0: end of each epoch only)
     resume: bool = False  # continue from OUT/checkpoint.pt when it exists
+    progress_every: float = 30.0  # seconds between step progress lines off a terminal (0: no step progress)
+    tensorboard: bool = False  # TensorBoard scalars in OUT/tensorboard (needs the tensorboard package)
     halt_after_steps: int | None = None  # fault injection for tests: exit abruptly after this many steps
     world_size: int = 1
     rank: int = 0
@@ -95,6 +99,8 @@ class TrainConfig:
             raise ConfigError(f"{{0}} must be >= 0, got {self.weight_decay}", "weight_decay")
         if not DEVICE.fullmatch(self.device):
             raise ConfigError(f"{{0}} must be auto, cpu, cuda, cuda:N or mps, got {self.device!r}", "device")
+        if not (math.isfinite(self.progress_every) and self.progress_every >= 0):
+            raise ConfigError(f"{{0}} must be a number of seconds >= 0, got {self.progress_every}", "progress_every")
         if self.checkpoint_every < 0:
             raise ValueError("checkpoint_every must be >= 0")
         if self.profile_steps < 0:

@@ -1,14 +1,18 @@
 """``dataio train``: a compact trainer that consumes dataio's loaders.
 
 The recipe's checklist: AMP (bf16, or fp16 with a GradScaler), channels_last,
-``cudnn.benchmark``, OneCycle LR with warm-up (scaled per epoch with a
-dynamic batch size), label smoothing or soft MixUp/CutMix targets, SGD with
-momentum or AdamW without weight decay on norms and biases, opt-in
-``torch.compile``, ``no_grad`` evaluation, and DDP (gloo on CPU, nccl on GPU,
+``cudnn.benchmark``, OneCycle LR with warm-up (``dataio.train.schedule``: any
+number of steps, re-planned when a resumed run gets more epochs or another
+batch size; scaled per epoch with a dynamic batch size), label smoothing or
+soft MixUp/CutMix targets, SGD with momentum or AdamW without weight decay on
+norms and biases, opt-in ``torch.compile``, ``no_grad`` evaluation, and DDP (gloo on CPU, nccl on GPU,
 ``find_unused_parameters=False``) under ``torchrun``. Checkpoints (see
 ``dataio.train.checkpoint``) carry the loader position, so a run killed mid-epoch
-resumes without repeating or skipping data. A ``Chronometer`` splits each
-step into waiting for data and computing.
+resumes without repeating or skipping data; the first Ctrl-C (SIGINT) asks for
+a checkpoint at the next step boundary and ends the run with
+``TrainingInterrupted``, a second one interrupts at once. A ``Chronometer``
+splits each step into waiting for data and computing; ``Progress`` shows the
+steps as they go, ``StepLogs`` writes ``OUT/log.csv`` (and TensorBoard scalars).
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +30,23 @@ import torch.distributed as dist
 from torch import nn
 
 from dataio.formats.errors import CheckpointError, ConfigError, UsageError
-from dataio.train import bottleneck, checkpoint
+from dataio.train import bottleneck, checkpoint, schedule, step_logs
 from dataio.train.chronometer import Chronometer
 from dataio.train.config import TrainConfig
 from dataio.train.image_task import ImageTask
 from dataio.train.models import is_text_model
 from dataio.train.profiling import StepProfiler
+from dataio.train.progress import Progress
+from dataio.train.step_logs import StepLogs
 from dataio.train.text_task import TextTask
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped the run at a step boundary, after saving ``checkpoint`` (step ``step``)."""
+
+    def __init__(self, step: int, path: Path) -> None:
+        super().__init__(f"stopped at step {step}, checkpoint saved to {path}")
+        self.step, self.checkpoint = step, path
 
 
 def _device(config: TrainConfig) -> torch.device:
@@ -100,21 +116,26 @@ class Trainer:
             torch.cuda.set_device(self.device)
             torch.backends.cudnn.benchmark = True
         torch.manual_seed(c.seed)
+        if c.tensorboard and self.is_main:
+            step_logs.summary_writer()  # a missing package is one line before any data is opened
         self.task = _task(c, self.device)
-        self.total_steps = sum(self.task.steps_in_epoch(e) for e in range(c.epochs))
+        self.epoch_steps = [self.task.steps_in_epoch(e) for e in range(c.epochs)]
+        self.total_steps = sum(self.epoch_steps)
         self.task.train_loader.set_epoch(0)
         self.model = self.task.build_model().to(self.device)
         self.optimizer = make_optimizer(self.model, c)
-        self.scheduler = torch.optim.lr_scheduler.OneCycleLR(
-            self.optimizer, max_lr=c.peak_lr, total_steps=max(1, self.total_steps), pct_start=c.warmup,
-            anneal_strategy="cos", cycle_momentum=False)
+        self.schedule: schedule.Schedule = self._curve(self.total_steps)
         self.amp_dtype = _amp_dtype(c, self.device)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.amp_dtype is torch.float16)
         self.chronometer = Chronometer(unit=self.task.unit)
         self.profiler: StepProfiler | None = None  # --profile: started with the first epoch
+        self.progress: Progress | None = None  # rank 0, while fit() runs
         self.step = 0
+        self._stop_asked = False  # a first Ctrl-C: checkpoint and stop at the next step boundary
         if c.resume:
             self._restore()
+        self.logs = (StepLogs(c.out, tensorboard=c.tensorboard, steps=self.chronometer.steps,
+                              epochs=self.chronometer.epochs) if self.is_main else None)
         self.network: nn.Module = torch.compile(self.model) if c.compile else self.model
         if c.world_size > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
@@ -126,15 +147,20 @@ class Trainer:
         return self.config.rank == 0
 
     # -- checkpoints -------------------------------------------------------------------------
+    def _curve(self, total: int) -> schedule.OneCycle:
+        return schedule.OneCycle(peak=self.config.peak_lr, total=max(1, total), warmup=self.config.warmup)
+
     def _state(self) -> dict[str, Any]:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
+                "schedule": schedule.state(self.schedule, self.step), "scaler": self.scaler.state_dict(),
                 "rng": checkpoint.rng_state(), "loader": self.task.train_loader.state_dict(), "step": self.step,
                 "chronometer": json.dumps(self.chronometer.as_dict())}
 
     def _save(self) -> None:
         if self.is_main:
             checkpoint.save(self.config.out, self._state())
+            if self.logs is not None:
+                self.logs.flush()
         if dist.is_initialized():
             dist.barrier()
 
@@ -155,20 +181,47 @@ class Trainer:
             raise TypeError(f"it holds a {type(state).__name__}, not a dict")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
         checkpoint.set_rng_state(state["rng"])
-        self.task.train_loader.load_state_dict(state["loader"])
+        loader = self.task.train_loader
+        loader.load_state_dict(state["loader"])
         self.step = int(state["step"])
         self.chronometer = Chronometer.from_dict(json.loads(state["chronometer"]))
+        # the plan from here: the steps done, the rest of this epoch (at this run's batch size), the later epochs
+        epoch = loader.epoch
+        rest = len(loader) - loader.position.before if epoch < self.config.epochs else 0
+        self.total_steps = self.step + rest + sum(self.epoch_steps[epoch + 1:])
+        self.schedule = schedule.resume(self._curve(self.total_steps), state.get("schedule"), self.step)
         consumed = int(state["loader"]["samples_consumed"])
-        self._print(f"resumed from step {self.step}: epoch {self.task.train_loader.epoch}, "
-                    f"{consumed} samples of it consumed")
+        replanned = (f"; LR schedule re-planned for {self.total_steps} steps"
+                     if isinstance(self.schedule, schedule.Resumed) and self.schedule.start == self.step else "")
+        self._print(f"resumed from step {self.step}: epoch {epoch}, {consumed} samples of it consumed{replanned}")
 
     # -- the loop ----------------------------------------------------------------------------
     def _print(self, line: str) -> None:
-        if self.is_main:
+        if self.progress is not None:
+            self.progress.write(line)
+        elif self.is_main:
             print(line, flush=True)
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        """The first Ctrl-C asks for a stop; a second one stops at once, except under torchrun, whose agent
+        sends each worker a SIGINT of its own right after the terminal's (and SIGKILLs it 30 s later)."""
+        if self._stop_asked and self.config.world_size == 1:
+            raise KeyboardInterrupt  # the second Ctrl-C: at once, without a checkpoint
+        self._stop_asked = True
+
+    def _stop_now(self) -> bool:
+        """Whether a Ctrl-C asked to stop, on any rank (all ranks must stop at the same step)."""
+        if self.config.world_size == 1:
+            return self._stop_asked
+        flag = torch.tensor([float(self._stop_asked)], device=self.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+
+    def _stop(self) -> None:
+        self._save()
+        raise TrainingInterrupted(self.step, self.config.out / checkpoint.NAME)
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.amp_dtype is None:
@@ -180,12 +233,11 @@ class Trainer:
             loss, samples = self.task.loss(self.network, batch)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
-        scale = self.task.lr_scale(epoch)
-        for group, lr in zip(self.optimizer.param_groups, self.scheduler.get_last_lr()):
-            group["lr"] = lr * scale  # the dynamic batch's linear scaling, on top of OneCycle
+        lr = self.schedule.lr(self.step) * self.task.lr_scale(epoch)  # the dynamic batch's scaling on top
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        self.scheduler.step()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)  # so compute time is the device's, not the launch's
         return float(loss.detach()), samples
@@ -201,8 +253,16 @@ class Trainer:
             self.step += 1
             clock.step_done(epoch=epoch, wait=wait, samples=samples, loss=loss,
                             lr=self.optimizer.param_groups[0]["lr"])
+            record = clock.steps[-1]
+            if self.logs is not None:
+                self.logs.step(self.step, record)
+            if self.progress is not None:
+                self.progress.step(step=self.step, epoch=epoch, epochs=c.epochs, samples=samples,
+                                   seconds=record["wait"] + record["compute"], loss=loss, lr=record["lr"])
             if self.profiler is not None:
                 self.profiler.step()
+            if self._stop_now():
+                self._stop()
             if c.checkpoint_every and self.step % c.checkpoint_every == 0:
                 self._save()
             if c.halt_after_steps is not None and self.step >= c.halt_after_steps:
@@ -212,10 +272,14 @@ class Trainer:
         recent = [s for s in clock.steps if s["epoch"] == epoch]
         rate = sum(s["samples"] for s in recent) / max(sum(s["wait"] + s["compute"] for s in recent), 1e-9)
         clock.epoch_done(epoch, {**metrics, "train_loss": recent[-1]["loss"] if recent else float("nan")})
+        if self.logs is not None:
+            self.logs.epoch(self.step, clock.epochs[-1])
         shown = " ".join(f"{k}={v:.4f}" for k, v in metrics.items())
         self._print(f"epoch {epoch + 1}/{c.epochs} step={self.step} loss={recent[-1]['loss'] if recent else 0:.4f} "
                     f"{shown} {rate:,.0f} {self.task.unit}/s")
         self._save()
+        if self._stop_now():  # asked during the evaluation: the checkpoint is written
+            raise TrainingInterrupted(self.step, self.config.out / checkpoint.NAME)
 
     def _loader_times(self) -> dict[str, Any]:
         """The train loader's stage seconds over this process's epochs, and its decode threads."""
@@ -225,13 +289,24 @@ class Trainer:
                 "threads": threads.get("chosen") or threads.get("current") or 1}
 
     def fit(self) -> dict[str, Any]:
-        """Train to ``config.epochs``; returns the summary (also in OUT/log.json)."""
+        """Train to ``config.epochs``; returns the summary (also in OUT/log.json).
+
+        Raises ``TrainingInterrupted`` after a Ctrl-C, once the checkpoint of the step it stopped at is saved.
+        """
+        catch = threading.current_thread() is threading.main_thread()  # only there can Python take signals
+        previous = signal.signal(signal.SIGINT, self._on_sigint) if catch else None
         try:
             if self.config.profile_steps:
                 self.profiler = StepProfiler(self.config.out, self.config.profile_steps, self.config.rank,
                                              self.device.type == "cuda")
+            if self.is_main:
+                self.progress = Progress(total=self.total_steps, done=self.step, unit=self.task.unit,
+                                         every=self.config.progress_every)
             while self.task.train_loader.epoch < self.config.epochs:
                 self._epoch()
+            if self.progress is not None:
+                self.progress.close()
+                self.progress = None
             if self.profiler is not None:
                 self.profiler.close()
                 self._print(f"profile: {self.profiler.path} (open in Perfetto or TensorBoard)")
@@ -249,6 +324,13 @@ class Trainer:
                 dist.barrier()  # no rank tears the group down while another still uses it
             return summary
         finally:
+            if catch:
+                signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+            if self.progress is not None:
+                self.progress.close()
+                self.progress = None
+            if self.logs is not None:
+                self.logs.close()
             if self.profiler is not None:
                 self.profiler.close()
             self.task.close()

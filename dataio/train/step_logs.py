@@ -1,0 +1,117 @@
+"""``OUT/log.csv`` and, with ``tensorboard=True``, TensorBoard scalars in ``OUT/tensorboard``.
+
+``log.csv`` has one row per optimizer step (``step`` 1-based, ``epoch``
+0-based, ``time_s`` since the run began, ``loss``, ``lr``, ``samples`` in the
+step and ``per_second``, in the run's unit: images or tokens) and one row per
+finished epoch, on that epoch's last step, with the validation metrics and the
+epoch's last train loss (its step columns blank), as Lightning's CSVLogger
+does. Rows are appended as steps finish and flushed with every checkpoint and
+epoch, so ``tail -f`` follows a run; a resumed run rewrites the file from its
+checkpoint's steps, so rows a killed run wrote past its checkpoint are gone.
+
+TensorBoard gets ``train/loss``, ``train/lr`` and ``train/per_second`` per
+step and ``val/<metric>`` per epoch, against the step; a resumed run purges
+the events past its checkpoint's step (``SummaryWriter(purge_step=...)``).
+The writer's queue holds 1,000 events, not 10: with 10, three scalars a step
+blocked on the writer thread (0.26 ms a step back to back); between 2 ms
+steps a step's rows cost about 0.02 ms (CSV) and 0.1 ms (CSV and
+TensorBoard) on the shared 2-core VM.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+from dataio.formats.errors import ConfigError
+from dataio.formats.files import write_atomic
+
+COLUMNS = ("step", "epoch", "time_s", "loss", "lr", "samples", "per_second", "val_acc", "val_loss", "val_ppl")
+CSV_NAME = "log.csv"
+TENSORBOARD = "tensorboard"
+
+
+def _step_row(step: int, record: dict[str, Any]) -> list[Any]:
+    seconds = record["wait"] + record["compute"]
+    return [step, record["epoch"], f"{record['time']:.3f}", f"{record['loss']:.6g}", f"{record['lr']:.6g}",
+            record["samples"], f"{record['samples'] / max(seconds, 1e-9):.1f}", "", "", ""]
+
+
+def _epoch_row(step: int, record: dict[str, Any]) -> list[Any]:
+    metrics = [f"{record[name]:.6g}" if name in record else "" for name in COLUMNS[7:]]
+    return [step, record["epoch"], f"{record['time']:.3f}", f"{record.get('train_loss', float('nan')):.6g}",
+            "", "", "", *metrics]
+
+
+def rows(steps: list[dict[str, Any]], epochs: list[dict[str, Any]]) -> list[list[Any]]:
+    """The rows of a run's steps and epochs (a Chronometer's), each epoch after its last step."""
+    out: list[list[Any]] = []
+    finished = {e["epoch"]: e for e in epochs}
+    for i, record in enumerate(steps):
+        out.append(_step_row(i + 1, record))
+        last_of_epoch = i + 1 == len(steps) or steps[i + 1]["epoch"] != record["epoch"]
+        if last_of_epoch and record["epoch"] in finished:
+            out.append(_epoch_row(i + 1, finished.pop(record["epoch"])))
+    return out
+
+
+def summary_writer() -> type:
+    """torch's ``SummaryWriter``; ConfigError naming ``tensorboard`` when the tensorboard package is missing."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter  # lazy: it imports the tensorboard package
+    except ImportError:
+        raise ConfigError("{0} needs the tensorboard package, which is not installed (pip install tensorboard)",
+                          "tensorboard") from None
+    return SummaryWriter
+
+
+def open_tensorboard(folder: Path, purge_step: int | None) -> Any:
+    """A ``SummaryWriter`` on ``folder`` that drops the events at ``purge_step`` and past it."""
+    SummaryWriter = summary_writer()
+    return SummaryWriter(log_dir=str(folder), purge_step=purge_step, max_queue=1000)
+
+
+class StepLogs:
+    """The CSV (always) and TensorBoard (``tensorboard=True``) of one rank-0 process."""
+
+    def __init__(self, out: Path, *, tensorboard: bool, steps: list[dict[str, Any]],
+                 epochs: list[dict[str, Any]]) -> None:
+        self.path = out / CSV_NAME
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(COLUMNS)
+        writer.writerows(rows(steps, epochs))
+        write_atomic(self.path, buffer.getvalue().encode())  # the checkpoint's rows, nothing past them
+        self._file = open(self.path, "a", newline="", encoding="utf-8")
+        self._csv = csv.writer(self._file, lineterminator="\n")
+        self.writer = open_tensorboard(out / TENSORBOARD, len(steps) + 1 if steps else None) if tensorboard else None
+
+    def step(self, step: int, record: dict[str, Any]) -> None:
+        row = _step_row(step, record)
+        self._csv.writerow(row)
+        if self.writer is not None:
+            self.writer.add_scalar("train/loss", record["loss"], step)
+            self.writer.add_scalar("train/lr", record["lr"], step)
+            self.writer.add_scalar("train/per_second", float(row[6]), step)
+
+    def epoch(self, step: int, record: dict[str, Any]) -> None:
+        self._csv.writerow(_epoch_row(step, record))
+        if self.writer is not None:
+            for name, value in record.items():
+                if name.startswith("val_"):
+                    self.writer.add_scalar(f"val/{name[4:]}", value, step)
+        self.flush()
+
+    def flush(self) -> None:
+        self._file.flush()
+        if self.writer is not None:
+            self.writer.flush()
+
+    def close(self) -> None:
+        self.flush()
+        self._file.close()
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
