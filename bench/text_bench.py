@@ -33,7 +33,7 @@ from dataio.formats.tokenizer_setup import TokenizerConfig
 from dataio.text.loader import TextLoader
 
 from dataio.bench.report import format_table, machine_description, write_results
-from dataio.bench.text_reference import memory_reference
+from dataio.bench.text_reference import memory_reference, mixture_cost
 
 TARGETS = {"padding_bucket": 0.03, "padding_budget": 0.03, "padding_pack": 0.0, "useful_vs_usual": 5.0,
            "read_tokens_per_s": 20e6}
@@ -153,6 +153,7 @@ def bench_text(config: BenchTextConfig, log=print) -> dict[str, Any]:
         ]
         rate = read_rate(budget["_loader"])
         reference = memory_reference(folder, config.reference_budgets, config.reference_rounds, log)
+        mixture = mixture_cost(folder, config.max_tokens, config.reference_rounds, log=log)
         dataset = _OnTheFly(texts, folder / "tokenizer.json", config.max_length)
         log("running the usual recipe ...")
         usual = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=config.num_workers,
@@ -179,7 +180,7 @@ def bench_text(config: BenchTextConfig, log=print) -> dict[str, Any]:
               "config": {k: [str(p) for p in v] if k == "src" else str(v) if isinstance(v, Path) else v
                          for k, v in asdict(config).items()},
               "usual_batch_size": batch_size, "rows": rows, "read_tokens_per_s": rate, "checks": checks,
-              "memory_reference": reference}
+              "memory_reference": reference, "mixture": mixture}
     log(render(result))
     paths = write_results(config.out, "text", result, {r["loader"]: r["useful_tok_s"] for r in rows},
                           "useful tokens/s")
@@ -203,6 +204,10 @@ def render(result: dict[str, Any]) -> str:
                                                         ("dataio_tok_s", "TextLoader tok/s", ",.0f"),
                                                         ("numpy_tok_s", "numpy tok/s", ",.0f"),
                                                         ("ratio", "ratio", ".2f")])]
+    mix = result["mixture"]
+    lines.append(f"a {mix['sources']}-source mixture (budget mode, equal weights) against one source over the same "
+                 f"shards: {mix['mixture_tok_s']:,.0f} against {mix['single_tok_s']:,.0f} batch tokens/s, "
+                 f"ratio {mix['ratio']:.2f}")
     for name, check in result["checks"].items():
         op = ">=" if name in ("useful_vs_usual", "read_tokens_per_s") else "<="
         lines.append(f"target {name}: {check['value']:.4g} ({op} {check['target']:g}) "

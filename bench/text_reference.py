@@ -69,3 +69,27 @@ def memory_reference(folder: Path, budgets: tuple[int, ...], rounds: int, log=pr
         out.append({"budget": budget, "batches": batches, "dataio_tok_s": rate, "numpy_tok_s": ref,
                     "ratio": rate / ref})
     return out
+
+
+def mixture_cost(folder: Path, budget: int, rounds: int, sources: int = 5, log=print) -> dict[str, Any]:
+    """Batch tokens/s of a ``sources``-way mixture (the same shards under each name, equal weights, budget
+    mode) against the single-source loader over the same shards, in alternating rounds."""
+    names = [f"source{i}" for i in range(sources)]
+    single = TextLoader(folder, mode="budget", max_tokens=budget, seed=0)
+    batches = len(single.plan())
+    mixed = TextLoader(dict.fromkeys(names, folder), mode="budget", max_tokens=budget, seed=0,
+                       weights=dict.fromkeys(names, 1.0), epoch_length=batches)  # as many batches as one pass
+    log(f"mixture of {sources} sources against one, budget {budget:,} tokens ...")
+    _tokens_per_s(iter(mixed))
+    _tokens_per_s(iter(single))
+    one, many = [], []
+    for _ in range(rounds):
+        single.set_epoch(0)
+        one.append(_tokens_per_s(iter(single)))
+        mixed.set_epoch(0)
+        many.append(_tokens_per_s(iter(mixed)))
+    single.close()
+    mixed.close()
+    rate, ref = statistics.median(many), statistics.median(one)
+    return {"sources": sources, "budget": budget, "batches": batches, "mixture_tok_s": rate, "single_tok_s": ref,
+            "ratio": rate / ref}

@@ -8,8 +8,11 @@ fields where they were and adds ``stages`` and ``threads``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from dataio.loading.error_policy import ErrorStats
 from dataio.loading.stage_times import StageTimes
@@ -23,6 +26,7 @@ class LoaderStats(ErrorStats):
     stages: StageTimes = field(default_factory=StageTimes)
     fixed_threads: int | None = None  # a fixed num_workers; None with a tuner
     tuner: ThreadTuner | None = None
+    sources: "SourceCounts | dict" = field(default_factory=dict)  # a mixture: per source samples and tokens
 
     @property
     def threads(self) -> dict[str, Any]:
@@ -36,4 +40,33 @@ class LoaderStats(ErrorStats):
         return self.stages.seconds(epoch)
 
     def as_dict(self) -> dict[str, object]:
-        return {**super().as_dict(), "stages": self.stages.as_dict(), "threads": self.threads}
+        out = {**super().as_dict(), "stages": self.stages.as_dict(), "threads": self.threads}
+        if self.sources:
+            out["sources"] = {name: dict(counts) for name, counts in self.sources.items()}
+        return out
+
+
+class SourceCounts(Mapping):
+    """A mixture's samples and tokens read per source: ``{"web": {"samples": n, "tokens": t}, ...}``.
+
+    Counted into one int64 array per batch (two additions), read as a mapping: a dict updated per batch
+    cost 25-70 us a batch in Python, a tenth of a budget batch's whole time on this VM.
+    """
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self.counts = np.zeros((len(names), 2), dtype=np.int64)
+
+    def add(self, samples: np.ndarray, tokens: np.ndarray) -> None:
+        self.counts[:, 0] += samples.astype(np.int64)  # bincount with weights counts in float64
+        self.counts[:, 1] += tokens.astype(np.int64)
+
+    def __getitem__(self, name: str) -> dict[str, int]:
+        row = self.counts[self.names.index(name)]
+        return {"samples": int(row[0]), "tokens": int(row[1])}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(name for name, row in zip(self.names, self.counts) if row.any())
+
+    def __len__(self) -> int:
+        return int(self.counts.any(axis=1).sum())

@@ -19,6 +19,7 @@ same order, which ``partition.rank_share`` then deals as for a single source.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,7 +65,10 @@ class MixturePlan:
     """The sources (names and the shard of each sample), schedule, seed and epoch rule of a mixture."""
 
     def __init__(self, sources: dict[str, np.ndarray | int], schedule: WeightSchedule, *, seed: int,
-                 rule: EpochRule, shuffle: bool = True, window: int = partition.DEFAULT_WINDOW) -> None:
+                 rule: EpochRule, shuffle: bool = True, window: int = partition.DEFAULT_WINDOW,
+                 pass_length: Callable[[int, int], int] | None = None) -> None:
+        """``sources``: each source's sample shards (or its size). The blend's unit is a sample, or with
+        ``pass_length(source, pass)`` another unit (a batch of a source's own plan), that many per pass."""
         if tuple(sources) != schedule.names:
             raise ValueError(f"sources {list(sources)} and the schedule's names {list(schedule.names)} differ")
         self.names = schedule.names
@@ -79,6 +83,8 @@ class MixturePlan:
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
         self.schedule, self.seed, self.rule = schedule, seed, rule
         self.shuffle, self.window = shuffle, window
+        self._pass_length = pass_length or (lambda source, number: int(self.sizes[source]))
+        self._bounds: list[list[int]] = [[0] for _ in self.names]  # units before each pass, per source
         self._spans: list[EpochSpan] = []  # epochs 0.. computed so far
         self._orders: dict[int, np.ndarray] = {}  # the last epoch's order
 
@@ -102,7 +108,7 @@ class MixturePlan:
         """The position after the epoch's last sample."""
         if self.rule.samples is not None:
             return start + int(self.rule.samples)
-        goal = (epoch + 1) * self.sizes  # draws each source has after finishing epoch + 1 passes
+        goal = np.array([self.units_before(i, epoch + 1) for i in range(len(self.names))], dtype=np.int64)
         watched = np.ones(len(self.names), dtype=bool) if self.rule.until == "all" else \
             np.array([n == self.rule.until for n in self.names])
         targets = Targets(self.schedule)
@@ -131,18 +137,47 @@ class MixturePlan:
         return self._orders[epoch]
 
     def draws(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
-        """(the source of each position of the epoch, the item of that source it reads)."""
+        """(the source of each position of the epoch, the sample of that source it reads)."""
+        sources, passes, within = self.units(epoch)
+        items = np.empty(len(sources), dtype=np.int64)
+        for i in range(len(self.names)):
+            for p in np.unique(passes[sources == i]):
+                where = (sources == i) & (passes == p)
+                items[where] = self.pass_order(i, int(p))[within[where]]
+        return sources, items
+
+    def units(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(the source of each position of the epoch, the pass of that source, the unit within the pass)."""
         span = self.span(epoch)
         counts = np.array(span.counts_before, dtype=np.int64)
         sources, _ = blend(self.schedule, span.start, span.stop - span.start, counts)
-        items = np.empty(len(sources), dtype=np.int64)
+        passes = np.empty(len(sources), dtype=np.int64)
+        within = np.empty(len(sources), dtype=np.int64)
         for i in range(len(self.names)):
             where = np.flatnonzero(sources == i)
             draw = counts[i] + np.arange(len(where), dtype=np.int64)  # the run's draw numbers of source i
-            for p in np.unique(draw // self.sizes[i]):
-                in_pass = draw // self.sizes[i] == p
-                items[where[in_pass]] = self.pass_order(i, int(p))[draw[in_pass] % self.sizes[i]]
-        return sources, items
+            if len(draw):
+                bounds = self._bounds_up_to(i, int(draw[-1]))
+                number = np.searchsorted(bounds, draw, side="right") - 1
+                passes[where], within[where] = number, draw - bounds[number]
+        return sources, passes, within
+
+    def units_before(self, source: int, number: int) -> int:
+        """Units of ``source`` in its passes before pass ``number``."""
+        bounds = self._bounds[source]
+        while len(bounds) <= number:
+            length = self._pass_length(source, len(bounds) - 1)
+            if length < 1:
+                raise ValueError(f"source {self.names[source]!r}: pass {len(bounds) - 1} holds nothing")
+            bounds.append(bounds[-1] + length)
+        return bounds[number]
+
+    def _bounds_up_to(self, source: int, draw: int) -> np.ndarray:
+        """The pass bounds of ``source`` far enough to hold draw number ``draw``."""
+        bounds = self._bounds[source]
+        while bounds[-1] <= draw:
+            self.units_before(source, len(bounds))
+        return np.array(bounds, dtype=np.int64)
 
     def pass_order(self, source: int, number: int) -> np.ndarray:
         """The order of pass ``number`` of ``source`` (seeded by the seed, the source's name and the pass)."""
@@ -156,5 +191,6 @@ class MixturePlan:
         sources, _ = blend(self.schedule, span.start, consumed, np.array(span.counts_before))
         drawn = np.bincount(sources, minlength=len(self.names))
         total = np.array(span.counts_before) + drawn
-        return {name: {"samples": int(drawn[i]), "passes": int(total[i] // self.sizes[i])}
-                for i, name in enumerate(self.names)}
+        passes = [int(np.searchsorted(self._bounds_up_to(i, int(total[i])), total[i], side="right")) - 1
+                  for i in range(len(self.names))]
+        return {name: {"drawn": int(drawn[i]), "passes": passes[i]} for i, name in enumerate(self.names)}

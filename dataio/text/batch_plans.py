@@ -50,7 +50,7 @@ def epoch_rng(seed: int, epoch: int) -> np.random.Generator:
     return np.random.default_rng([seed, epoch, 0x7E47])
 
 
-def _from_batches(batches: list[np.ndarray]) -> BatchPlan:
+def from_batches(batches: list[np.ndarray]) -> BatchPlan:
     sizes = np.array([len(b) for b in batches], dtype=np.int64)
     offsets = np.zeros(len(batches) + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
@@ -69,7 +69,7 @@ def fixed_plan(num_samples: int, batch_size: int, *, rng: np.random.Generator | 
     """Batches of ``batch_size`` in ``order`` (default: random, or in order with ``rng=None``)."""
     order = _base_order(num_samples, rng, order)
     stop = num_samples - num_samples % batch_size if drop_last else num_samples
-    return _from_batches([order[i:i + batch_size] for i in range(0, stop, batch_size)])
+    return from_batches([order[i:i + batch_size] for i in range(0, stop, batch_size)])
 
 
 def _sorted_windows(lengths: np.ndarray, window: int, rng: np.random.Generator | None,
@@ -89,7 +89,7 @@ def bucket_plan(lengths: np.ndarray, batch_size: int, *, window: int, rng: np.ra
         batches = [b for b in batches if len(b) == batch_size]
     if rng is not None:
         batches = [batches[i] for i in rng.permutation(len(batches))]
-    return _from_batches(batches)
+    return from_batches(batches)
 
 
 def budget_plan(lengths: np.ndarray, max_tokens: int, *, window: int, pad_multiple: int,
@@ -112,7 +112,7 @@ def budget_plan(lengths: np.ndarray, max_tokens: int, *, window: int, pad_multip
             start += max(1, count)
     if rng is not None:
         batches = [batches[i] for i in rng.permutation(len(batches))]
-    return _from_batches(batches)
+    return from_batches(batches)
 
 
 def deal(plan: BatchPlan, *, world_size: int, rank: int, drop_last: bool, consumed: int = 0) -> BatchPlan:
@@ -127,7 +127,7 @@ def deal(plan: BatchPlan, *, world_size: int, rank: int, drop_last: bool, consum
     indices, repeated = partition.rank_share(len(plan), world_size=world_size, rank=rank, consumed=consumed,
                                              drop_last=drop_last)
     batches = [plan.batch(int(i)) for i in indices]
-    dealt = _from_batches(batches)
+    dealt = from_batches(batches)
     return BatchPlan(dealt.samples, dealt.offsets, repeated | plan.repeated[indices])
 
 
@@ -176,4 +176,4 @@ def pack_plan(lengths: np.ndarray, *, block_size: int, batch_size: int, rng: np.
     batches = [starts[i:i + batch_size] for i in range(0, num_rows, batch_size)]
     if drop_last:
         batches = [b for b in batches if len(b) == batch_size]
-    return PackStream(order.astype(np.int64), offsets, block_size), _from_batches(batches)
+    return PackStream(order.astype(np.int64), offsets, block_size), from_batches(batches)

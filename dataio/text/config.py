@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from dataio.loading.error_policy import ErrorPolicy
 from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options
 from dataio.sampling import partition
+from dataio.sampling.mixture import EpochRule
+from dataio.sampling.weight_schedule import WeightSchedule
 from dataio.sampling.world import check_rank_args
 
 
@@ -40,6 +42,10 @@ class TextLoaderConfig:
     retries: int = 4  # retries of a transient failure (reset, timeout, 5xx), with exponential backoff
     retry_backoff: float = 0.2  # seconds before the first retry; doubled at each
     profile: bool = False  # stage ranges as torch.profiler record_function (and NVTX on CUDA) ranges
+    # Mixtures (the source a dict of name -> folder or URL; dataio.text.mixture_plans):
+    weights: Any = None  # {name: weight}, or [(position, {name: weight}), ...] (a schedule), or a WeightSchedule
+    epoch_length: int | None = None  # units (samples; batches in bucket/budget) per epoch; default: one pass of all
+    epoch_until: str | None = None  # or: the epoch ends when this source (or "all") finishes a pass
 
     def __post_init__(self) -> None:
         if self.mode not in ("fixed", "bucket", "budget", "pack"):
@@ -51,5 +57,17 @@ class TextLoaderConfig:
         if self.max_errors is not None and self.max_errors < 0:
             raise ValueError(f"max_errors must be >= 0, got {self.max_errors}")
         check_rank_args(self.world_size, self.rank)
+        if self.weights is not None and not isinstance(self.weights, WeightSchedule):
+            try:
+                object.__setattr__(self, "weights", WeightSchedule.of(self.weights))
+            except (TypeError, AttributeError) as e:
+                raise ValueError(f"weights must be {{name: weight}}, [(position, {{name: weight}}), ...] or a "
+                                 f"WeightSchedule, got {self.weights!r:.60} ({e})") from None
+        if self.epoch_length is not None and self.epoch_until is not None:
+            raise ValueError("give one of epoch_length and epoch_until")
+        if (self.epoch_length is not None or self.epoch_until is not None) and self.weights is None:
+            raise ValueError("epoch_length and epoch_until apply to mixtures: give weights= and a dict of sources")
+        if self.epoch_length is not None:
+            EpochRule(samples=self.epoch_length)  # validates it
         check_remote_options(storage_options=self.storage_options, cache_dir=self.cache_dir,
                              cache_limit=DEFAULT_CACHE_LIMIT, retries=self.retries, retry_backoff=self.retry_backoff)

@@ -22,20 +22,20 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from dataio.formats.errors import SampleError
+from dataio.formats.errors import ConfigError, SampleError
 from dataio.formats.manifest import open_dataset
 from dataio.formats.remote_copy import copy_dataset
 from dataio.loading.dataloader_args import Capabilities, check_sampler_size, dataloader_fields
 from dataio.loading.remote_options import retry_policy
 from dataio.loading.device_copy import DeviceCopy, copy_arrays
-from dataio.loading.loader_stats import LoaderStats
+from dataio.loading.loader_stats import LoaderStats, SourceCounts
 from dataio.loading.stage_times import Lap, StageTimes
 from dataio.sampling import partition
 from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
@@ -45,6 +45,7 @@ from dataio.text import batch_plans as plans
 from dataio.text.batch_plans import BatchPlan
 from dataio.text.collate import pack_rows, padded_batch, padded_width
 from dataio.text.config import TextLoaderConfig
+from dataio.text.mixture_plans import TextMixture
 from dataio.text.samples_view import TextSamples
 from dataio.text.token_shards import TokenShards
 
@@ -63,20 +64,49 @@ class TextLoader(ResumableLoader):
         fields, self._follow = dataloader_fields(options, FIELDS, FACE, base)
         self.config = dataclasses.replace(base, **fields)
         self._copy_dir: tempfile.TemporaryDirectory | None = None
-        self.shards = TokenShards(self._local_folder(source), self.config.verify_checksums)
+        self._copy_dirs: list[tempfile.TemporaryDirectory] = []  # a mixture's other remote sources
+        self.mixture: TextMixture | None = None
+        if isinstance(source, Mapping):  # a mixture: {name: folder or URL}
+            self.shards, fingerprint = self._open_mixture(source)
+        else:
+            if self.config.weights is not None:
+                raise ConfigError("{0} needs a mixture: pass the sources as a dict {{name: folder or URL}}",
+                                  "weights")
+            self.shards = TokenShards(self._local_folder(source), self.config.verify_checksums)
+            fingerprint = self.shards.manifest.fingerprint()
         check_sampler_size(options.get("sampler"), len(self.shards), str(source))
-        self.stats = LoaderStats(max_errors=self.config.max_errors, stages=StageTimes(profile=self.config.profile))
+        self.stats = LoaderStats(max_errors=self.config.max_errors, stages=StageTimes(profile=self.config.profile),
+                                 sources=getattr(self, "_sources", {}))
         self._copy = DeviceCopy(self.config.device)
         if len(self.shards) == 0:
             raise ValueError(f"{source} holds no samples")
         self.world_size, self.rank = resolve_world(self.config.world_size, self.config.rank)
-        self.position = EpochPosition(seed=self.config.seed, world_size=self.world_size,
-                                      dataset=self.shards.manifest.fingerprint())
+        self.position = EpochPosition(seed=self.config.seed, world_size=self.world_size, dataset=fingerprint)
         self._plan_cache: tuple[int, Any] | None = None
         self._dealt_cache: tuple[int, int, BatchPlan] | None = None
         self.padding_tokens = self.real_tokens = 0  # counters over everything yielded
         partition.check_world(len(self.global_plan(0)[1]), self.world_size, drop_last=self.config.drop_last,
                               unit="batches")
+
+    def _open_mixture(self, sources: Mapping[str, str | Path]) -> tuple[TokenShards, str]:
+        """The sources' shards end to end, and the mixture plans; the fingerprint of both."""
+        if self.config.weights is None:
+            raise ConfigError("a dict of sources is a mixture: give {0} (e.g. {{name: share}})", "weights")
+        if not sources:
+            raise ConfigError("{0} is an empty dict of sources", "source")
+        parts: dict[str, TokenShards] = {}
+        for name, folder in sources.items():
+            if self._copy_dir is not None:  # each remote source in its own temporary copy
+                self._copy_dirs.append(self._copy_dir)
+                self._copy_dir = None
+            parts[str(name)] = TokenShards(self._local_folder(folder), self.config.verify_checksums)
+            if len(parts[str(name)]) == 0:
+                raise ValueError(f"source {name!r} ({folder}) holds no samples")
+        self.mixture = TextMixture(tuple(parts), [p.lengths for p in parts.values()],
+                                   [p.shard_of for p in parts.values()], self.config)
+        self._sources = SourceCounts(self.mixture.names)
+        fingerprint = self.mixture.fingerprint([p.manifest.fingerprint() for p in parts.values()])
+        return TokenShards.concat(parts), fingerprint
 
     def _local_folder(self, source: str | Path) -> str | Path:
         """``source`` itself when local; for a URL, a verified local copy of its shards (see
@@ -144,6 +174,9 @@ class TextLoader(ResumableLoader):
         epoch = self.epoch if epoch is None else epoch
         if self._plan_cache and self._plan_cache[0] == epoch:
             return self._plan_cache[1]
+        if self.mixture is not None:
+            self._plan_cache = (epoch, self.mixture.global_plan(epoch))
+            return self._plan_cache[1]
         c = self.config
         rng = plans.epoch_rng(c.seed, epoch) if c.shuffle else None
         lengths = self.shards.lengths
@@ -206,9 +239,48 @@ class TextLoader(ResumableLoader):
         else:
             batch = self._padded_batch(rows, lap)
         batch["repeated"] = np.full(len(batch["input_ids"]), bool(plan.repeated[index]))
+        if self.mixture is not None:
+            self._count_sources(batch, rows, stream)
         lap.items = len(batch["input_ids"])
         lap.flush()
         return batch
+
+    def _count_sources(self, batch: dict[str, np.ndarray], rows: np.ndarray, stream: plans.PackStream | None) -> None:
+        """A mixture's per-source samples and tokens in ``stats.sources`` (packed rows: per document piece)."""
+        mixture, k = self.mixture, len(self.mixture.names)
+        if mixture.by_batches:  # bucket, budget: every batch is one source's
+            samples = batch["sample_ids"]
+            begun, tokens = np.zeros(k, dtype=np.int64), np.zeros(k, dtype=np.int64)
+            if len(samples):
+                source = int(np.searchsorted(mixture.offsets, samples[0], side="right")) - 1
+                begun[source], tokens[source] = len(samples), int(batch["lengths"].sum())
+        elif stream is None:  # whole samples: counted with two bincounts, not per sample
+            samples = batch["sample_ids"]
+            source = mixture.source_of(samples)
+            begun = np.bincount(source, minlength=k)
+            tokens = np.bincount(source, weights=self.shards.lengths[samples], minlength=k)
+        else:  # packed rows: each document piece, the document counted where it starts
+            pieces = np.array([(sample, hi - lo, lo == 0) for start in rows.tolist()
+                               for sample, lo, hi in stream.segments(start)], dtype=np.int64).reshape(-1, 3)
+            source = mixture.source_of(pieces[:, 0])
+            begun = np.bincount(source, weights=pieces[:, 2], minlength=k)
+            tokens = np.bincount(source, weights=pieces[:, 1], minlength=k)
+        self.stats.sources.add(begun, tokens)
+
+    def mixture_passes(self) -> dict[str, int]:
+        """A mixture's passes each source has finished, by the position of this pass (all ranks together)."""
+        if self.mixture is None:
+            return {}
+        stream, full = self.global_plan()
+        consumed = min(self.position.consumed_now(), len(full))  # batches of the epoch's plan
+        if self.mixture.by_batches:
+            units = consumed
+        elif stream is None:
+            units = int(full.offsets[consumed])  # samples
+        else:  # documents begun in the rows read
+            rows = full.offsets[consumed]
+            units = int(np.searchsorted(stream.stream_offsets[:-1], rows * stream.block_size, side="left"))
+        return {name: entry["passes"] for name, entry in self.mixture.plan.counts(self.epoch, units).items()}
 
     def _padded_batch(self, rows: np.ndarray, lap: Lap) -> dict[str, np.ndarray]:
         """Padded rows of the samples ``rows``: read and checked as one batch, the bad rows (an id past the
@@ -287,9 +359,10 @@ class TextLoader(ResumableLoader):
         """Release the memory-mapped shards (as ``ImageLoader.close`` closes its files); iterating again raises."""
         self._closed = True
         self.shards.close()
-        if self._copy_dir is not None:
-            self._copy_dir.cleanup()
-            self._copy_dir = None
+        for copy in [self._copy_dir, *self._copy_dirs]:
+            if copy is not None:
+                copy.cleanup()
+        self._copy_dir, self._copy_dirs = None, []
 
     def __enter__(self) -> "TextLoader":
         return self

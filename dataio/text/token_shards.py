@@ -57,7 +57,36 @@ class TokenShards:
         self.lengths = np.concatenate(lengths) if lengths else empty
         self.shard_of = np.repeat(np.arange(len(m.shards)), [e.num_samples for e in m.shards])
         self._shard_start = np.concatenate([[0], np.cumsum([e.num_samples for e in m.shards])]).astype(np.int64)
+        self.shard_names = [e.file for e in m.shards]  # for errors: a mixture's are "source/file"
         self._closed = False
+
+    @classmethod
+    def concat(cls, parts: dict[str, "TokenShards"]) -> "TokenShards":
+        """The samples of several sources end to end (a mixture), as one ``TokenShards``: source ``s``'s sample
+        ``i`` is ``offset_s + i``. The sources must share a tokenizer (the same ids mean the same tokens)."""
+        first = next(iter(parts.values()))
+        for name, part in parts.items():
+            if part.tokenizer.get("sha256") != first.tokenizer.get("sha256"):
+                raise ValueError(f"source {name!r} ({part.folder}) was tokenised with another tokenizer than "
+                                 f"{next(iter(parts))!r}: mixed ids would mean different tokens")
+        out = object.__new__(cls)
+        out.folder, out.manifest = first.folder, first.manifest
+        out.tokenizer, out.pad_id, out.vocab_size = first.tokenizer, first.pad_id, first.vocab_size
+        out._values, chunk_of, shard_of, out.shard_names = [], [], [], []
+        for name, part in parts.items():
+            chunk_of.append(part._chunk_of + len(out._values))
+            shard_of.append(part.shard_of + len(out.shard_names))
+            out._values += part._values
+            out.shard_names += [f"{name}/{file}" for file in part.shard_names]
+        out._chunk_of = np.concatenate(chunk_of)
+        out._starts = np.concatenate([p._starts for p in parts.values()])
+        out.lengths = np.concatenate([p.lengths for p in parts.values()])
+        out.shard_of = np.concatenate(shard_of)
+        sizes = [np.diff(p._shard_start) for p in parts.values()]
+        out._shard_start = np.concatenate([[0], np.cumsum(np.concatenate(sizes))]).astype(np.int64)
+        out._parts = list(parts.values())
+        out._closed = False
+        return out
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -111,10 +140,12 @@ class TokenShards:
                 for row in np.flatnonzero(largest >= self.vocab_size)]
 
     def _past_vocabulary_error(self, sample: int, largest: int) -> SampleError:
-        shard = self.manifest.shards[int(self.shard_of[sample])].file
+        shard = self.shard_names[int(self.shard_of[sample])]
         return SampleError(shard, self.key(sample), f"token id {largest} is not below the vocabulary size "
                                                     f"{self.vocab_size}")
 
     def close(self) -> None:
         """Drop the views into the memory maps, so they are unmapped once no batch holds one."""
         self._values, self._closed = [], True
+        for part in getattr(self, "_parts", ()):
+            part.close()

@@ -112,8 +112,8 @@ def test_counts_report_draws_and_passes():
     plan = _plan()
     counts = plan.counts(3, 200)
     sources, _ = plan.draws(3)
-    assert counts["web"]["samples"] == int(np.sum(sources[:200] == 0))
-    assert counts["tiny"]["passes"] == (plan.span(3).counts_before[2] + counts["tiny"]["samples"]) // 7
+    assert counts["web"]["drawn"] == int(np.sum(sources[:200] == 0))
+    assert counts["tiny"]["passes"] == (plan.span(3).counts_before[2] + counts["tiny"]["drawn"]) // 7
 
 
 def test_rule_and_plan_validation():
@@ -123,3 +123,21 @@ def test_rule_and_plan_validation():
         EpochRule(samples=0)
     with pytest.raises(ValueError, match="differ"):
         MixturePlan({"a": 3}, WeightSchedule.constant({"b": 1.0}), seed=0, rule=EpochRule(samples=3))
+
+
+def test_units_of_passes_of_varying_length_are_drawn_in_order_once():
+    """Batches as units (text bucket/budget): each pass of a source has its own number of units."""
+    lengths = {(0, p): 5 + p % 3 for p in range(100)} | {(1, p): 2 + p % 2 for p in range(400)}
+    plan = MixturePlan({"a": 10, "b": 4}, WeightSchedule.constant({"a": 0.7, "b": 0.3}), seed=0,
+                       rule=EpochRule(until="all"), pass_length=lambda s, p: lengths[(s, p)])
+    sequences: dict[int, list[tuple[int, int]]] = {0: [], 1: []}
+    for epoch in range(5):
+        sources, passes, within = plan.units(epoch)
+        for s, p, w in zip(sources.tolist(), passes.tolist(), within.tolist()):
+            assert 0 <= w < lengths[(s, p)]
+            sequences[s].append((p, w))
+        done = [plan.units_before(i, epoch + 1) for i in range(2)]
+        assert [len(sequences[i]) >= done[i] for i in range(2)] == [True, True]
+    for s, seq in sequences.items():
+        expected = [(p, w) for p in range(100) for w in range(lengths[(s, p)])][:len(seq)]
+        assert seq == expected  # every unit of every pass, in order, once

@@ -1,0 +1,116 @@
+"""The batches of a text mixture's epoch: ``MixturePlan``'s blend, in each batching mode.
+
+- ``fixed`` and ``pack`` blend samples: the epoch's order is the blend of the
+  sources' shuffled passes (``MixturePlan.order``), cut into batches, or
+  concatenated into the packed token stream (rows then mix documents of several
+  sources; ``cu_seqlens`` and the mask mark every document boundary, as always).
+  Shares are exact to one sample at every prefix.
+- ``bucket`` and ``budget`` blend *batches*: each pass of a source is batched on
+  its own (similar lengths together, in the source's own windows), and the blend
+  picks whose next batch comes next. Sorting by length across sources would move
+  samples across the blend and lose its exactness; batch by batch, the shares stay
+  within one batch (a token budget's worth of tokens) of the schedule at every
+  prefix. The schedule's positions then count batches.
+
+Every array is a pure function of (sources, options, seed, epoch), world-size
+independent, dealt to ranks by ``batch_plans.deal`` as for one source.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+
+import numpy as np
+
+from dataio.sampling.mixture import EpochRule, MixturePlan
+from dataio.text import batch_plans as plans
+from dataio.text.batch_plans import BatchPlan, PackStream
+from dataio.text.config import TextLoaderConfig
+
+BATCH_UNITS = ("bucket", "budget")
+_PASS_CACHE = 64  # per-source pass plans kept (a small source may run many passes per epoch)
+
+
+class TextMixture:
+    """A mixture's epoch plans for ``config`` over sources laid end to end (``offsets`` into the samples)."""
+
+    def __init__(self, names: tuple[str, ...], lengths: list[np.ndarray], shards: list[np.ndarray],
+                 config: TextLoaderConfig) -> None:
+        self.names, self.lengths, self.config = names, lengths, config
+        self.offsets = np.concatenate([[0], np.cumsum([len(x) for x in lengths])[:-1]]).astype(np.int64)
+        self.all_lengths = np.concatenate(lengths)
+        self.by_batches = config.mode in BATCH_UNITS
+        self._pass_plans: dict[tuple[int, int], BatchPlan] = {}
+        schedule = config.weights
+        if tuple(schedule.names) != tuple(names):
+            missing = set(names) ^ set(schedule.names)
+            raise ValueError(f"weights name {sorted(schedule.names)}, the sources are {sorted(names)}"
+                             f"{f' (differ: {sorted(missing)})' if missing else ' (give them in the same order)'}")
+        def mixture(rule: EpochRule) -> MixturePlan:
+            return MixturePlan(dict(zip(names, shards)), schedule, seed=config.seed, rule=rule, shuffle=config.shuffle,
+                               window=config.shuffle_window,
+                               pass_length=self._batches_in_pass if self.by_batches else None)
+
+        self.plan = mixture(EpochRule(samples=1))  # the passes' orders, which the default rule counts
+        self.plan = mixture(self._rule())
+
+    def _rule(self) -> EpochRule:
+        c = self.config
+        if c.epoch_until is not None:
+            return EpochRule(until=c.epoch_until)
+        if c.epoch_length is not None:
+            return EpochRule(samples=c.epoch_length)
+        one_pass = sum(self._batches_in_pass(i, 0) if self.by_batches else len(x) for i, x in enumerate(self.lengths))
+        return EpochRule(samples=one_pass)  # default: as many units as one pass over every source
+
+    def fingerprint(self, sources: list[str]) -> str:
+        """Of the sources (their manifests' fingerprints) and the blend: a state from another mixture is refused."""
+        c = self.config
+        blend = {"sources": sources, "names": list(self.names),
+                 "points": [[position, list(weights)] for position, weights in c.weights.points],
+                 "interpolation": c.weights.interpolation, "rule": [c.epoch_length, c.epoch_until]}
+        return "mix-" + hashlib.sha256(json.dumps(blend, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    # -- per-source passes in batches (bucket, budget) -----------------------------------------------------
+    def _pass_plan(self, source: int, number: int) -> BatchPlan:
+        """Source ``source``'s pass ``number`` batched on its own (its local sample ids)."""
+        key = (source, number)
+        if key not in self._pass_plans:
+            if len(self._pass_plans) >= _PASS_CACHE:
+                self._pass_plans.pop(next(iter(self._pass_plans)))
+            c = self.config
+            order = self.plan.pass_order(source, number)
+            rng = plans.epoch_rng(c.seed * 1_000_003 + zlib.crc32(self.names[source].encode()), number) \
+                if c.shuffle else None
+            lengths = self.lengths[source]
+            if c.mode == "bucket":
+                self._pass_plans[key] = plans.bucket_plan(lengths, c.batch_size, window=c.window, rng=rng,
+                                                          drop_last=c.drop_last, order=order)
+            else:
+                self._pass_plans[key] = plans.budget_plan(lengths, c.max_tokens, window=c.window,
+                                                          pad_multiple=c.pad_multiple, rng=rng, order=order)
+        return self._pass_plans[key]
+
+    def _batches_in_pass(self, source: int, number: int) -> int:
+        return len(self._pass_plan(source, number))
+
+    # -- the epoch -------------------------------------------------------------------------------------------
+    def global_plan(self, epoch: int) -> tuple[PackStream | None, BatchPlan]:
+        """The epoch's batches over all ranks (and the token stream when packing), as ``TextLoader.global_plan``."""
+        c = self.config
+        if self.by_batches:
+            sources, passes, within = self.plan.units(epoch)
+            batches = [self.offsets[s] + self._pass_plan(s, p).batch(w)
+                       for s, p, w in zip(sources.tolist(), passes.tolist(), within.tolist())]
+            return None, plans.from_batches(batches)
+        order = self.plan.order(epoch)
+        if c.mode == "pack":
+            return plans.pack_plan(self.all_lengths, block_size=c.block_size, batch_size=c.batch_size, rng=None,
+                                   drop_last=c.drop_last, order=order)
+        return None, plans.fixed_plan(len(order), c.batch_size, rng=None, drop_last=c.drop_last, order=order)
+
+    def source_of(self, samples: np.ndarray) -> np.ndarray:
+        """The source index of each (combined) sample id."""
+        return np.searchsorted(self.offsets, samples, side="right") - 1

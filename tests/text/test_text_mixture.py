@@ -1,0 +1,139 @@
+"""Text mixtures (issue 26): exact shares at every prefix in each mode, schedules, resume on any world size,
+equal batches per rank, per-source counts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dataio import TextLoader
+from dataio.formats.synthetic_text import synthetic_documents
+from dataio.formats.tokenizer_setup import TokenizerConfig
+from dataio.sampling.blend import slack
+from dataio.sampling.weight_schedule import Targets, WeightSchedule
+from tests.text_fixtures import convert
+
+
+@pytest.fixture(scope="module")
+def sources(text_shards, tmp_path_factory):
+    """Three sources with one tokenizer: the fixture corpus, a corpus of short and one of long documents."""
+    root = tmp_path_factory.mktemp("mixture")
+    tokenizer = TokenizerConfig(path=text_shards / "tokenizer.json")
+    out = {"web": text_shards}
+    for name, count, words in (("code", 120, 15), ("books", 40, 70)):
+        corpus = root / f"{name}.txt"
+        corpus.write_text("\n".join(synthetic_documents(count, seed=len(name), mean_words=words)) + "\n")
+        out[name] = convert([corpus], root / name, tokenizer=tokenizer, shard_tokens=3000)
+    return out
+
+
+WEIGHTS = {"web": 0.6, "code": 0.3, "books": 0.1}
+
+
+def _source_of(loader: TextLoader, samples: np.ndarray) -> np.ndarray:
+    return loader.mixture.source_of(samples)
+
+
+@pytest.mark.parametrize("mode", ["fixed", "bucket", "budget"])
+def test_shares_are_exact_at_every_prefix(sources, mode):
+    loader = TextLoader(sources, mode=mode, weights=WEIGHTS, batch_size=8, max_tokens=800, seed=4)
+    schedule = loader.config.weights
+    targets = Targets(schedule)
+    got = np.zeros(3)
+    units = 0
+    bound = 1 - slack(3) + 1e-9
+    for batch in loader:
+        src = _source_of(loader, batch["sample_ids"])
+        if mode == "fixed":  # samples are the unit: every sample is a step of the blend
+            for s in src.tolist():
+                got[s] += 1
+                units += 1
+                owed = np.array([targets.owed(i, units) for i in range(3)])
+                assert np.abs(got - owed).max() <= bound
+        else:  # batches are the unit, each from one source
+            assert len(set(src.tolist())) == 1
+            got[src[0]] += 1
+            units += 1
+            owed = np.array([targets.owed(i, units) for i in range(3)])
+            assert np.abs(got - owed).max() <= bound
+    assert units > 20
+
+
+def test_packed_rows_mix_sources_with_every_boundary_marked(sources):
+    loader = TextLoader(sources, mode="pack", weights=WEIGHTS, batch_size=4, block_size=128, seed=1)
+    batch = next(iter(loader))
+    cu = batch["cu_seqlens"].numpy()
+    positions = batch["position_ids"].numpy().reshape(-1)
+    starts = set(np.flatnonzero(positions == 0).tolist())
+    assert starts <= set(cu[:-1].tolist())  # every document piece starts a cu_seqlens segment
+    assert sum(entry["tokens"] for entry in loader.stats.sources.values()) == int(batch["attention_mask"].sum())
+    assert len(loader.stats.sources) >= 2  # rows hold documents of several sources
+
+
+def test_a_schedule_anneals_the_blend(sources):
+    schedule = WeightSchedule.of([(0, {"web": 0.9, "code": 0.05, "books": 0.05}), (300, {"web": 0.9, "code": 0.05,
+                                  "books": 0.05}), (400, {"web": 0.1, "code": 0.1, "books": 0.8})])
+    loader = TextLoader(sources, mode="fixed", weights=schedule, batch_size=10, epoch_length=600, seed=2)
+    src = np.concatenate([_source_of(loader, b["sample_ids"]) for b in loader])
+    assert len(src) == 600
+    head, tail = np.bincount(src[:300], minlength=3), np.bincount(src[400:], minlength=3)
+    assert head.tolist() == [270, 15, 15] and tail.tolist() == [20, 20, 160]
+
+
+@pytest.mark.parametrize("mode", ["fixed", "budget", "pack"])
+@pytest.mark.parametrize("old_world, new_world", [(1, 1), (2, 3), (3, 2)])
+def test_resume_mid_epoch_on_any_world_size_after_a_schedule_change(sources, mode, old_world, new_world):
+    schedule = [(0, {"web": 0.8, "code": 0.1, "books": 0.1}), (20, {"web": 0.2, "code": 0.4, "books": 0.4})]
+    options = dict(mode=mode, weights=schedule, batch_size=6, max_tokens=700, block_size=96, seed=9,
+                   epoch_length=120, drop_last=True)
+
+    def run(world, rank):
+        return TextLoader(sources, world_size=world, rank=rank, **options)
+
+    def ids(batch):
+        return batch["input_ids"].numpy().tolist()
+
+    whole = [[ids(b) for b in run(1, 0)]]
+    old = [run(old_world, r) for r in range(old_world)]
+    passes = [iter(loader) for loader in old]
+    steps = 3 if mode != "budget" else 2
+    for _ in range(steps):  # every rank takes `steps` batches, past the schedule's change at unit 20
+        for p in passes:
+            next(p)
+    state = old[0].state_dict()
+    counts = [len(list(p)) + steps for p in passes]
+    assert len(set(counts)) == 1  # equal batches per rank
+    new = [run(new_world, r) for r in range(new_world)]
+    for loader in new:
+        loader.load_state_dict(state)
+    rest = [[ids(b) for b in loader] for loader in new]
+    assert len({len(r) for r in rest}) == 1
+    # the rest, dealt round-robin over the new ranks, is the uninterrupted run's tail
+    merged = [batch for group in zip(*rest) for batch in group]
+    assert merged == whole[0][steps * old_world:steps * old_world + len(merged)]
+
+
+def test_sources_with_other_tokenizers_are_refused(sources, text_corpus, tmp_path):
+    other = convert([text_corpus], tmp_path / "other", tokenizer=TokenizerConfig(train="bpe", vocab_size=300))
+    with pytest.raises(ValueError, match="another tokenizer"):
+        TextLoader({"web": sources["web"], "other": other}, weights={"web": 0.5, "other": 0.5})
+
+
+def test_bad_mixture_options_name_the_problem(sources):
+    with pytest.raises(ValueError, match="weights name"):
+        TextLoader(sources, weights={"web": 1.0})
+    with pytest.raises(ValueError, match="needs a mixture"):
+        TextLoader(sources["web"], weights={"web": 1.0})
+    with pytest.raises(ValueError, match="give .*weights"):
+        TextLoader(sources)
+    with pytest.raises(ValueError, match="one of epoch_length"):
+        TextLoader(sources, weights=WEIGHTS, epoch_length=10, epoch_until="all")
+
+
+def test_until_a_source_finishes_and_passes_are_reported(sources):
+    loader = TextLoader(sources, mode="fixed", weights=WEIGHTS, batch_size=5, epoch_until="books", seed=0)
+    total = sum(len(b["sample_ids"]) for b in loader)
+    books = loader.stats.sources["books"]["samples"]
+    assert books == len(TextLoader(sources["books"], mode="fixed").shards)  # the epoch ended with its pass
+    assert total >= books
+    assert loader.mixture_passes()["books"] == 1
