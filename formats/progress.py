@@ -9,6 +9,8 @@ total is known, the percentage and time left, and a last line at the end.
 
 from __future__ import annotations
 
+import io
+import os
 import sys
 import time
 from typing import Any, TextIO
@@ -57,6 +59,16 @@ class LineProgress:
                 self._write(time.monotonic(), final=True)
 
 
+def tqdm_size(stream: TextIO) -> dict[str, object]:
+    """tqdm's size options: it follows the terminal's size, and a terminal that reports 0 x 0 (a pty nobody sized)
+    gets 80 x 24, where tqdm would draw nothing (checked on tqdm 4.70: its bar is hidden as past the last row)."""
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        columns = None
+    return {"ncols": 80, "nrows": 24} if columns == 0 else {"dynamic_ncols": True}
+
+
 def progress(*, total: int | None = None, initial: int = 0, unit: str, desc: str, enabled: bool = True,
              stream: TextIO | None = None, interval: float = DEFAULT_INTERVAL) -> Any:
     """A progress reporter with ``update(n)`` and ``close()``: tqdm on a terminal, ``LineProgress`` otherwise."""
@@ -64,5 +76,5 @@ def progress(*, total: int | None = None, initial: int = 0, unit: str, desc: str
     if not enabled:
         return tqdm(disable=True)
     if getattr(stream, "isatty", lambda: False)():
-        return tqdm(total=total, initial=initial, unit=unit, desc=desc, file=stream)
+        return tqdm(total=total, initial=initial, unit=unit, desc=desc, file=stream, **tqdm_size(stream))
     return LineProgress(total=total, initial=initial, unit=unit, desc=desc, stream=stream, interval=interval)

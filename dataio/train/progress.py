@@ -11,14 +11,14 @@ remaining steps at that pace.
 
 from __future__ import annotations
 
-import io
-import os
 import sys
 import time
 from collections.abc import Callable
 from typing import TextIO
 
 from tqdm import tqdm
+
+from dataio.formats.progress import tqdm_size
 
 BAR_REFRESH_S = 1.0  # how often the bar's rate and loss are renewed
 
@@ -27,16 +27,6 @@ def clock_text(seconds: float) -> str:
     """``h:mm:ss``."""
     seconds = max(0, round(seconds))
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
-
-
-def _width(stream: TextIO) -> dict[str, object]:
-    """tqdm follows the terminal's size; a terminal that reports 0 x 0 (a pty nobody sized) gets 80 x 24, where
-    tqdm would draw nothing (checked on tqdm 4.70: its bar is hidden as past the last row)."""
-    try:
-        columns = os.get_terminal_size(stream.fileno()).columns
-    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-        columns = None
-    return {"ncols": 80, "nrows": 24} if columns == 0 else {"dynamic_ncols": True}
 
 
 class Progress:
@@ -48,7 +38,7 @@ class Progress:
         self.total, self.unit, self.every, self.clock = total, unit, every, clock
         tty = bool(getattr(self.stream, "isatty", lambda: False)()) if tty is None else tty
         self.bar = (tqdm(total=total, initial=done, unit="step", file=self.stream, leave=False,
-                         **_width(self.stream)) if tty and every > 0 else None)
+                         **tqdm_size(self.stream)) if tty and every > 0 else None)
         self._shown: float | None = None  # clock of the last line (or bar refresh)
         self._samples = self._seconds = 0.0
         self._steps = 0
