@@ -4,11 +4,16 @@
 descriptor. Shards are checked against the manifest when opened (existence
 and size; sha256 too with ``verify_checksums``), so a missing, truncated or
 altered shard is named before reading starts, not discovered as a hang.
+The descriptors are closed by a ``weakref.finalize``, not ``__del__``: a
+loader never closed is then closed at interpreter exit while ``os`` is still
+there (a ``__del__`` run during module teardown printed ``Exception ignored
+in: ShardFiles.__del__ ... AttributeError``).
 """
 
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 
 from dataio.formats.errors import ShardError
@@ -21,6 +26,7 @@ class ShardFiles:
     def __init__(self, folder: Path, manifest: Manifest, verify_checksums: bool = False) -> None:
         self.names = [entry.file for entry in manifest.shards]
         self._fds: list[int] = []
+        self._closer = weakref.finalize(self, _close_all, self._fds)
         try:
             for entry in manifest.shards:
                 path = folder / entry.file
@@ -38,9 +44,11 @@ class ShardFiles:
         return data
 
     def close(self) -> None:
-        for fd in self._fds:
-            os.close(fd)
-        self._fds = []
+        """Close every descriptor (at most once; also done when collected, or at exit)."""
+        self._closer()
 
-    def __del__(self) -> None:
-        self.close()
+
+def _close_all(fds: list[int]) -> None:
+    """Close and forget ``fds`` (the list the reads index, so a read after close fails on an IndexError)."""
+    while fds:
+        os.close(fds.pop())
