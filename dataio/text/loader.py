@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dataio.formats.errors import SampleError
+from dataio.formats.errors import ConfigError, SampleError
 from dataio.formats.manifest import open_dataset
 from dataio.formats.remote_copy import copy_dataset
 from dataio.loading.dataloader_args import Capabilities, check_sampler_size, dataloader_fields
@@ -217,11 +217,20 @@ class TextLoader(ResumableLoader):
         return tokens
 
     def _move(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-        """One batch on the device: one staging buffer and one copy on CUDA, zero-copy views on the CPU."""
+        """One batch on the device: one staging buffer and one copy on CUDA, zero-copy views on the CPU;
+        then ``batch_transform``."""
         with self.stats.stages.range("copy", self._copy.device):
             if self._copy.stream is None:
-                return {name: torch.from_numpy(array) for name, array in batch.items()}
-            return copy_arrays(batch, self._copy.device, pin=self.config.pin_memory)
+                moved = {name: torch.from_numpy(array) for name, array in batch.items()}
+            else:
+                moved = copy_arrays(batch, self._copy.device, pin=self.config.pin_memory)
+        if self.config.batch_transform is None:
+            return moved
+        with self.stats.stages.range("batch_transform", self._copy.device):
+            out = self.config.batch_transform(moved)
+        if not isinstance(out, dict):
+            raise ConfigError(f"{{0}} must return the batch dict, got {type(out).__name__}", "batch_transform")
+        return out
 
     def _numpy_batches(self) -> Iterator[dict[str, np.ndarray]]:
         self._follow_sampler_epoch()
