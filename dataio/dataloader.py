@@ -68,13 +68,13 @@ def _choose_mode(source: str | Path, options: dict[str, Any], shuffles: bool) ->
     if "train" in options:
         why = "as train= says"
     elif shuffles:
-        options["train"], why = True, "as it shuffles; pass train=False for evaluation transforms"
+        options["train"], why = True, "as it shuffles (pass train=False for evaluation transforms)"
     else:
-        options["train"], why = False, "as it does not shuffle; pass train=True for training transforms"
+        options["train"], why = False, "as it does not shuffle (pass train=True for training transforms)"
     mode = ("training transforms (random-resized crop and flip)" if options["train"]
             else "evaluation transforms (resize and centre crop)")
     output = "float32 normalised" if options["normalize"] else "uint8"
-    log.info("dataio.DataLoader(%s): %s, %s, %s", where, mode, why, output)
+    log.info("dataio.DataLoader(%s): %s %s; %s output", where, mode, why, output)
 
 
 def _manifest(source: str | Path, options: dict[str, Any]) -> Manifest:

@@ -28,6 +28,7 @@ from dataio.sampling.world import resolve_world
 from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
 from dataio.formats.errors import ConfigError, SampleError, ShardError
 from dataio.loading.error_policy import DATA_EXCEPTIONS
+from dataio.loading.exit_close import close_at_exit
 from dataio.loading.dataloader_args import Capabilities, check_sampler_size, dataloader_fields
 from dataio.loading.loader_stats import LoaderStats
 from dataio.loading.stage_times import Lap, StageTimes
@@ -467,8 +468,12 @@ class ImageLoader(ResumableLoader):
         """One pass (an epoch, or its rest after a resume) of ``ImageBatch``.
 
         ``stats.stages`` records the pass's stages; ``wait`` is the consumer's
-        time inside ``next()``, ``pass`` the wall time of the pass.
+        time inside ``next()``, ``pass`` the wall time of the pass. A pass
+        still suspended at interpreter exit is closed then (``loading.exit_close``).
         """
+        return close_at_exit(self._batches())
+
+    def _batches(self) -> Iterator[ImageBatch]:
         self._follow_sampler_epoch()
         consumed = self.position.begin(len(self.table))
         times = self.stats.stages
@@ -489,7 +494,10 @@ class ImageLoader(ResumableLoader):
         self.position.end()
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        for batch in self.batches():
+        return close_at_exit(self._images_and_labels())
+
+    def _images_and_labels(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for batch in self._batches():
             yield batch.images, batch.labels
 
     def close(self) -> None:

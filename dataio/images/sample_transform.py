@@ -64,7 +64,7 @@ class SampleTransform:
             got = (f"{out.dtype} {tuple(out.shape)}".replace("torch.", "") if isinstance(out, torch.Tensor)
                    else type(out).__name__)
             raise ConfigError(f"{{0}} returned {got} for {where()}: it must return a uint8 tensor of shape "
-                              f"{tuple(image.shape)} (3, S, S); do float work in batch_transform=", "transform")
+                              f"{tuple(image.shape)}; do float work in batch_transform=", "transform")
         if out.data_ptr() == image.data_ptr() and out.stride() == image.stride():
             return  # another view of the slot, written in place
         if out.untyped_storage().data_ptr() == image.untyped_storage().data_ptr():

@@ -35,6 +35,7 @@ from dataio.formats.remote_copy import copy_dataset
 from dataio.loading.dataloader_args import Capabilities, check_sampler_size, dataloader_fields
 from dataio.loading.remote_options import retry_policy
 from dataio.loading.device_copy import DeviceCopy, copy_arrays
+from dataio.loading.exit_close import close_at_exit
 from dataio.loading.loader_stats import LoaderStats
 from dataio.loading.stage_times import Lap, StageTimes
 from dataio.sampling import partition
@@ -247,7 +248,12 @@ class TextLoader(ResumableLoader):
         self.position.end()
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        """One pass; ``stats.stages`` records ``wait`` (the consumer's time in ``next()``) and ``pass``."""
+        """One pass; ``stats.stages`` records ``wait`` (the consumer's time in ``next()``) and ``pass``.
+
+        A pass still suspended at interpreter exit is closed then (``loading.exit_close``)."""
+        return close_at_exit(self._pass())
+
+    def _pass(self) -> Iterator[dict[str, torch.Tensor]]:
         times = self.stats.stages
         times.begin(self.epoch)
         start = time.perf_counter()
