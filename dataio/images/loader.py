@@ -392,11 +392,13 @@ class ImageLoader(ResumableLoader):
 
     def _apply_transform(self, slot: np.ndarray, sample: int, seed: int | None) -> None:
         """``transform=`` on one decoded slot; an exception it raises gets a note naming the sample."""
-        where = lambda: f"sample {self.table.key(sample)!r} in shard {self.files.names[int(self.table.shard[sample])]}"  # noqa: E731
+        def where() -> str:  # only built for a message
+            return f"sample {self.table.key(sample)!r} in shard {self.files.names[int(self.table.shard[sample])]}"
+
         try:
             self._transform(slot, seed, where)
         except Exception as e:
-            if not isinstance(e, ConfigError) and hasattr(e, "add_note"):
+            if not isinstance(e, ConfigError) and hasattr(e, "add_note"):  # add_note: Python 3.11+
                 e.add_note(f"dataio: raised by transform= on {where()}")
             raise
 
