@@ -35,6 +35,7 @@ from dataio.formats.remote_copy import copy_dataset
 from dataio.loading.dataloader_args import Capabilities, check_sampler_size, dataloader_fields
 from dataio.loading.remote_options import retry_policy
 from dataio.loading.device_copy import DeviceCopy, copy_arrays
+from dataio.loading.exit_close import close_at_exit
 from dataio.loading.loader_stats import LoaderStats, SourceCounts
 from dataio.loading.stage_times import Lap, StageTimes
 from dataio.sampling import partition
@@ -315,11 +316,20 @@ class TextLoader(ResumableLoader):
         return tokens
 
     def _move(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-        """One batch on the device: one staging buffer and one copy on CUDA, zero-copy views on the CPU."""
+        """One batch on the device: one staging buffer and one copy on CUDA, zero-copy views on the CPU;
+        then ``batch_transform``."""
         with self.stats.stages.range("copy", self._copy.device):
             if self._copy.stream is None:
-                return {name: torch.from_numpy(array) for name, array in batch.items()}
-            return copy_arrays(batch, self._copy.device, pin=self.config.pin_memory)
+                moved = {name: torch.from_numpy(array) for name, array in batch.items()}
+            else:
+                moved = copy_arrays(batch, self._copy.device, pin=self.config.pin_memory)
+        if self.config.batch_transform is None:
+            return moved
+        with self.stats.stages.range("batch_transform", self._copy.device):
+            out = self.config.batch_transform(moved)
+        if not isinstance(out, dict):
+            raise ConfigError(f"{{0}} must return the batch dict, got {type(out).__name__}", "batch_transform")
+        return out
 
     def _numpy_batches(self) -> Iterator[dict[str, np.ndarray]]:
         self._follow_sampler_epoch()
@@ -336,11 +346,13 @@ class TextLoader(ResumableLoader):
         self.position.end()
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        """One pass (see ``_iterate``); refused during another pass or after ``close()``."""
-        return self._one_pass(self._iterate())
+        """One pass; ``stats.stages`` records ``wait`` (the consumer's time in ``next()``) and ``pass``.
 
-    def _iterate(self) -> Iterator[dict[str, torch.Tensor]]:
-        """One pass; ``stats.stages`` records ``wait`` (the consumer's time in ``next()``) and ``pass``."""
+        A pass still suspended at interpreter exit is closed then (``loading.exit_close``); one started
+        during another pass, or after ``close()``, is refused."""
+        return close_at_exit(self._one_pass(self._pass()))
+
+    def _pass(self) -> Iterator[dict[str, torch.Tensor]]:
         times = self.stats.stages
         times.begin(self.epoch)
         start = time.perf_counter()
