@@ -124,6 +124,8 @@ def test_rank_conversion_of_parquet_matches_one_process(hub_files, tmp_path):
                                            rank=rank, world_size=2))
     a, b = read_sample_table(one / "samples.arrow"), read_sample_table(tmp_path / "two" / "samples.arrow")
     assert np.array_equal(a.checksum, b.checksum) and np.array_equal(a.label, b.label)
+    counts = [read_manifest(tmp_path / "two" / f"rank-0000{r}-of-00002")[1].num_samples for r in range(2)]
+    assert min(counts) >= 5, counts  # split by rows: no rank idles
 
 
 def test_streaming_from_any_row_gives_the_rows_from_there(hub_files):
