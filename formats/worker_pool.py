@@ -125,6 +125,7 @@ class _Pool:
                         self.jobs[worker].send_bytes(item)
                 except (OSError, ValueError):  # EPIPE: the worker died; ValueError/OSError: closed by kill
                     broken.add(worker)
+                job = chunk = None  # not held while waiting for the next
         except BaseException as e:  # handed to the calling thread, which raises it
             self.error = e
 

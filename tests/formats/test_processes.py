@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from dataio.formats import files, wds_shards
@@ -231,3 +233,27 @@ def test_large_items_are_bounded_in_bytes_and_never_deadlock():
         ahead.append(taken - len(results))
     assert results == list(range(40))
     assert max(ahead) <= 8, ahead
+
+
+def test_ctrl_c_during_a_parquet_conversion_of_real_size_photos(real_photos, tmp_path):
+    """Image bytes go through the job pipes (written by the sender thread): Ctrl-C still stops at once, with
+    the one line and no traceback from that thread, and leaves no worker."""
+    photos = sorted(real_photos.rglob("*.JPEG")) * 4  # ~40 MB, 8 of them camera photos: seconds of work
+    image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    images = pa.array([{"bytes": p.read_bytes(), "path": p.name} for p in photos], image_type)
+    pq.write_table(pa.table({"image": images, "label": pa.array([i % 2 for i in range(len(photos))])}),
+                   tmp_path / "train.parquet", row_group_size=8)
+    process = start(*CONVERT, "train.parquet", "out", cwd=tmp_path)
+    wait_for_workers(process)
+    time.sleep(0.3)
+    process.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    try:
+        _, stderr = process.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise AssertionError("still running 5 s after Ctrl-C")
+    assert time.monotonic() - sent < 5
+    assert process.returncode == 130, stderr
+    assert stderr.strip().splitlines() == ["dataio convert: interrupted; rerun the same command to resume"]
+    assert not children(process.pid)
