@@ -11,6 +11,7 @@ preallocated NHWC uint8 batch (see ``threaded_batches``), and
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -46,9 +47,10 @@ from dataio.loading.remote_options import retry_policy
 from dataio.images.threaded_batches import ThreadedBatches
 from dataio.images.turbo_decode import decode_crop_into
 from dataio.formats.manifest import open_dataset
-from dataio.formats.storage import describe, remote_errors
+from dataio.formats.storage import describe, redact, remote_errors
 from dataio.formats.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
 
+log = logging.getLogger("dataio")
 CHUNK = 32  # samples per decode task
 FIELDS = frozenset(f.name for f in dataclasses.fields(ImageLoaderConfig))
 FACE = Capabilities(name="ImageLoader", threads=True)  # num_workers = decode threads
@@ -139,6 +141,10 @@ class ImageLoader(ResumableLoader):
         self._transfer = DeviceTransfer(self.config, self._device_augment(), self._normalize, self.stats.stages)
         self._pin = self.config.pin_memory and torch.cuda.is_available()
         self._buffers = BufferPool(capacity=self.config.prefetch_batches * max(1, threads) + 4)
+        log.info("ImageLoader(%s): %d samples, %s transforms, decoder %s, %s decode threads, rank %d of %d, %s "
+                 "output on %s", redact(str(self.folder)), len(self.table), "training" if c.train else "evaluation",
+                 self.decoder, "auto" if tuner else threads, self.rank, self.world_size,
+                 "float32 normalised" if c.normalize else "uint8", c.device)
 
     def _read_table(self) -> SampleTable:
         """The sample table: memory-mapped locally, read whole (it is small) from remote storage."""

@@ -20,6 +20,7 @@ mid-epoch, on the same or another world size.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
@@ -31,6 +32,7 @@ import torch
 
 from dataio.formats.errors import ConfigError, SampleError
 from dataio.formats.manifest import open_dataset
+from dataio.formats.storage import redact
 from dataio.formats.remote_copy import copy_dataset
 from dataio.loading.dataloader_args import Capabilities, check_sampler_size, dataloader_fields
 from dataio.loading.remote_options import retry_policy
@@ -50,6 +52,7 @@ from dataio.text.mixture_plans import TextMixture
 from dataio.text.samples_view import TextSamples
 from dataio.text.token_shards import TokenShards
 
+log = logging.getLogger("dataio")
 FIELDS = frozenset(f.name for f in dataclasses.fields(TextLoaderConfig))
 FACE = Capabilities(name="TextLoader", threads=False)  # batches are built in the calling thread
 
@@ -88,6 +91,10 @@ class TextLoader(ResumableLoader):
         self.padding_tokens = self.real_tokens = 0  # counters over everything yielded
         partition.check_world(len(self.global_plan(0)[1]), self.world_size, drop_last=self.config.drop_last,
                               unit="batches")
+        log.info("TextLoader(%s): %d samples, mode %s, %d batches in epoch 0 over %d ranks%s",
+                 ", ".join(self.mixture.names) if self.mixture else redact(str(source)), len(self.shards),
+                 self.config.mode, len(self.global_plan(0)[1]), self.world_size,
+                 f", a mixture of {len(self.mixture.names)} sources" if self.mixture else "")
 
     def _open_mixture(self, sources: Mapping[str, str | Path]) -> tuple[TokenShards, str]:
         """The sources' shards end to end, and the mixture plans; the fingerprint of both."""
