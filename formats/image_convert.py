@@ -144,7 +144,9 @@ def _jobs(config: ConvertImagesConfig, inputs: "_Inputs", start: int) -> Iterato
     count = len(inputs.files) - start
     for row in islice(inputs.parquet.stream(inputs.first + start), count):
         item: bytes | LocalFile | Rejection = row.data if row.data else Rejection(row.missing)
-        if row.label is None:
+        if row.damaged:
+            item = Rejection(row.damaged)
+        elif row.label is None:
             item = Rejection("no label in the row")
         elif not 0 <= row.label < len(inputs.classes):
             item = Rejection(f"label {row.label} is not in 0..{len(inputs.classes) - 1}")

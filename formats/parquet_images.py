@@ -54,6 +54,7 @@ class ParquetRow:
     data: bytes | LocalFile | None
     path: str  # the image's own path from the struct, else the id
     missing: str = ""
+    damaged: str = ""  # the row could not be read: its row group (or file) is damaged, and why
 
 
 def parquet_files(src: Path) -> list[Path] | None:
@@ -111,7 +112,11 @@ class ParquetImages:
         balance a multi-node conversion by bytes."""
         sizes = []
         for file in self.files:
-            metadata = pq.ParquetFile(file).metadata
+            try:
+                metadata = pq.ParquetFile(file).metadata
+            except (pa.ArrowException, OSError):  # a damaged file: its one rejected row
+                sizes.append(np.zeros(1, dtype=np.int64))
+                continue
             for group in range(metadata.num_row_groups):
                 info = metadata.row_group(group)
                 sizes.append(np.full(info.num_rows, info.total_byte_size // max(1, info.num_rows), dtype=np.int64))
@@ -119,29 +124,49 @@ class ParquetImages:
 
     def stream(self, start: int = 0) -> Iterator[ParquetRow]:
         """Rows from number ``start`` on, in order, their image bytes read one batch at a time (row groups
-        wholly before ``start`` are not read)."""
+        wholly before ``start`` are not read). A damaged row group's rows (a damaged file's one row) come as
+        rows with ``damaged`` set, and the rest go on."""
         first = 0  # number of the file's first row
         for file in self.files:
-            reader = pq.ParquetFile(file)
+            try:
+                reader = pq.ParquetFile(file)
+            except (pa.ArrowException, OSError) as e:  # listed as one row by scan_parquet_images
+                if first >= start:
+                    name = _name(self.root, file)
+                    yield ParquetRow(name, None, None, name, damaged=f"not a readable Parquet file ({plain(e)})")
+                first += 1
+                continue
             count = reader.metadata.num_rows
             if first + count > start:
                 yield from self._file_rows(reader, file, start - first)
             first += count
 
     def _file_rows(self, reader: pq.ParquetFile, file: Path, skip: int) -> Iterator[ParquetRow]:
-        name, groups, row = _name(self.root, file), [], 0
+        name, row = _name(self.root, file), 0
         for group in range(reader.metadata.num_row_groups):
             size = reader.metadata.row_group(group).num_rows
-            if groups or row + size > skip:  # from the first group that reaches skip on, every group
-                groups.append(group)
-            else:
-                row += size
-        for batch in reader.iter_batches(batch_size=_batch_rows(reader.metadata, groups), row_groups=groups,
-                                         columns=[self.image_column, self.label_column]):
-            for image, label in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-                if row >= skip:
-                    yield _row(f"{name}#{row}", image, label, file.parent)
-                row += 1
+            end = row + size
+            if end <= skip:
+                row = end
+                continue
+            try:  # one row group at a time, so a damaged one costs only its own rows
+                for batch in reader.iter_batches(batch_size=_batch_rows(reader.metadata, [group]), row_groups=[group],
+                                                 columns=[self.image_column, self.label_column]):
+                    for image, label in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                        if row >= skip:
+                            yield _row(f"{name}#{row}", image, label, file.parent)
+                        row += 1
+            except (pa.ArrowException, OSError) as e:
+                reason = f"row group {group} (rows {end - size}-{end - 1}) is damaged: {plain(e)}"
+                for lost in range(max(row, skip), end):
+                    yield ParquetRow(f"{name}#{lost}", None, None, f"{name}#{lost}", damaged=reason)
+            row = end
+
+
+def plain(error: BaseException) -> str:
+    """An Arrow/Parquet error as one line of plain text: control bytes escaped, lines joined."""
+    text = " ".join(str(error).split("\n")).strip() or type(error).__name__
+    return re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m[0]):02x}", text)
 
 
 def _common_root(files: list[Path]) -> Path:
@@ -195,8 +220,9 @@ def scan_parquet_images(files: list[Path], *, image_column: str = "image", label
         try:
             reader = pq.ParquetFile(file)
             schema = reader.schema_arrow
-        except (pa.ArrowException, OSError) as e:
-            raise UsageError(f"{file}: not a readable Parquet file ({e})") from None
+        except (pa.ArrowException, OSError):  # a damaged footer: the file is one rejected row, the rest go on
+            rows.append((_name(src, file), -1))
+            continue
         for column in (image_column, label_column):
             if column not in schema.names:
                 raise UsageError(f"{file}: no column {column!r} (columns: {', '.join(schema.names)}); "
@@ -214,7 +240,12 @@ def scan_parquet_images(files: list[Path], *, image_column: str = "image", label
                 raise UsageError(f"{file}: its class names differ from those of {files[0]}")
             class_names = tuple(names)
         name = _name(src, file)
-        labels = reader.read(columns=[label_column]).column(0).to_pylist()
+        labels: list[int | None] = []
+        for group in range(reader.metadata.num_row_groups):  # a damaged group: its rows are rejected when streamed
+            try:
+                labels += reader.read_row_group(group, columns=[label_column]).column(0).to_pylist()
+            except (pa.ArrowException, OSError):
+                labels += [None] * reader.metadata.row_group(group).num_rows
         rows += [(f"{name}#{row}", label if label is not None else -1) for row, label in enumerate(labels)]
     if classes_file is not None:
         class_names = read_class_names(classes_file)
