@@ -42,7 +42,9 @@ from dataio.images.shard_files import ShardFiles
 from dataio.loading.range_cache import RangeCache
 from dataio.loading.remote_options import retry_policy
 from dataio.images.threaded_batches import ThreadedBatches
-from dataio.images.turbo_decode import decode_crop_into
+from dataio.images.turbo_decode import REGION_DECODE, decode_crop_into
+from dataio.formats.fallback_log import info_once
+from dataio.formats.pil_build import describe_pil
 from dataio.formats.manifest import open_dataset
 from dataio.formats.storage import describe, remote_errors
 from dataio.formats.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
@@ -136,6 +138,8 @@ class ImageLoader(ResumableLoader):
         self._transfer = DeviceTransfer(self.config, self._device_augment(), self._normalize, self.stats.stages)
         self._pin = self.config.pin_memory and torch.cuda.is_available()
         self._buffers = BufferPool(capacity=self.config.prefetch_batches * max(1, threads) + 4)
+        info_once("image-loader", f"ImageLoader decodes with {self.decoder}; {describe_pil()}; region decoder "
+                                  f"{'built' if REGION_DECODE else 'not built'}")
 
     def _read_table(self) -> SampleTable:
         """The sample table: memory-mapped locally, read whole (it is small) from remote storage."""
