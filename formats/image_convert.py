@@ -32,8 +32,8 @@ from dataio.formats.arrow_image_shards import ArrowImageWriter, image_locations
 from dataio.formats.class_names import read_class_names
 from dataio.formats.errors import NothingConverted, UsageError
 from dataio.formats.fallback_log import warn_once
-from dataio.formats.image_prepare import (WITHOUT_CODEC, ImagePrepareConfig, PreparedImage, Rejection, add_restart_markers,
-                                          prepare_image)
+from dataio.formats.image_prepare import (WITHOUT_CODEC, ImagePrepareConfig, PreparedImage, Rejection,
+                                          add_restart_markers, prepare_image)
 from dataio.formats.image_tree import NotRegularFile, errno_text, read_regular_file, source_path, walk_image_tree
 from dataio.formats.convert_journal import Journal, ShardRecord, fingerprint
 from dataio.formats.files import write_atomic

@@ -44,8 +44,8 @@ print(seen, loader.decoder)
 
 def _clean_env(**extra: str) -> dict[str, str]:
     """No pip configuration of this machine (its find-links, extra indexes, constraints), no user site."""
-    return {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"), "PIP_CONFIG_FILE": os.devnull,
-            "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PYTHONNOUSERSITE": "1", **extra}
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"),
+            "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PYTHONNOUSERSITE": "1", **extra}
 
 
 def _run(args: list, cwd: Path, **extra: str) -> subprocess.CompletedProcess:
@@ -121,12 +121,10 @@ def _install(venv: Venv, wheel: Path, cwd: Path) -> dict[str, str]:
     return after
 
 
-def _pack(venv: Venv, cwd: Path) -> tuple[subprocess.CompletedProcess, Path]:
-    """``dataio synth`` ImageNet-size photos (~110 KB), then ``dataio convert images``, by the venv's command."""
-    dataio = venv.path / "bin" / "dataio"
-    _ok([dataio, "synth", cwd / "photos", "--classes", "2", "--per-class", "8", "--photo-class", "imagenet"], cwd)
-    return _ok([dataio, "convert", "images", cwd / "photos", cwd / "shards", "--workers", "2", "--no-progress"],
-               cwd), cwd / "shards"
+def _convert(venv: Venv, photos: Path, cwd: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    """``dataio convert images``, by the venv's command."""
+    return _ok([venv.path / "bin" / "dataio", "convert", "images", photos, cwd / "shards", "--workers", "2",
+                "--no-progress"], cwd), cwd / "shards"
 
 
 def test_wheel_requires_no_cuda_stack_nor_pillow_simd(wheels):
@@ -155,13 +153,16 @@ def test_pip_install_into_an_environment_with_torch_pillow_matplotlib(wheels, us
     assert "region decoder dataio.formats._jpeg_codec: built" in check.stdout
     assert "RandAugment kernel dataio.augment._randaugment_cpu: built" in check.stdout
     assert "NVIDIA DALI: not installed" in check.stdout and "pip install 'torch-dataio[dali-cuda13]'" in check.stdout
-    packed, shards = _pack(user_env, tmp_path)
+    photos = tmp_path / "photos"  # ImageNet-size (~110 KB)
+    _ok([user_env.path / "bin" / "dataio", "synth", photos, "--classes", "2", "--per-class", "8", "--photo-class",
+         "imagenet"], tmp_path)
+    packed, shards = _convert(user_env, photos, tmp_path)
     assert packed.stderr == "" and "packed 16 images" in packed.stdout, packed.stdout + packed.stderr
     epoch = _ok([user_env.python, "-c", LOADER_EPOCH, shards], tmp_path)
     assert epoch.stdout.split() == ["16", "turbo"] and epoch.stderr == "", epoch.stderr
 
 
-def test_without_a_compiler_the_install_works_and_each_fallback_is_said_once(wheels, user_env, tmp_path):
+def test_without_a_compiler_the_install_works_and_each_fallback_is_said_once(wheels, user_env, real_photos, tmp_path):
     _install(user_env, wheels["bare"], tmp_path)
     check = _run([user_env.python, "-m", "dataio.check_install", "--strict"], tmp_path)
     assert check.returncode == 1, "--strict passed without pillow-simd or the C extensions"
@@ -170,10 +171,11 @@ def test_without_a_compiler_the_install_works_and_each_fallback_is_said_once(whe
     assert [line.split(": ", 2)[2].split(" (")[0] for line in check.stderr.splitlines()] == [
         "PIL is not pillow-simd with libjpeg-turbo", "the region decoder dataio.formats._jpeg_codec is not built",
         "the RandAugment kernel dataio.augment._randaugment_cpu is not built"], check.stderr
-    packed, shards = _pack(user_env, tmp_path)
+    packed, shards = _convert(user_env, real_photos, tmp_path)  # 12 ImageNet-size photos and 2 camera ones
+    assert "packed 14 images" in packed.stdout, packed.stdout
     assert packed.stderr.count("\n") == 1 and "JPEGs are packed as they are" in packed.stderr, packed.stderr
     epoch = _ok([user_env.python, "-c", LOADER_EPOCH, shards], tmp_path)
-    assert epoch.stdout.split() == ["16", "turbo"]
+    assert epoch.stdout.split() == ["14", "turbo"]
     lines = epoch.stderr.splitlines()  # two decode threads, two batches: each fallback said once
     assert len(lines) == 2, epoch.stderr
     assert sum("PIL decodes whole JPEGs" in line for line in lines) == 1

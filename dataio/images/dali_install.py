@@ -47,6 +47,7 @@ def install_hint() -> str:
     if major is None:
         return (f"pip install 'torch-dataio[dali-cuda13]' (torch {torch.__version__} is a CPU build: either "
                 "extra runs DALI's CPU pipelines, CUDA 13's is the smaller)")
+    build = f"torch {torch.__version__} is a CUDA {torch.version.cuda} build"
     if major not in EXTRAS:
-        return f"NVIDIA DALI for CUDA {major} (torch {torch.__version__}): no torch-dataio extra, see DALI's install guide"
-    return f"pip install 'torch-dataio[{EXTRAS[major]}]' (torch {torch.__version__} is a CUDA {torch.version.cuda} build)"
+        return f"NVIDIA DALI for CUDA {major}: no torch-dataio extra ({build}), see DALI's install guide"
+    return f"pip install 'torch-dataio[{EXTRAS[major]}]' ({build})"
