@@ -31,7 +31,9 @@ from dataio.formats.arrow_image_shards import ArrowImageWriter, image_locations
 from dataio.formats.class_names import read_class_names
 from dataio.formats.progress import progress
 from dataio.formats.errors import NothingConverted, UsageError
-from dataio.formats.image_prepare import ImagePrepareConfig, PreparedImage, Rejection, add_restart_markers, prepare_image
+from dataio.formats.fallback_log import warn_once
+from dataio.formats.image_prepare import (WITHOUT_CODEC, ImagePrepareConfig, PreparedImage, Rejection,
+                                          add_restart_markers, prepare_image)
 from dataio.formats.image_tree import NotRegularFile, errno_text, read_regular_file, source_path, walk_image_tree
 from dataio.formats.convert_journal import Journal, ShardRecord, fingerprint
 from dataio.formats.files import write_atomic
@@ -238,6 +240,8 @@ def _pack(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary:
 
 def _pack_locked(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary:
     classes, files = inputs.classes, inputs.files
+    if add_restart_markers is None:  # said here, in the parent: the workers would each say it
+        warn_once("jpeg-codec-pack", WITHOUT_CODEC)
     options = {"sample_checksum": CHECKSUM_FIELD.name, "max_side": config.prepare.max_side, "quality": config.prepare.quality,
                "max_pixels": config.prepare.max_pixels, "shard_size": config.shard_size,
                "restart_interval": config.prepare.restart_interval if add_restart_markers else 0,

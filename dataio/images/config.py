@@ -11,6 +11,8 @@ from typing import Literal
 import torch
 
 from dataio.formats.errors import ConfigError
+from dataio.formats.fallback_log import warn_once
+from dataio.images.dali_install import dali_installed, install_hint
 from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
 from dataio.loading.device_check import checked_device
 from dataio.loading.error_policy import ErrorPolicy
@@ -136,6 +138,8 @@ class ImageLoaderConfig:
             raise ValueError("randaugment, mix, crop_on_device and schedule are for train=True loaders")
         if self.decoder not in ("auto", "turbo", "dali"):
             raise ValueError(f"decoder must be auto|turbo|dali, got {self.decoder!r}")
+        if self.decoder == "dali" and not dali_installed():
+            raise ConfigError(f"{{0}} 'dali' needs NVIDIA DALI, which is not installed: {install_hint()}", "decoder")
         if self.decoder == "dali" and self.crop_on_device:
             raise ValueError("crop_on_device is for the turbo decoder (DALI crops while decoding)")
         if not 0 <= self.hw_decoder_load <= 1:
@@ -163,13 +167,18 @@ class ImageLoaderConfig:
 
     @property
     def resolved_decoder(self) -> str:
-        """'dali' or 'turbo': ``auto`` picks DALI when the loader's device is an available GPU (and no
-        ``transform`` asks for the host crop)."""
+        """'dali' or 'turbo': ``auto`` picks DALI when the loader's device is an available GPU, DALI is installed,
+        and no ``transform`` asks for the host crop."""
         if self.decoder != "auto":
             return self.decoder
-        if self.crop_on_device or self.transform is not None or not self.device.startswith("cuda"):
+        if (self.crop_on_device or self.transform is not None or not self.device.startswith("cuda")
+                or not torch.cuda.is_available()):
             return "turbo"
-        return "dali" if torch.cuda.is_available() else "turbo"
+        if not dali_installed():
+            warn_once("auto-decoder-turbo", f"decoder='auto' on {self.device} decodes on the CPU (turbo): NVIDIA "
+                                            f"DALI is not installed; for nvJPEG: {install_hint()}")
+            return "turbo"
+        return "dali"
 
     @property
     def device_augments(self) -> bool:

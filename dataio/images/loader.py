@@ -45,7 +45,9 @@ from dataio.images.shard_files import ShardFiles
 from dataio.loading.range_cache import RangeCache
 from dataio.loading.remote_options import retry_policy
 from dataio.images.threaded_batches import ThreadedBatches
-from dataio.images.turbo_decode import decode_crop_into
+from dataio.images.turbo_decode import REGION_DECODE, decode_crop_into
+from dataio.formats.fallback_log import info_once
+from dataio.formats.pil_build import describe_pil
 from dataio.formats.manifest import open_dataset
 from dataio.formats.storage import describe, redact, remote_errors
 from dataio.formats.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
@@ -145,6 +147,8 @@ class ImageLoader(ResumableLoader):
                  "output on %s", redact(str(self.folder)), len(self.table), "training" if c.train else "evaluation",
                  self.decoder, "auto" if tuner else threads, self.rank, self.world_size,
                  "float32 normalised" if c.normalize else "uint8", c.device)
+        info_once("image-loader", f"ImageLoader decodes with {self.decoder}; {describe_pil()}; region decoder "
+                                  f"{'built' if REGION_DECODE else 'not built'}")
 
     def _read_table(self) -> SampleTable:
         """The sample table: memory-mapped locally, read whole (it is small) from remote storage."""
