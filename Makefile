@@ -17,12 +17,24 @@ $(STAMP): pyproject.toml Makefile $(wildcard formats/*.c formats/*.h) augment/_r
 	$(PIP) install -q torch==2.13.0
 	# pillow-simd compiles against libjpeg-turbo; install its headers if missing.
 	@test -f /usr/include/jpeglib.h || (apt-get update -qq && apt-get install -y -qq libjpeg62-turbo-dev zlib1g-dev libpng-dev) || true
-	$(PIP) install -q -e '.[test,bench]'
+	# A venv made before the distribution was renamed torch-dataio, or with DALI's CUDA 12 build (both
+	# DALI builds install nvidia.dali): those go first.
+	$(PIP) uninstall -qq -y dataio nvidia-dali-cuda120 nvidia-libnvcomp-cu12 nvidia-nvimgcodec-cu12 \
+		nvidia-nvjpeg-cu12 nvidia-nvjpeg2k-cu12 nvidia-nvtiff-cu12
+	# DALI for the tests of its CPU pipelines: with a CPU torch either build runs them, CUDA 13's is the
+	# smaller (270 MB of wheels, against 524 MB).
+	$(PIP) install -q -e '.[test,bench,dali-cuda13]'
+	# tests/test_install.py installs torch-dataio into a fresh venv, offline: torch, pillow, matplotlib
+	# and torch-dataio's dependencies as wheels, fetched once here while the index is reachable.
+	$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+		> $(VENV)/dataio-requirements.txt
+	$(PIP) download -q --only-binary :all: -d $(VENV)/wheelhouse torch==2.13.0 pillow matplotlib \
+		-r $(VENV)/dataio-requirements.txt
 	# pillow-simd must be the last thing installed: matplotlib pulls `pillow`,
 	# which shares the PIL package and silently replaces the SIMD build.
 	$(PIP) uninstall -q -y pillow pillow-simd
 	$(PIP) install -q --no-deps pillow-simd
-	$(PY) -m dataio.check_install
+	$(PY) -m dataio.check_install --strict
 	@touch $(STAMP)
 
 test: $(STAMP)
@@ -46,7 +58,7 @@ sanitize: $(STAMP)
 	ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 		$(PY) -m pytest -q -p no:cacheprovider tests/augment/test_randaugment_kernel.py tests/images/test_region_decode.py tests/formats/test_jpeg_splice.py \
 		tests/test_fuzz.py -k "kernel or region or decoder or pack or shifts or match or splice" --hypothesis-profile=long; \
-		status=$$?; $(PIP) install -q --no-deps --no-build-isolation -e . && $(PY) -m dataio.check_install; exit $$status
+		status=$$?; $(PIP) install -q --no-deps --no-build-isolation -e . && $(PY) -m dataio.check_install --strict; exit $$status
 
 clean:
 	rm -rf $(VENV) demo-data

@@ -22,6 +22,7 @@ from dataio.augment import color_ops as color
 from dataio.augment import cpu_kernel
 from dataio.augment import geometry_ops as geometry
 from dataio.augment.seeding import RandomStage
+from dataio.formats.fallback_log import warn_once
 
 OPS = ("Identity", "AutoContrast", "Equalize", "Solarize", "Color", "Posterize", "Contrast", "Brightness",
        "Sharpness", "Rotate", "ShearX", "ShearY", "TranslateX", "TranslateY")
@@ -166,8 +167,10 @@ class RandAugment(RandomStage):
     def uses_kernel(self, device: torch.device, dtype: torch.dtype) -> bool:
         """Whether images of this device and dtype go through the C kernel (uint8 on the CPU, bilinear)."""
         c = self.config
-        return (c.cpu_kernel and cpu_kernel.AVAILABLE and device.type == "cpu" and dtype == torch.uint8
-                and c.interpolation == "bilinear")
+        wanted = c.cpu_kernel and device.type == "cpu" and dtype == torch.uint8 and c.interpolation == "bilinear"
+        if wanted and not cpu_kernel.AVAILABLE:
+            warn_once("randaugment-kernel", cpu_kernel.WITHOUT_KERNEL)
+        return wanted and cpu_kernel.AVAILABLE
 
     def _apply_slot(self, x: torch.Tensor, ops: torch.Tensor, magnitude: torch.Tensor, sign: torch.Tensor) -> None:
         """Apply each op to its contiguous run of ``x`` (sorted by ``ops``), in place."""

@@ -34,6 +34,7 @@ from dataio.formats.image_convert import ConvertImagesConfig, convert_images
 from dataio.formats.image_prepare import ImagePrepareConfig
 from dataio.formats.manifest import read_manifest
 from dataio.formats.storage import redact
+from dataio.images.dali_install import dali_installed, install_hint
 
 TARGETS = {"vs_standard": 1.5, "vs_dali_cpu": 2.0, "of_machine_limit": 0.85,
            "dali_gpu_vs_turbo": 5.0, "dali_gpu_img_s": 8000.0, "shard_dataset_vs_standard": 1.0}
@@ -69,6 +70,9 @@ class BenchImagesConfig:
         unknown = set(self.loaders) - set(_RUNNERS)
         if unknown:
             raise ValueError(f"unknown loaders {sorted(unknown)}; choose from {sorted(_RUNNERS)}")
+        dali_rows = sorted(set(self.loaders) & set(DALI_ROWS))
+        if dali_rows and not dali_installed():
+            raise ValueError(f"loaders {dali_rows} need NVIDIA DALI, which is not installed: {install_hint()}")
 
 
 # loader -> (label, what it reads, the dataio.bench.image_baselines function that builds it)
@@ -94,15 +98,17 @@ _RUNNERS = {
     **{f"dataio_t{n}": (f"(g{n}) dataio.ImageLoader, {n} thread{'s' * (n > 1)}", "folder", "make_dataio")
        for n in range(1, 9)},
 }
+DALI_ROWS = ("dali_cpu", "dali_cpu_plain", "dataio_dali_gpu")
 MAX_TUNING_EPOCHS = 10
 STAGES = ("read", "decode", "resize", "plan", "decode_wait", "copy", "augment", "wait")
 
 
 def default_loaders() -> tuple[str, ...]:
     """The CPU loaders (DALI twice: dataio's packing and the original bytes; dataio with and without its
-    sample checksums), plus DALI GPU on a GPU machine."""
+    sample checksums), plus DALI GPU on a GPU machine; the DALI rows only where DALI is installed (an extra)."""
     base = ("standard", "webdataset", "shard_dataset", "dali_cpu", "dali_cpu_plain", "dataio", "dataio_unchecked")
-    return base + ("dataio_dali_gpu",) if torch.cuda.is_available() else base
+    rows = base + ("dataio_dali_gpu",) if torch.cuda.is_available() else base
+    return rows if dali_installed() else tuple(row for row in rows if row not in DALI_ROWS)
 
 
 def _make(name: str, config: BenchImagesConfig, folder: Path,

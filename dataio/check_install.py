@@ -1,49 +1,88 @@
-"""Check the fast CPU paths (run by the Makefile): pillow-simd with libjpeg-turbo and the two C extensions.
+"""``python -m dataio.check_install``: what this install of torch-dataio uses, and what each missing piece costs.
 
-``dataio.formats._jpeg_codec`` (region decoding) and ``dataio.dataio.augment._randaugment_cpu``
-(RandAugment on uint8 CPU batches) are optional for a plain ``pip install``:
-without a compiler or libjpeg headers, PIL decodes whole images and RandAugment
-uses torch ops. ``make`` installs the headers, so there their absence is an error.
+One line each for the PIL in use (pillow-simd or plain pillow, and the distributions that own ``PIL``),
+the two optional C extensions (the region decoder ``dataio.formats._jpeg_codec``, the RandAugment kernel
+``dataio.augment._randaugment_cpu``; a ``pip install`` without a compiler or libjpeg headers succeeds
+without them) and NVIDIA DALI (which build, or which extra fits this torch). Exits 1 on a broken install
+(two distributions owning ``PIL``, or two DALI builds); with ``--strict`` (the Makefile's venv), also when
+a fast CPU path is missing: pillow-simd with libjpeg-turbo and both extensions.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
+from importlib.metadata import PackageNotFoundError, version
 
-import PIL
-from PIL import features
+import torch
 
-from dataio.augment.cpu_kernel import AVAILABLE
-from dataio.images.turbo_decode import REGION_DECODE
+from dataio.augment.cpu_kernel import AVAILABLE, WITHOUT_KERNEL
+from dataio.formats import image_prepare
+from dataio.formats.pil_build import SWAP, describe_pil, pil_build, pil_owners
+from dataio.images import turbo_decode
+from dataio.images.dali_install import BUILDS, install_hint, installed_builds, torch_cuda_major
 
-
-def pillow_build() -> dict[str, object]:
-    return {
-        "version": PIL.__version__,
-        "simd": ".post" in PIL.__version__,  # pillow-simd versions carry a .postN suffix
-        "libjpeg_turbo": bool(features.check_feature("libjpeg_turbo")),
-        "jpeg": features.version("jpg"),
-    }
+DISTRIBUTION = "torch-dataio"  # the name on the package index; the import name is dataio
 
 
-def main() -> int:
-    build = pillow_build()
+def _distribution() -> str:
+    try:
+        return f"{DISTRIBUTION} {version(DISTRIBUTION)}"
+    except PackageNotFoundError:
+        return f"{DISTRIBUTION} not installed (dataio imported from a source folder)"
+
+
+def report() -> tuple[list[str], list[str], list[str]]:
+    """``(lines, broken, slow)``: what is in use, what makes the install broken, which fast path is missing."""
+    build, owners = pil_build(), pil_owners()
+    cuda = torch_cuda_major()
+    lines = [f"{_distribution()}, torch {torch.__version__} ({f'CUDA {torch.version.cuda}' if cuda else 'CPU'} build)",
+             f"{describe_pil(build)}; PIL owned by {', '.join(owners) or 'no distribution'}"]
+    broken, slow = [], []
+    if len(owners) > 1:
+        broken.append(f"{' and '.join(owners)} each install PIL: the last one installed silently owns it. Keep one: "
+                      f"pip uninstall -y {' '.join(owners)} && pip install pillow (or, for SIMD, {SWAP})")
     if not (build["simd"] and build["libjpeg_turbo"]):
-        print(f"dataio: PIL is not pillow-simd with libjpeg-turbo: {build}. "
-              "Reinstall with: pip uninstall -y pillow pillow-simd && pip install --no-deps pillow-simd",
-              file=sys.stderr)
-        return 1
-    if not REGION_DECODE:
-        print("dataio: the region decoder dataio.formats._jpeg_codec was not built (needs a C compiler and libjpeg "
-              "headers, e.g. apt-get install libjpeg62-turbo-dev); reinstall dataio", file=sys.stderr)
-        return 1
-    if not AVAILABLE:
-        print("dataio: the RandAugment kernel dataio.dataio.augment._randaugment_cpu was not built (needs a C compiler); "
-              "reinstall dataio", file=sys.stderr)
-        return 1
-    print(f"dataio: pillow-simd {build['version']} with libjpeg-turbo {build['jpeg']}; region decoder and "
-          "RandAugment kernel built")
-    return 0
+        slow.append(f"PIL is not pillow-simd with libjpeg-turbo ({build['version']}, jpeg {build['jpeg']}): {SWAP}")
+    if turbo_decode.REGION_DECODE:
+        lines.append("region decoder dataio.formats._jpeg_codec: built")
+    else:
+        lines += [turbo_decode.WITHOUT_CODEC, image_prepare.WITHOUT_CODEC]
+        slow.append("the region decoder dataio.formats._jpeg_codec is not built")
+    if AVAILABLE:
+        lines.append("RandAugment kernel dataio.augment._randaugment_cpu: built")
+    else:
+        lines.append(WITHOUT_KERNEL)
+        slow.append("the RandAugment kernel dataio.augment._randaugment_cpu is not built")
+    dali = installed_builds()
+    if not dali:
+        lines.append(f"NVIDIA DALI: not installed (decoder='dali' unavailable, 'auto' decodes on the CPU); "
+                     f"for it: {install_hint()}")
+    for name, dali_version in dali.items():
+        lines.append(f"NVIDIA DALI: {name} {dali_version} (CUDA {BUILDS[name]})")
+        if cuda is not None and BUILDS[name] != cuda:
+            lines.append(f"  {name} brings a CUDA {BUILDS[name]} stack beside torch's CUDA {cuda}: "
+                         f"pip uninstall -y {name} && {install_hint()}")
+    if len(dali) > 1:
+        broken.append(f"{' and '.join(dali)} both install nvidia.dali: keep one, pip uninstall -y {' '.join(dali)} "
+                      f"&& {install_hint()}")
+    return lines, broken, slow
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dataio.check_install", description=__doc__.splitlines()[0])
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 unless pillow-simd with libjpeg-turbo and both C extensions are in use")
+    args = parser.parse_args(argv)
+    lines, broken, slow = report()
+    for line in lines:
+        print(f"dataio: {line}")
+    for line in broken:
+        print(f"dataio: broken install: {line}", file=sys.stderr)
+    if args.strict:
+        for line in slow:
+            print(f"dataio: --strict: {line}", file=sys.stderr)
+    return 1 if broken or (args.strict and slow) else 0
 
 
 if __name__ == "__main__":

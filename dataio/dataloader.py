@@ -5,7 +5,15 @@ images, ``TextLoader`` for text) with DataLoader's keywords. Given what a
 script passed to DataLoader before the swap (an ImageNet-layout folder that
 has not been converted, or a torchvision ``ImageFolder``), it raises a
 ``UsageError`` whose one line is the command that converts it, rather than
-failing later on a missing manifest.
+failing later on a missing manifest. A URL (``s3://``, ``gs://``, ``https://``)
+works as a path does, with the loaders' ``storage_options=``.
+
+It yields what the script's torchvision pipeline yielded: float32 images
+normalised with the ImageNet mean and std (``normalize=False`` for uint8),
+with training transforms when the loader shuffles (``shuffle=True`` or a
+shuffling sampler) and evaluation transforms (resize + centre crop)
+otherwise, unless ``train=`` is given; the choice is logged on the
+``dataio`` logger at info level.
 """
 
 from __future__ import annotations
@@ -19,15 +27,17 @@ import torch
 
 from dataio.formats.errors import ConfigError, UsageError
 from dataio.formats.image_tree import IMAGE_EXTENSIONS
-from dataio.formats.manifest import MANIFEST_NAME, open_dataset
-from dataio.formats.storage import is_remote
+from dataio.formats.manifest import MANIFEST_NAME, Manifest, open_dataset
+from dataio.formats.storage import is_remote, redact
 from dataio.images.loader import ImageLoader
 from dataio.images.shard_dataset import ShardDataset
-from dataio.loading.dataloader_args import DATALOADER_KEYWORDS
+from dataio.loading.dataloader_args import DATALOADER_KEYWORDS, sampler_shuffles
+from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options, retry_policy
 from dataio.text.loader import TextLoader
 from dataio.text.token_dataset import TokenDataset
 
 log = logging.getLogger("dataio")
+DEFAULT_RETRIES, DEFAULT_BACKOFF = 4, 0.2  # the loader configs' (ImageLoaderConfig, TextLoaderConfig)
 
 
 def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = None,  # noqa: N802 (named as
@@ -37,7 +47,8 @@ def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = 
     DataLoader's defaults and positional order are kept: ``batch_size=1``,
     not shuffled unless ``shuffle=True`` or a shuffling sampler says so, text
     in fixed-size batches (``mode="fixed"``); ``DataLoader(folder, 256, True, num_workers=8)``.
-    Image loaders augment unless ``train=False`` (the transforms of a val loader).
+    Images: float32 normalised (``normalize=False``: uint8); training
+    transforms when shuffled, else evaluation ones, unless ``train=`` is given.
 
     A ``dataio.ShardDataset`` or ``TokenDataset`` is read as its source, with
     its options (``DataLoader(ShardDataset(src), sampler=DistributedSampler(dataset))``);
@@ -49,11 +60,15 @@ def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = 
             return _torch_dataloader(dataset, batch_size, shuffle, options)
         options = {**dataset.loader_options(), **options}
         dataset = dataset.loader_source()
-    if shuffle is not None or options.get("sampler") is None:
+    sampler = options.get("sampler")
+    if shuffle is not None or sampler is None:
         options["shuffle"] = bool(shuffle)
-    source = dataset if is_remote(dataset) else _shard_folder(dataset)
-    _, manifest = open_dataset(source, options.get("storage_options"))
+    source = _shard_folder(dataset)
+    manifest = _manifest(source, options)
     if manifest.kind == "images":
+        if options.get("config") is None:  # an explicit config keeps its own train and normalize
+            options.setdefault("normalize", True)
+            _choose_mode(source, options, bool(shuffle) or sampler_shuffles(sampler))
         return ImageLoader(source, batch_size=batch_size, **options)
     if manifest.kind == "text":
         options.setdefault("mode", "fixed")
@@ -61,8 +76,39 @@ def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = 
     raise UsageError(f"{source}: holds {manifest.kind!r} shards; dataio.DataLoader reads images or text")
 
 
-def _shard_folder(dataset: Any) -> Path:
-    """``dataset`` as a shard folder path, or a UsageError saying how to make one."""
+def _choose_mode(source: str | Path, options: dict[str, Any], shuffles: bool) -> None:
+    """``train`` from whether the loader shuffles, unless given; logged either way."""
+    where = redact(str(source))
+    if "train" in options:
+        why = "as train= says"
+    elif shuffles:
+        options["train"], why = True, "as it shuffles (pass train=False for evaluation transforms)"
+    else:
+        options["train"], why = False, "as it does not shuffle (pass train=True for training transforms)"
+    mode = ("training transforms (random-resized crop and flip)" if options["train"]
+            else "evaluation transforms (resize and centre crop)")
+    output = "float32 normalised" if options["normalize"] else "uint8"
+    log.info("dataio.DataLoader(%s): %s %s; %s output", where, mode, why, output)
+
+
+def _manifest(source: str | Path, options: dict[str, Any]) -> Manifest:
+    """The manifest of ``source`` (a URL's read with the loaders' storage and retry options)."""
+    if not is_remote(source):
+        return open_dataset(source)[1]
+    retries = options.get("retries", DEFAULT_RETRIES)
+    backoff = options.get("retry_backoff", DEFAULT_BACKOFF)
+    storage_options = options.get("storage_options")
+    check_remote_options(storage_options=storage_options, cache_dir=None, cache_limit=DEFAULT_CACHE_LIMIT,
+                         retries=retries, retry_backoff=backoff)
+    return open_dataset(source, storage_options, retry_policy(retries, backoff))[1]
+
+
+def _shard_folder(dataset: Any) -> str | Path:
+    """``dataset`` as a shard folder path or URL, or a UsageError saying how to make one."""
+    if is_remote(dataset):
+        return dataset
+    if isinstance(dataset, str) and dataset.startswith("file://"):
+        dataset = dataset[len("file://"):]
     root = getattr(dataset, "root", None)
     if not isinstance(dataset, (str, os.PathLike)):
         if root is not None:  # torchvision's ImageFolder and friends

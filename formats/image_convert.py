@@ -31,13 +31,15 @@ from dataio.formats.arrow_image_shards import ArrowImageWriter, image_locations
 from dataio.formats.class_names import read_class_names
 from dataio.formats.progress import progress
 from dataio.formats.errors import NothingConverted, UsageError
-from dataio.formats.image_prepare import ImagePrepareConfig, PreparedImage, Rejection, add_restart_markers, prepare_image
+from dataio.formats.fallback_log import warn_once
+from dataio.formats.image_prepare import (WITHOUT_CODEC, ImagePrepareConfig, PreparedImage, Rejection,
+                                          add_restart_markers, prepare_image)
 from dataio.formats.image_tree import NotRegularFile, errno_text, read_regular_file, source_path, walk_image_tree
 from dataio.formats.convert_journal import Journal, ShardRecord, fingerprint
 from dataio.formats.files import write_atomic
 from dataio.formats.rank_merge import merge_if_complete
 from dataio.formats.rank_split import rank_folder, rank_range
-from dataio.formats.parquet_images import ParquetImages, parquet_files, scan_parquet_images
+from dataio.formats.parquet_images import LocalFile, ParquetImages, parquet_files, scan_parquet_images
 from dataio.formats.out_lock import locked_output
 from dataio.formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
 from dataio.formats.sample_table import CHECKSUM_FIELD, sample_checksum, write_sample_table
@@ -106,20 +108,23 @@ class ConvertSummary:
 _OBJECT_REPR = re.compile(r" ?<[^<>]* object at 0x[0-9a-fA-F]+>")
 
 
-def _prepare_job(job: tuple[str | None, str | bytes | Rejection, ImagePrepareConfig]) -> PreparedImage | Rejection:
-    """In a worker: a source file (``src`` and its relative path) or image bytes (``src`` None), prepared."""
+def _prepare_job(job: tuple[str | None, str | bytes | LocalFile | Rejection, ImagePrepareConfig]
+                 ) -> PreparedImage | Rejection:
+    """In a worker: a source file (``src`` and its relative path), image bytes or the file a Parquet row names
+    (``src`` None), prepared."""
     src, item, config = job
     if isinstance(item, Rejection):
         return item
-    if src is None:
+    if src is None and not isinstance(item, LocalFile):
         data = item
     else:
         try:
-            data = read_regular_file(source_path(src, item))
+            data = read_regular_file(item.path if isinstance(item, LocalFile) else source_path(src, item))
         except NotRegularFile as e:
-            return Rejection(str(e))
+            return Rejection(str(e) if src is not None else f"{item.path}: {e}")
         except OSError as e:
-            return Rejection(f"cannot read: {errno_text(e)}")
+            return Rejection(f"cannot read: {errno_text(e)}" if src is not None
+                             else f"cannot read {item.path}: {errno_text(e)}")
     result = prepare_image(data, config)
     if isinstance(result, Rejection):
         return Rejection(_OBJECT_REPR.sub("", result.reason))  # rejected.jsonl: the same bytes on every run
@@ -132,15 +137,18 @@ def _prepare_chunk(jobs: list) -> list[PreparedImage | Rejection]:
 
 def _jobs(config: ConvertImagesConfig, inputs: "_Inputs", start: int) -> Iterator[tuple[str, tuple]]:
     """``(path stored in the table, job)`` for inputs ``start`` on: files are read by the workers, Parquet rows
-    are streamed here (one record batch at a time) and their bytes sent along."""
+    are streamed here (one record batch at a time) and their bytes sent along (or the file a path-only row
+    names, read by the workers)."""
     if inputs.parquet is None:
         for relative, _ in inputs.files[start:]:
             yield relative, (str(config.src), relative, config.prepare)
         return
     count = len(inputs.files) - start
     for row in islice(inputs.parquet.stream(inputs.first + start), count):
-        item: bytes | Rejection = row.data if row.data else Rejection("no image bytes in the row")
-        if row.label is None:
+        item: bytes | LocalFile | Rejection = row.data if row.data else Rejection(row.missing)
+        if row.damaged:
+            item = Rejection(row.damaged)
+        elif row.label is None:
             item = Rejection("no label in the row")
         elif not 0 <= row.label < len(inputs.classes):
             item = Rejection(f"label {row.label} is not in 0..{len(inputs.classes) - 1}")
@@ -232,6 +240,8 @@ def _pack(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary:
 
 def _pack_locked(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary:
     classes, files = inputs.classes, inputs.files
+    if add_restart_markers is None:  # said here, in the parent: the workers would each say it
+        warn_once("jpeg-codec-pack", WITHOUT_CODEC)
     options = {"sample_checksum": CHECKSUM_FIELD.name, "max_side": config.prepare.max_side, "quality": config.prepare.quality,
                "max_pixels": config.prepare.max_pixels, "shard_size": config.shard_size,
                "restart_interval": config.prepare.restart_interval if add_restart_markers else 0,

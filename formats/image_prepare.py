@@ -37,6 +37,12 @@ except ImportError:  # built without libjpeg headers: JPEGs are written as they 
     class CorruptJPEGError(ValueError):  # type: ignore[no-redef]
         """Never raised without the extension."""
 
+WITHOUT_CODEC = ("dataio.formats._jpeg_codec is not built (no C compiler or libjpeg headers when torch-dataio was "
+                 "installed): JPEGs are packed as they are, without restart markers (the loader then decodes "
+                 "each file up to its crop's last row instead of cutting it to the crop), and damaged JPEG data is "
+                 "not detected; install gcc and the libjpeg-turbo headers (Debian: libjpeg62-turbo-dev), then "
+                 "reinstall torch-dataio")
+
 EXIF_ORIENTATION = 0x0112
 # Quality used when a file must be re-encoded (format or colour conversion)
 # and the user asked for no particular quality.

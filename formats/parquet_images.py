@@ -7,7 +7,13 @@ Columns are named by ``image_column``/``label_column``; a plain binary image col
 
 Only the label column is read to list the samples (a column projection: no image bytes), so the
 conversion's fingerprint and resume position are known up front; image bytes are then streamed in
-row order, one record batch at a time, so memory stays bounded whatever the file size.
+row order, one record batch of at most ``BATCH_BYTES`` at a time, so memory stays bounded whatever
+the file and image sizes.
+
+A row whose struct holds a ``path`` and no bytes (what ``datasets``' ``to_parquet`` writes for images
+cast from files: it embeds the bytes only on ``push_to_hub``) is read from that file: an absolute path
+as it is, a relative one from the Parquet file's folder, else from the current folder (``datasets``'
+``Image.decode_example`` opens it relative to the current folder). Otherwise the row is rejected.
 """
 
 from __future__ import annotations
@@ -27,17 +33,28 @@ import pyarrow.parquet as pq
 from dataio.formats.class_names import numbered_classes, read_class_names
 from dataio.formats.errors import UsageError
 
-BATCH_ROWS = 64  # rows per streamed record batch: ~7 MB of ImageNet JPEGs
+BATCH_ROWS = 64  # most rows per streamed record batch: ~7 MB of ImageNet JPEGs ...
+BATCH_BYTES = 16 << 20  # ... or fewer, by the row groups' bytes per row: 3 to 4 camera photos
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    """The image file a path-only row names, to be read where it is prepared."""
+
+    path: str
 
 
 @dataclass(frozen=True)
 class ParquetRow:
-    """One row: its id (``FILE#ROW``), label (None if missing) and image bytes (None if missing)."""
+    """One row: its id (``FILE#ROW``), label (None if missing) and image: bytes, the file its path names when
+    the row holds no bytes, or None with ``missing`` saying why."""
 
     id: str
     label: int | None
-    data: bytes | None
+    data: bytes | LocalFile | None
     path: str  # the image's own path from the struct, else the id
+    missing: str = ""
+    damaged: str = ""  # the row could not be read: its row group (or file) is damaged, and why
 
 
 def parquet_files(src: Path) -> list[Path] | None:
@@ -95,7 +112,11 @@ class ParquetImages:
         balance a multi-node conversion by bytes."""
         sizes = []
         for file in self.files:
-            metadata = pq.ParquetFile(file).metadata
+            try:
+                metadata = pq.ParquetFile(file).metadata
+            except (pa.ArrowException, OSError):  # a damaged file: its one rejected row
+                sizes.append(np.zeros(1, dtype=np.int64))
+                continue
             for group in range(metadata.num_row_groups):
                 info = metadata.row_group(group)
                 sizes.append(np.full(info.num_rows, info.total_byte_size // max(1, info.num_rows), dtype=np.int64))
@@ -103,29 +124,49 @@ class ParquetImages:
 
     def stream(self, start: int = 0) -> Iterator[ParquetRow]:
         """Rows from number ``start`` on, in order, their image bytes read one batch at a time (row groups
-        wholly before ``start`` are not read)."""
+        wholly before ``start`` are not read). A damaged row group's rows (a damaged file's one row) come as
+        rows with ``damaged`` set, and the rest go on."""
         first = 0  # number of the file's first row
         for file in self.files:
-            reader = pq.ParquetFile(file)
+            try:
+                reader = pq.ParquetFile(file)
+            except (pa.ArrowException, OSError) as e:  # listed as one row by scan_parquet_images
+                if first >= start:
+                    name = _name(self.root, file)
+                    yield ParquetRow(name, None, None, name, damaged=f"not a readable Parquet file ({plain(e)})")
+                first += 1
+                continue
             count = reader.metadata.num_rows
             if first + count > start:
-                yield from self._file_rows(reader, _name(self.root, file), start - first)
+                yield from self._file_rows(reader, file, start - first)
             first += count
 
-    def _file_rows(self, reader: pq.ParquetFile, name: str, skip: int) -> Iterator[ParquetRow]:
-        groups, row = [], 0
+    def _file_rows(self, reader: pq.ParquetFile, file: Path, skip: int) -> Iterator[ParquetRow]:
+        name, row = _name(self.root, file), 0
         for group in range(reader.metadata.num_row_groups):
             size = reader.metadata.row_group(group).num_rows
-            if groups or row + size > skip:  # from the first group that reaches skip on, every group
-                groups.append(group)
-            else:
-                row += size
-        for batch in reader.iter_batches(batch_size=BATCH_ROWS, row_groups=groups,
-                                         columns=[self.image_column, self.label_column]):
-            for image, label in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-                if row >= skip:
-                    yield _row(f"{name}#{row}", image, label)
-                row += 1
+            end = row + size
+            if end <= skip:
+                row = end
+                continue
+            try:  # one row group at a time, so a damaged one costs only its own rows
+                for batch in reader.iter_batches(batch_size=_batch_rows(reader.metadata, [group]), row_groups=[group],
+                                                 columns=[self.image_column, self.label_column]):
+                    for image, label in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                        if row >= skip:
+                            yield _row(f"{name}#{row}", image, label, file.parent)
+                        row += 1
+            except (pa.ArrowException, OSError) as e:
+                reason = f"row group {group} (rows {end - size}-{end - 1}) is damaged: {plain(e)}"
+                for lost in range(max(row, skip), end):
+                    yield ParquetRow(f"{name}#{lost}", None, None, f"{name}#{lost}", damaged=reason)
+            row = end
+
+
+def plain(error: BaseException) -> str:
+    """An Arrow/Parquet error as one line of plain text: control bytes escaped, lines joined."""
+    text = " ".join(str(error).split("\n")).strip() or type(error).__name__
+    return re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m[0]):02x}", text)
 
 
 def _common_root(files: list[Path]) -> Path:
@@ -137,12 +178,36 @@ def _name(root: Path, file: Path) -> str:
     return str(file.relative_to(root))
 
 
-def _row(row_id: str, image, label) -> ParquetRow:
-    if isinstance(image, dict):
-        data, path = image.get("bytes"), image.get("path") or row_id
-    else:
-        data, path = image, row_id
-    return ParquetRow(row_id, label if isinstance(label, int) else None, data, path)
+def _batch_rows(metadata: pq.FileMetaData, groups: list[int]) -> int:
+    """Rows per record batch: ``BATCH_ROWS``, fewer where the groups' rows are large (``BATCH_BYTES``)."""
+    row_bytes = max((metadata.row_group(g).total_byte_size // max(1, metadata.row_group(g).num_rows)
+                     for g in groups), default=1)
+    return max(1, min(BATCH_ROWS, BATCH_BYTES // max(1, row_bytes)))
+
+
+def _row(row_id: str, image, label, folder: Path) -> ParquetRow:
+    label = label if isinstance(label, int) else None
+    if not isinstance(image, dict):
+        return ParquetRow(row_id, label, image or None, row_id, "" if image else "no image bytes in the row")
+    data, path = image.get("bytes"), image.get("path")
+    if data:
+        return ParquetRow(row_id, label, data, path or row_id)
+    if not path:
+        return ParquetRow(row_id, label, None, row_id, "no image bytes and no path in the row")
+    file = local_image_file(path, folder)
+    if file is None:
+        return ParquetRow(row_id, label, None, path, f"no image bytes in the row, and its path {path!r} is not a "
+                          "file (absolute, or relative to the Parquet file's folder or the current folder)")
+    return ParquetRow(row_id, label, LocalFile(file), path)
+
+
+def local_image_file(path: str, folder: Path) -> str | None:
+    """The file a path-only row names: ``path`` if absolute, else under ``folder`` (the Parquet file's), else
+    under the current folder (where ``datasets`` opens it); None if none is a file (URLs included)."""
+    if "://" in path or "::" in path:  # hf://, zip://...::: remote or archived, not a local file
+        return None
+    candidates = [path] if os.path.isabs(path) else [os.path.join(folder, path), path]
+    return next((os.path.abspath(c) for c in candidates if os.path.isfile(c)), None)
 
 
 def scan_parquet_images(files: list[Path], *, image_column: str = "image", label_column: str = "label",
@@ -155,8 +220,9 @@ def scan_parquet_images(files: list[Path], *, image_column: str = "image", label
         try:
             reader = pq.ParquetFile(file)
             schema = reader.schema_arrow
-        except (pa.ArrowException, OSError) as e:
-            raise UsageError(f"{file}: not a readable Parquet file ({e})") from None
+        except (pa.ArrowException, OSError):  # a damaged footer: the file is one rejected row, the rest go on
+            rows.append((_name(src, file), -1))
+            continue
         for column in (image_column, label_column):
             if column not in schema.names:
                 raise UsageError(f"{file}: no column {column!r} (columns: {', '.join(schema.names)}); "
@@ -174,7 +240,12 @@ def scan_parquet_images(files: list[Path], *, image_column: str = "image", label
                 raise UsageError(f"{file}: its class names differ from those of {files[0]}")
             class_names = tuple(names)
         name = _name(src, file)
-        labels = reader.read(columns=[label_column]).column(0).to_pylist()
+        labels: list[int | None] = []
+        for group in range(reader.metadata.num_row_groups):  # a damaged group: its rows are rejected when streamed
+            try:
+                labels += reader.read_row_group(group, columns=[label_column]).column(0).to_pylist()
+            except (pa.ArrowException, OSError):
+                labels += [None] * reader.metadata.row_group(group).num_rows
         rows += [(f"{name}#{row}", label if label is not None else -1) for row, label in enumerate(labels)]
     if classes_file is not None:
         class_names = read_class_names(classes_file)

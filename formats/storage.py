@@ -1,7 +1,7 @@
 """Where a data set lives: a local folder, or any fsspec URL (``s3://``, ``gs://``, ``https://``, ...).
 
 Remote storage goes through fsspec and its maintained backends (s3fs,
-gcsfs, aiohttp), installed as extras (``pip install dataio[s3]``); local
+gcsfs, aiohttp), installed as extras (``pip install torch-dataio[s3]``); local
 paths never touch fsspec, so the local fast path (``os.pread``, memory maps)
 is unchanged. Credentials come from ``storage_options`` or the backend's
 usual environment variables (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
@@ -146,7 +146,7 @@ def open_location(source: str | Path, storage_options: dict[str, Any] | None = N
         fs, root = fsspec.core.url_to_fs(str(source), **(storage_options or {}))
     except ImportError as e:
         extra = _EXTRAS.get(scheme, scheme)
-        raise UsageError(f"{redact(str(source))}: reading {scheme}:// needs `pip install dataio[{extra}]` "
+        raise UsageError(f"{redact(str(source))}: reading {scheme}:// needs `pip install torch-dataio[{extra}]` "
                          f"({type(e).__name__}: {e.name or e})") from None
     except ValueError as e:  # an unknown protocol
         raise UsageError(f"{redact(str(source))}: {describe(e)}") from None

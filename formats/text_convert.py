@@ -37,7 +37,8 @@ from dataio.formats.out_lock import locked_output
 from dataio.formats.rank_merge import merge_if_complete
 from dataio.formats.rank_split import rank_folder, rank_range
 from dataio.formats.text_shards import ArrowTokenWriter, token_dtype
-from dataio.formats.text_sources import Document, SourceStats, expand_sources, iter_documents
+from dataio.formats.text_sources import (Document, SourceStats, TextPiece, expand_sources, iter_documents,
+                                         join_pieces, text_pieces)
 from dataio.formats.tokenizer_setup import (TOKENIZER_NAME, TokenizerConfig, TokenizerInfo, load_tokenizer,
                                      save_tokenizer, train_bpe)
 from dataio.formats.wds_shards import ShardWriter
@@ -214,12 +215,12 @@ class _Totals:
         self.next_doc, self.next_part = (doc, part + 1) if part + 1 < parts else (doc + 1, 0)
 
 
-def _identity(config: ConvertTextConfig, files: list[Path]) -> str:
+def _identity(config: ConvertTextConfig, pieces: list[TextPiece]) -> str:
     tok = config.tokenizer
     options = {name: getattr(config, name) for name in ("doc_sep", "field", "max_length", "format", "shard_tokens")}
     options["tokenizer"] = {"file_sha256": sha256_file(tok.path) if tok.path else None, "train": tok.train,
                             "vocab_size": tok.vocab_size, "bos": tok.bos, "eos": tok.eos, "pad": tok.pad}
-    return fingerprint(options, [(str(f.resolve()), f.stat().st_size) for f in files])
+    return fingerprint(options, [piece.key() for piece in pieces])
 
 
 def _trained_tokenizer(config: ConvertTextConfig, journal: Journal,
@@ -256,28 +257,29 @@ def convert_text(config: ConvertTextConfig) -> ConvertTextSummary:
 
     Killed at any point, the same command resumes from the last finished
     shard (``dataio.formats.convert_journal``), with byte-identical output.
-    With ``world_size`` > 1, only this rank's share of the files (``rank_split``), into
-    ``OUT/rank-R-of-N``, with one tokenizer for all ranks (given, or trained by rank 0 on the whole
-    corpus: ``shared_tokenizer``); the last rank to finish merges (``rank_merge``).
+    With ``world_size`` > 1, only this rank's share of the corpus (``rank_split`` over ``text_pieces``: files
+    cut at document boundaries, Parquet files at row groups), into ``OUT/rank-R-of-N``, with one tokenizer
+    for all ranks (given, or trained by rank 0 on the whole corpus: ``shared_tokenizer``); the last rank
+    to finish merges (``rank_merge``).
     """
     files = expand_sources(list(config.sources))
     if config.world_size == 1:
-        summary = _tokenise(config, files)
+        summary = _tokenise(config, [TextPiece(path) for path in files])
         if summary.samples == 0:  # a rank with no share is fine; a whole conversion of nothing is not
             skipped = ", ".join(f"{n} {kind}" for kind, n in sorted(summary.skipped.items()))
             raise NothingConverted(f"no document converted from {', '.join(map(str, config.sources))}: "
                                    + (f"every one was skipped ({skipped}; listed in "
                                       f"{config.out / REJECTED_TEXT_NAME})" if skipped else "they hold no text"))
         return summary
-    start, stop = rank_range(np.array([f.stat().st_size for f in files], dtype=np.int64), config.rank,
-                             config.world_size)
+    pieces, sizes = text_pieces(files, config.world_size, doc_sep=config.doc_sep, field_name=config.field)
+    start, stop = rank_range(np.array(sizes, dtype=np.int64), config.rank, config.world_size)
     tokenizer = config.tokenizer
     if tokenizer.path is None:
         tokenizer = replace(tokenizer, path=shared_tokenizer(config, files), train=None)
     part = replace(config, out=config.out / rank_folder(config.rank, config.world_size), tokenizer=tokenizer,
                    rank=0, world_size=1)
     part.out.mkdir(parents=True, exist_ok=True)
-    summary = _tokenise(part, files[start:stop])
+    summary = _tokenise(part, join_pieces(pieces[start:stop]))
     merge_if_complete(config.out)
     return summary
 
@@ -307,20 +309,21 @@ def shared_tokenizer(config: ConvertTextConfig, files: list[Path]) -> Path:
     return path
 
 
-def _tokenise(config: ConvertTextConfig, files: list[Path]) -> ConvertTextSummary:
-    """The conversion of ``files`` into ``config.out``, holding its lock (``out_lock``)."""
+def _tokenise(config: ConvertTextConfig, pieces: list[TextPiece]) -> ConvertTextSummary:
+    """The conversion of ``pieces`` (whole files, or a rank's parts of them) into ``config.out``, holding its
+    lock (``out_lock``)."""
     with locked_output(config.out):
-        return _tokenise_locked(config, files)
+        return _tokenise_locked(config, pieces)
 
 
-def _tokenise_locked(config: ConvertTextConfig, files: list[Path]) -> ConvertTextSummary:
+def _tokenise_locked(config: ConvertTextConfig, pieces: list[TextPiece]) -> ConvertTextSummary:
     tok = config.tokenizer
     tokenizer = load_tokenizer(tok.path) if tok.path else None  # fail on a bad tokenizer before touching OUT
-    journal = Journal(config.out, _identity(config, files))
+    journal = Journal(config.out, _identity(config, pieces))
     done = journal.start(config.out, config.overwrite, _TEXT_OUTPUTS, keep=(TOKENIZER_NAME,))
 
     def documents(stats: SourceStats) -> Iterator[Document]:
-        return iter_documents(files, doc_sep=config.doc_sep, field_name=config.field, stats=stats)
+        return iter_documents(pieces, doc_sep=config.doc_sep, field_name=config.field, stats=stats)
 
     reused = tokenizer is not None  # a given tokenizer is part of the journal's identity
     if tokenizer is None:

@@ -105,9 +105,9 @@ def test_demo_runs_end_to_end(tmp_path):
 
 
 def test_installed_pil_is_pillow_simd_with_turbo():
-    from dataio.check_install import pillow_build
+    from dataio.formats.pil_build import pil_build
 
-    build = pillow_build()
+    build = pil_build()
     assert build["libjpeg_turbo"], build
     if os.environ.get("DATAIO_REQUIRE_SIMD", "1") == "1":
         assert build["simd"], f"PIL is not pillow-simd: {build} (run `make test`, which installs it last)"

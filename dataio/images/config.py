@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -10,7 +11,10 @@ from typing import Literal
 import torch
 
 from dataio.formats.errors import ConfigError
+from dataio.formats.fallback_log import warn_once
+from dataio.images.dali_install import dali_installed, install_hint
 from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
+from dataio.loading.device_check import checked_device
 from dataio.loading.error_policy import ErrorPolicy
 from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options
 from dataio.loading.thread_tuner import thread_budget
@@ -35,6 +39,16 @@ class ImageLoaderConfig:
     when the CPU is the bottleneck). ``schedule`` sets the resolution (and,
     with ``dynamic_batch``, the batch size) per epoch, overriding
     ``image_size`` and ``batch_size``.
+
+    Output: uint8 by default (``normalize=False``), which a float model
+    refuses at its first layer (``expected scalar type Byte but found
+    Float``): pass ``normalize=True`` for float32 normalised batches, as a
+    torchvision pipeline gives (``dataio.DataLoader`` does so by default).
+
+    Hooks: ``transform`` runs per sample on the decode threads, on the
+    uint8 (3, S, S) crop, returning the same (``dataio.images.sample_transform``);
+    ``batch_transform(images, labels) -> (images, labels)`` runs per batch on
+    ``device`` after the copy, normalisation and device augmentation, last.
     """
 
     batch_size: int = 256
@@ -56,6 +70,8 @@ class ImageLoaderConfig:
     crop_ratio: tuple[float, float] = (3 / 4, 4 / 3)
     val_crop_ratio: float = 0.875
     hflip: float = 0.5
+    transform: Callable[[torch.Tensor], torch.Tensor] | None = None  # per sample, decode threads: uint8 CHW
+    batch_transform: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None  # per batch, on device, last
     fast_resize: bool = False  # nearest-neighbour instead of antialiased bilinear
     reduced_decode: bool = True  # JPEG DCT scaling when the crop is downscaled >= 2x
     region_decode: bool = True  # decode only the crop's rows and columns (dataio.formats._jpeg_codec)
@@ -87,6 +103,7 @@ class ImageLoaderConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "on_error", ErrorPolicy(self.on_error))
+        object.__setattr__(self, "device", checked_device(self.device))
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.image_size < 8:
@@ -121,6 +138,8 @@ class ImageLoaderConfig:
             raise ValueError("randaugment, mix, crop_on_device and schedule are for train=True loaders")
         if self.decoder not in ("auto", "turbo", "dali"):
             raise ValueError(f"decoder must be auto|turbo|dali, got {self.decoder!r}")
+        if self.decoder == "dali" and not dali_installed():
+            raise ConfigError(f"{{0}} 'dali' needs NVIDIA DALI, which is not installed: {install_hint()}", "decoder")
         if self.decoder == "dali" and self.crop_on_device:
             raise ValueError("crop_on_device is for the turbo decoder (DALI crops while decoding)")
         if not 0 <= self.hw_decoder_load <= 1:
@@ -132,15 +151,34 @@ class ImageLoaderConfig:
                 raise ConfigError(f"{{0}} must be >= 1, got {getattr(self, name)}", name)
         if self.decode_size is not None and self.decode_size < 8:
             raise ValueError(f"decode_size must be >= 8, got {self.decode_size}")
+        self._check_hooks()
+
+    def _check_hooks(self) -> None:
+        for name in ("transform", "batch_transform"):
+            hook = getattr(self, name)
+            if hook is not None and not callable(hook):
+                raise ConfigError(f"{{0}} must be a callable, got {type(hook).__name__}", name)
+        if self.transform is not None and self.crop_on_device:
+            raise ConfigError("{0} runs on the host crop, but crop_on_device crops on the device: "
+                              "use batch_transform= instead", "transform")
+        if self.transform is not None and self.decoder == "dali":
+            raise ConfigError("{0} runs on the turbo decoder's threads; decoder='dali' decodes on the GPU: "
+                              "use batch_transform= or decoder='turbo'", "transform")
 
     @property
     def resolved_decoder(self) -> str:
-        """'dali' or 'turbo': ``auto`` picks DALI when the loader's device is an available GPU."""
+        """'dali' or 'turbo': ``auto`` picks DALI when the loader's device is an available GPU, DALI is installed,
+        and no ``transform`` asks for the host crop."""
         if self.decoder != "auto":
             return self.decoder
-        if self.crop_on_device or not self.device.startswith("cuda"):
+        if (self.crop_on_device or self.transform is not None or not self.device.startswith("cuda")
+                or not torch.cuda.is_available()):
             return "turbo"
-        return "dali" if torch.cuda.is_available() else "turbo"
+        if not dali_installed():
+            warn_once("auto-decoder-turbo", f"decoder='auto' on {self.device} decodes on the CPU (turbo): NVIDIA "
+                                            f"DALI is not installed; for nvJPEG: {install_hint()}")
+            return "turbo"
+        return "dali"
 
     @property
     def device_augments(self) -> bool:

@@ -17,6 +17,9 @@ A batch is ``(images, labels)``:
   smaller by the samples dropped.
 - An epoch yields every sample of the rank's share exactly once, in an order
   fixed by ``(seed, epoch)`` and independent of ``num_workers``.
+- With ``batch_transform``, the batch is what it returns (it runs last, on
+  the batch described above); ``check_batch`` is for batches without it.
+- ``dataio.DataLoader`` sets ``normalize=True`` unless told otherwise.
 """
 
 from __future__ import annotations

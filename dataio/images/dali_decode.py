@@ -27,10 +27,16 @@ import math
 import numpy as np
 import torch
 
+from dataio.formats.fallback_log import warn_once
+
 try:
     from dataio.formats import _jpeg_codec
 except ImportError:  # built without libjpeg headers: DALI gets the files as they are
     _jpeg_codec = None
+
+WITHOUT_CODEC = ("dataio.formats._jpeg_codec is not built (no C compiler or libjpeg headers when torch-dataio was "
+                 "installed): DALI gets whole files, not files cut to their crops (which measured 1.2-1.35x its "
+                 "CPU rate); install gcc and the libjpeg-turbo headers, then reinstall torch-dataio")
 
 
 class DaliError(RuntimeError):
@@ -46,6 +52,8 @@ class DaliDecoder:
         self.device_id, self.hw_decoder_load, self.seed = device_id, hw_decoder_load, seed
         self._pipe = None
         self.builds = 0  # how many times a pipeline was built (tests check the cache)
+        if splice and _jpeg_codec is None:
+            warn_once("jpeg-codec-dali", WITHOUT_CODEC)
 
     def _build(self):
         # Deliberately lazy: DALI is optional (Linux x86-64 only) and its import costs about a second.

@@ -6,7 +6,10 @@ On CUDA the host batch is pinned, copied on a side stream with
 the GPU. On the CPU the batch is used in place. Both
 give the layout of ``dataio.images.contract``. With device augmentation, the
 ``dataio.augment.DeviceAugment`` chain runs on the same side stream after the copy,
-re-seeded for each batch from its ``SeedKey``.
+re-seeded for each batch from its ``SeedKey``. The user's ``batch_transform``
+runs last, on the device (on the side stream too), timed as ``batch_transform``;
+one with a ``generator`` parameter gets a generator on the device seeded from
+the batch's ``SeedKey``, so its draws are the same on every run and resume.
 """
 
 from __future__ import annotations
@@ -17,9 +20,14 @@ from typing import Any, Protocol
 import torch
 
 from dataio.augment.chain import DeviceAugment, Normalize
+from dataio.augment.seeding import derive_seed
 from dataio.images.config import ImageLoaderConfig
+from dataio.images.sample_transform import check_batch_output, takes_generator
 from dataio.loading.device_copy import DeviceCopy
 from dataio.loading.stage_times import StageTimes
+
+
+BATCH_TRANSFORM_STREAM = 4  # augment.seeding streams: 1 RandAugment, 2 mix, 3 crop
 
 
 class HostBatch(Protocol):
@@ -40,6 +48,9 @@ class DeviceTransfer:
         self.channels_last = config.channels_last
         self.copy = DeviceCopy(self.device)
         self.times = times or StageTimes()  # "copy" (host to device) and "augment" (everything after it)
+        self.batch_transform = config.batch_transform
+        self._seeded = self.batch_transform is not None and takes_generator(self.batch_transform)
+        self._generator = torch.Generator(device=self.device) if self._seeded else None
 
     def _finish(self, images: torch.Tensor, labels: torch.Tensor, batch: HostBatch) -> tuple[torch.Tensor, torch.Tensor]:
         images = images.permute(0, 3, 1, 2)  # NCHW view of NHWC memory: channels_last
@@ -54,12 +65,23 @@ class DeviceTransfer:
             images = images.contiguous()
         return images, labels
 
+    def _user(self, images: torch.Tensor, labels: torch.Tensor, batch: HostBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """``batch_transform(images, labels)``, with a generator seeded for this batch when it takes one."""
+        if self._generator is None:
+            return check_batch_output(self.batch_transform(images, labels))
+        self._generator.manual_seed(derive_seed(batch.key, BATCH_TRANSFORM_STREAM))
+        return check_batch_output(self.batch_transform(images, labels, generator=self._generator))
+
     def _move(self, batch: HostBatch) -> tuple[torch.Tensor, torch.Tensor]:
         with self.times.range("copy", self.device):
             images = batch.images.to(self.device, non_blocking=True)
             labels = batch.labels.to(self.device, non_blocking=True)
         with self.times.range("augment", self.device):
-            return self._finish(images, labels, batch)
+            images, labels = self._finish(images, labels, batch)
+        if self.batch_transform is None or not len(labels):  # an empty batch (all skipped) is dropped anyway
+            return images, labels
+        with self.times.range("batch_transform", self.device):
+            return self._user(images, labels, batch)
 
     def __call__(self, batches: Iterable[HostBatch]) -> Iterator[tuple[torch.Tensor, torch.Tensor, HostBatch]]:
         """Yield ``(images, labels, host batch)``; on CUDA, batch k+1 is copied while batch k is consumed."""

@@ -11,6 +11,7 @@ preallocated NHWC uint8 batch (see ``threaded_batches``), and
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,13 +28,15 @@ from dataio.images.buffer_pool import BufferPool
 from dataio.images.device_transfer import DeviceTransfer
 from dataio.sampling.world import resolve_world
 from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
-from dataio.formats.errors import SampleError, ShardError
+from dataio.formats.errors import ConfigError, SampleError, ShardError
 from dataio.loading.error_policy import DATA_EXCEPTIONS
+from dataio.loading.exit_close import close_at_exit
 from dataio.loading.dataloader_args import Capabilities, check_sampler_size, dataloader_fields
 from dataio.loading.loader_stats import LoaderStats
 from dataio.loading.stage_times import Lap, StageTimes
 from dataio.loading.thread_tuner import ThreadGate, ThreadTuner
 from dataio.images.config import ImageLoaderConfig
+from dataio.images.sample_transform import SampleTransform
 from dataio.sampling.epoch_sampler import EpochBatchSampler, EpochSampler
 from dataio.images.dali_decode import DaliDecoder
 from dataio.images.readahead import Readahead
@@ -42,11 +45,14 @@ from dataio.images.shard_files import ShardFiles
 from dataio.loading.range_cache import RangeCache
 from dataio.loading.remote_options import retry_policy
 from dataio.images.threaded_batches import ThreadedBatches
-from dataio.images.turbo_decode import decode_crop_into
+from dataio.images.turbo_decode import REGION_DECODE, decode_crop_into
+from dataio.formats.fallback_log import info_once
+from dataio.formats.pil_build import describe_pil
 from dataio.formats.manifest import open_dataset
-from dataio.formats.storage import describe, remote_errors
+from dataio.formats.storage import describe, redact, remote_errors
 from dataio.formats.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
 
+log = logging.getLogger("dataio")
 CHUNK = 32  # samples per decode task
 FIELDS = frozenset(f.name for f in dataclasses.fields(ImageLoaderConfig))
 FACE = Capabilities(name="ImageLoader", threads=True)  # num_workers = decode threads
@@ -133,9 +139,16 @@ class ImageLoader(ResumableLoader):
         else:
             self._pool = ThreadPoolExecutor(threads, thread_name_prefix="dataio-decode") if threads else None
         self._normalize = Normalize(self.config.mean, self.config.std) if self.config.normalize else None
+        self._transform = SampleTransform(self.config.transform) if self.config.transform is not None else None
         self._transfer = DeviceTransfer(self.config, self._device_augment(), self._normalize, self.stats.stages)
         self._pin = self.config.pin_memory and torch.cuda.is_available()
         self._buffers = BufferPool(capacity=self.config.prefetch_batches * max(1, threads) + 4)
+        log.info("ImageLoader(%s): %d samples, %s transforms, decoder %s, %s decode threads, rank %d of %d, %s "
+                 "output on %s", redact(str(self.folder)), len(self.table), "training" if c.train else "evaluation",
+                 self.decoder, "auto" if tuner else threads, self.rank, self.world_size,
+                 "float32 normalised" if c.normalize else "uint8", c.device)
+        info_once("image-loader", f"ImageLoader decodes with {self.decoder}; {describe_pil()}; region decoder "
+                                  f"{'built' if REGION_DECODE else 'not built'}")
 
     def _read_table(self) -> SampleTable:
         """The sample table: memory-mapped locally, read whole (it is small) from remote storage."""
@@ -312,6 +325,8 @@ class ImageLoader(ResumableLoader):
             else:
                 boxes = crop_boxes.center_crop_boxes(widths, heights, c.val_crop_ratio)
                 flipped = np.zeros(len(keys), dtype=bool)
+            # transform= with a generator parameter: one seed per sample, drawn after the crops (unchanged)
+            seeds = rng.integers(0, 2**63 - 1, size=len(keys)) if self._transform and self._transform.seeded else None
             labels = torch.from_numpy(self.table.label[keys].astype(np.int64))  # faulty rows are dropped later
             key = SeedKey(seed=c.seed, epoch=epoch, rank=self.rank, step=step)
             flags = repeated[start:stop]
@@ -330,7 +345,7 @@ class ImageLoader(ResumableLoader):
             chunks = range(0, len(keys), CHUNK)
             laps = tuple(self.stats.stages.lap() for _ in chunks)  # one per task: each runs on one thread
             tasks = [(lambda lo=lo, lap=lap: self._decode_range(keys, boxes, flipped, pixels, lo,
-                                                                 min(lo + CHUNK, len(keys)), lap, fetched))
+                                                                 min(lo + CHUNK, len(keys)), lap, fetched, seeds))
                      for lo, lap in zip(chunks, laps)]
             return _HostBatch(images, labels, key, keys, flags, stop - start, device_crops, laps), tasks
 
@@ -373,18 +388,18 @@ class ImageLoader(ResumableLoader):
         return SampleError(where, self.table.key(sample), reason)
 
     def _decode_range(self, keys, boxes, flipped, pixels, lo: int, hi: int, lap: Lap,
-                      fetched: Future | None = None) -> list[tuple[int, SampleError]]:
+                      fetched: Future | None = None, seeds: np.ndarray | None = None) -> list[tuple[int, SampleError]]:
         """Decode samples lo..hi-1 of a batch; returns the data errors as (position, error).
 
         With ``num_workers="auto"`` the gate lets the tuner's count of the pool's threads work at once.
         """
         if self._gate is None:
-            return self._decode_samples(keys, boxes, flipped, pixels, lo, hi, lap, fetched)
+            return self._decode_samples(keys, boxes, flipped, pixels, lo, hi, lap, fetched, seeds)
         with self._gate:
-            return self._decode_samples(keys, boxes, flipped, pixels, lo, hi, lap, fetched)
+            return self._decode_samples(keys, boxes, flipped, pixels, lo, hi, lap, fetched, seeds)
 
     def _decode_samples(self, keys, boxes, flipped, pixels, lo: int, hi: int, lap: Lap,
-                        fetched: Future | None) -> list[tuple[int, SampleError]]:
+                        fetched: Future | None, seeds: np.ndarray | None = None) -> list[tuple[int, SampleError]]:
         failures = []
         c = self.config
         with lap("read"):  # remote: the batch's ranges, fetched ahead (waited for here if not there yet)
@@ -398,9 +413,25 @@ class ImageLoader(ResumableLoader):
                                  reduced_decode=c.reduced_decode, region_decode=c.region_decode, lap=lap)
             except DATA_EXCEPTIONS as e:
                 failures.append((i, self._sample_error(sample, f"{type(e).__name__}: {e}")))
+                continue
+            if self._transform is not None:  # the user's code: its errors are not data errors
+                with lap("transform"):
+                    self._apply_transform(pixels[i], sample, None if seeds is None else int(seeds[i]))
         lap.items = hi - lo
         lap.flush()
         return failures
+
+    def _apply_transform(self, slot: np.ndarray, sample: int, seed: int | None) -> None:
+        """``transform=`` on one decoded slot; an exception it raises gets a note naming the sample."""
+        def where() -> str:  # only built for a message
+            return f"sample {self.table.key(sample)!r} in shard {self.files.names[int(self.table.shard[sample])]}"
+
+        try:
+            self._transform(slot, seed, where)
+        except Exception as e:
+            if not isinstance(e, ConfigError) and hasattr(e, "add_note"):  # add_note: Python 3.11+
+                e.add_note(f"dataio: raised by transform= on {where()}")
+            raise
 
     def _decode_dali_batch(self, batch: _HostBatch, keys, boxes, flipped, size: int,
                            lap: Lap, fetched: Future | None = None) -> list[tuple[int, SampleError]]:
@@ -467,15 +498,16 @@ class ImageLoader(ResumableLoader):
             yield batch  # possibly empty under the skip policy; counted, then dropped
 
     def batches(self) -> Iterator[ImageBatch]:
-        """One pass (see ``_batches``); refused during another pass or after ``close()``."""
-        return self._one_pass(self._batches())
-
-    def _batches(self) -> Iterator[ImageBatch]:
         """One pass (an epoch, or its rest after a resume) of ``ImageBatch``.
 
         ``stats.stages`` records the pass's stages; ``wait`` is the consumer's
-        time inside ``next()``, ``pass`` the wall time of the pass.
+        time inside ``next()``, ``pass`` the wall time of the pass. A pass
+        still suspended at interpreter exit is closed then (``loading.exit_close``);
+        one started during another pass, or after ``close()``, is refused.
         """
+        return close_at_exit(self._one_pass(self._batches()))
+
+    def _batches(self) -> Iterator[ImageBatch]:
         self._follow_sampler_epoch()
         consumed = self.position.begin(len(self.table))
         times = self.stats.stages
@@ -496,7 +528,10 @@ class ImageLoader(ResumableLoader):
         self.position.end()
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        for batch in self.batches():
+        return close_at_exit(self._one_pass(self._images_and_labels()))
+
+    def _images_and_labels(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for batch in self._batches():
             yield batch.images, batch.labels
 
     def with_ids(self) -> BatchesWithIds:

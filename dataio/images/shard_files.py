@@ -4,6 +4,10 @@
 descriptor. Shards are checked against the manifest when opened (existence
 and size; sha256 too with ``verify_checksums``), so a missing, truncated or
 altered shard is named before reading starts, not discovered as a hang.
+The descriptors are closed by a ``weakref.finalize``, not ``__del__``: a
+loader never closed is then closed at interpreter exit while ``os`` is still
+there (a ``__del__`` run during module teardown printed ``Exception ignored
+in: ShardFiles.__del__ ... AttributeError``).
 """
 
 from __future__ import annotations
@@ -42,11 +46,11 @@ class ShardFiles:
         return data
 
     def close(self) -> None:
+        """Close every descriptor (at most once; also done when collected, or at exit)."""
         self._closer()
 
 
 def _close_all(fds: list[int]) -> None:
-    """Close ``fds`` and empty the list (a read after ``close`` then fails as an IndexError, not a wrong file)."""
-    for fd in fds:
-        os.close(fd)
-    fds.clear()
+    """Close and forget ``fds`` (the list the reads index, so a read after close fails on an IndexError)."""
+    while fds:
+        os.close(fds.pop())

@@ -20,6 +20,7 @@ import torch
 from torch.utils.data import DistributedSampler, RandomSampler, SequentialSampler
 
 from dataio.formats.errors import ConfigError
+from dataio.loading.device_check import parsed_device
 
 # DataLoader's keywords besides ``dataset`` (torch 2.x), in its order
 DATALOADER_KEYWORDS = ("batch_size", "shuffle", "sampler", "batch_sampler", "num_workers", "collate_fn",
@@ -30,8 +31,9 @@ NO_PROCESSES = "dataio decodes in threads of this process, there are no worker p
 REFUSED = {  # keyword -> why, and what to use instead (when not None / its default)
     "batch_sampler": "dataio forms batches from its own seeded shard order: use batch_size= and drop_last= "
                      "(TextLoader: mode='bucket' or 'budget' for length-grouped batches)",
-    "collate_fn": "dataio collates into preallocated batches itself: transform the batch in the training loop, "
-                  "or on the device with randaugment=, mix=, normalize=",
+    "collate_fn": "dataio collates into preallocated batches itself: pass per-batch work as batch_transform= "
+                  "(run on the device after the copy) and, for images, per-sample work as transform= (run on "
+                  "the decode threads)",
     "worker_init_fn": f"{NO_PROCESSES} to initialise: do the set-up before building the loader",
     "multiprocessing_context": f"{NO_PROCESSES} to start: leave it out",
 }
@@ -172,8 +174,8 @@ def _device_keywords(given: dict[str, Any], defaults: Any) -> None:
     target = given.get("pin_memory_device") or ""
     if not target:
         return
-    device = torch.device(given.get("device", defaults.device))
-    if torch.device(target).type != device.type:
+    device = parsed_device(given.get("device", defaults.device))  # whether it is here: the config checks
+    if parsed_device(target, "pin_memory_device").type != device.type:
         raise ConfigError(f"{{0}}={target!r} is not supported: dataio pins host memory for its device= "
                           f"({device}); pass device={target!r} instead", "pin_memory_device")
 
@@ -188,3 +190,10 @@ def check_sampler_size(sampler: Any, num_samples: int, where: str) -> None:
         return
     if size != num_samples:
         raise ConfigError(f"{{0}} was built over {size} samples, but {where} holds {num_samples}", "sampler")
+
+
+def sampler_shuffles(sampler: Any) -> bool:
+    """Whether ``sampler`` (DataLoader's ``sampler=``) draws a shuffled order: a training loader's."""
+    if isinstance(sampler, DistributedSampler):
+        return bool(sampler.shuffle)
+    return isinstance(sampler, RandomSampler)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from dataio.formats.errors import ConfigError
+from dataio.loading.device_check import checked_device
 from dataio.loading.error_policy import ErrorPolicy
 from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options
 from dataio.sampling import partition
@@ -16,7 +19,11 @@ from dataio.sampling.world import check_rank_args
 
 @dataclass(frozen=True, kw_only=True)
 class TextLoaderConfig:
-    """Every option of the text loader, validated on construction."""
+    """Every option of the text loader, validated on construction.
+
+    ``batch_transform(batch) -> batch`` runs on each batch dict on ``device``,
+    after the copy (the last step before the batch is yielded).
+    """
 
     mode: Literal["fixed", "bucket", "budget", "pack"] = "budget"
     batch_size: int = 32  # rows per batch (fixed, bucket, pack)
@@ -32,6 +39,7 @@ class TextLoaderConfig:
     rank: int | None = None
     device: str = "cpu"
     pin_memory: bool = False
+    batch_transform: Callable[[dict], dict] | None = None  # per batch dict, on the device after the copy
     verify_checksums: bool = False
     on_error: ErrorPolicy = ErrorPolicy.RAISE  # a bad sample: raise, or drop it (skip, warn) and count it in stats
     max_errors: int | None = None  # under skip/warn: more bad samples than this raise TooManyErrors
@@ -48,6 +56,10 @@ class TextLoaderConfig:
     epoch_until: str | None = None  # or: the epoch ends when this source (or "all") finishes a pass
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "device", checked_device(self.device))
+        if self.batch_transform is not None and not callable(self.batch_transform):
+            raise ConfigError(f"{{0}} must be a callable, got {type(self.batch_transform).__name__}",
+                              "batch_transform")
         if self.mode not in ("fixed", "bucket", "budget", "pack"):
             raise ValueError(f"mode must be fixed|bucket|budget|pack, got {self.mode!r}")
         for name in ("batch_size", "max_tokens", "block_size", "pad_multiple", "window", "shuffle_window"):

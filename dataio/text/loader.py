@@ -20,6 +20,7 @@ mid-epoch, on the same or another world size.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
@@ -31,10 +32,12 @@ import torch
 
 from dataio.formats.errors import ConfigError, SampleError
 from dataio.formats.manifest import open_dataset
+from dataio.formats.storage import redact
 from dataio.formats.remote_copy import copy_dataset
 from dataio.loading.dataloader_args import Capabilities, check_sampler_size, dataloader_fields
 from dataio.loading.remote_options import retry_policy
 from dataio.loading.device_copy import DeviceCopy, copy_arrays
+from dataio.loading.exit_close import close_at_exit
 from dataio.loading.loader_stats import LoaderStats, SourceCounts
 from dataio.loading.stage_times import Lap, StageTimes
 from dataio.sampling import partition
@@ -49,6 +52,7 @@ from dataio.text.mixture_plans import TextMixture
 from dataio.text.samples_view import TextSamples
 from dataio.text.token_shards import TokenShards
 
+log = logging.getLogger("dataio")
 FIELDS = frozenset(f.name for f in dataclasses.fields(TextLoaderConfig))
 FACE = Capabilities(name="TextLoader", threads=False)  # batches are built in the calling thread
 
@@ -87,6 +91,10 @@ class TextLoader(ResumableLoader):
         self.padding_tokens = self.real_tokens = 0  # counters over everything yielded
         partition.check_world(len(self.global_plan(0)[1]), self.world_size, drop_last=self.config.drop_last,
                               unit="batches")
+        log.info("TextLoader(%s): %d samples, mode %s, %d batches in epoch 0 over %d ranks%s",
+                 ", ".join(self.mixture.names) if self.mixture else redact(str(source)), len(self.shards),
+                 self.config.mode, len(self.global_plan(0)[1]), self.world_size,
+                 f", a mixture of {len(self.mixture.names)} sources" if self.mixture else "")
 
     def _open_mixture(self, sources: Mapping[str, str | Path]) -> tuple[TokenShards, str]:
         """The sources' shards end to end, and the mixture plans; the fingerprint of both."""
@@ -315,11 +323,20 @@ class TextLoader(ResumableLoader):
         return tokens
 
     def _move(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-        """One batch on the device: one staging buffer and one copy on CUDA, zero-copy views on the CPU."""
+        """One batch on the device: one staging buffer and one copy on CUDA, zero-copy views on the CPU;
+        then ``batch_transform``."""
         with self.stats.stages.range("copy", self._copy.device):
             if self._copy.stream is None:
-                return {name: torch.from_numpy(array) for name, array in batch.items()}
-            return copy_arrays(batch, self._copy.device, pin=self.config.pin_memory)
+                moved = {name: torch.from_numpy(array) for name, array in batch.items()}
+            else:
+                moved = copy_arrays(batch, self._copy.device, pin=self.config.pin_memory)
+        if self.config.batch_transform is None:
+            return moved
+        with self.stats.stages.range("batch_transform", self._copy.device):
+            out = self.config.batch_transform(moved)
+        if not isinstance(out, dict):
+            raise ConfigError(f"{{0}} must return the batch dict, got {type(out).__name__}", "batch_transform")
+        return out
 
     def _numpy_batches(self) -> Iterator[dict[str, np.ndarray]]:
         self._follow_sampler_epoch()
@@ -336,11 +353,13 @@ class TextLoader(ResumableLoader):
         self.position.end()
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        """One pass (see ``_iterate``); refused during another pass or after ``close()``."""
-        return self._one_pass(self._iterate())
+        """One pass; ``stats.stages`` records ``wait`` (the consumer's time in ``next()``) and ``pass``.
 
-    def _iterate(self) -> Iterator[dict[str, torch.Tensor]]:
-        """One pass; ``stats.stages`` records ``wait`` (the consumer's time in ``next()``) and ``pass``."""
+        A pass still suspended at interpreter exit is closed then (``loading.exit_close``); one started
+        during another pass, or after ``close()``, is refused."""
+        return close_at_exit(self._one_pass(self._pass()))
+
+    def _pass(self) -> Iterator[dict[str, torch.Tensor]]:
         times = self.stats.stages
         times.begin(self.epoch)
         start = time.perf_counter()

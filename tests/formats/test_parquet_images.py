@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -16,6 +18,7 @@ from dataio.cli import main
 from dataio.formats.image_convert import ConvertImagesConfig, convert_images
 from dataio.formats.manifest import read_manifest
 from dataio.formats.sample_table import read_sample_table
+from dataio.formats.synthetic import PHOTO_CLASSES, jpeg_bytes, textured_photo
 from dataio.formats.verify import verify
 from tests.formats.journal_stop import Interrupted, interrupt_after
 
@@ -121,6 +124,8 @@ def test_rank_conversion_of_parquet_matches_one_process(hub_files, tmp_path):
                                            rank=rank, world_size=2))
     a, b = read_sample_table(one / "samples.arrow"), read_sample_table(tmp_path / "two" / "samples.arrow")
     assert np.array_equal(a.checksum, b.checksum) and np.array_equal(a.label, b.label)
+    counts = [read_manifest(tmp_path / "two" / f"rank-0000{r}-of-00002")[1].num_samples for r in range(2)]
+    assert min(counts) >= 5, counts  # split by rows: no rank idles
 
 
 def test_streaming_from_any_row_gives_the_rows_from_there(hub_files):
@@ -143,3 +148,84 @@ def test_a_folder_with_several_splits_is_refused_naming_them(hub_files, tmp_path
     assert "splits train, validation" in err and "Traceback" not in err
     assert main(["convert", "images", str(data / "train-*.parquet"), str(tmp_path / "out"), "--no-progress",
                  "--workers", "1"]) == 0
+
+
+def _tree(folder) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def real_parquet(real_photos, tmp_path_factory):
+    """``real_photos`` (ImageNet-size ~110 KB and camera 2-4 MB) and a ~5 MB camera photo, in two Parquet files
+    of the Hub's layout written by pyarrow (row groups of 4)."""
+    photos = sorted(real_photos.rglob("*.JPEG"))
+    rows = [(p.read_bytes(), sorted(real_photos.iterdir()).index(p.parent), p.name) for p in photos]
+    big = jpeg_bytes(textured_photo(1, np.random.default_rng(5), PHOTO_CLASSES["camera"]), quality=97)
+    rows.insert(3, (big, 1, "big.JPEG"))
+    data = tmp_path_factory.mktemp("real_parquet") / "data"
+    data.mkdir()
+    _write(data / "train-00000-of-00002.parquet", rows[:8])
+    _write(data / "train-00001-of-00002.parquet", rows[8:])
+    return data, rows
+
+
+def test_real_size_photos_from_parquet_convert_with_any_worker_count(real_parquet, tmp_path):
+    """Issue 23 case 1: with 2 workers or more, a Parquet of ~110 KB photos hung for ever (the parent blocked
+    sending image bytes while every worker blocked sending its results). Now the same output as 1 worker."""
+    data, rows = real_parquet
+    sizes = sorted(len(r[0]) for r in rows)
+    assert sizes[0] < 150_000 and sizes[-2] > 2_000_000 and sizes[-1] > 4_500_000
+    convert_images(ConvertImagesConfig(src=data, out=tmp_path / "workers-1", num_workers=1, max_shard_samples=4,
+                                       progress=False))
+    outputs = {1: _tree(tmp_path / "workers-1")}
+    for workers in (2, 4):  # as the CLI, in a subprocess under a timeout
+        out = tmp_path / f"workers-{workers}"
+        result = subprocess.run([sys.executable, "-m", "dataio", "convert", "images", str(data), str(out),
+                                 "--workers", str(workers), "--max-shard-samples", "4", "--no-progress"],
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0 and result.stderr == "", result.stderr
+        assert read_manifest(out)[1].num_samples == len(rows)
+        outputs[workers] = _tree(out)
+    assert outputs[2] == outputs[1] and outputs[4] == outputs[1]
+
+
+def test_path_only_rows_written_by_hf_datasets_are_read_from_their_files(real_photos, tmp_path, monkeypatch):
+    """``Dataset.cast_column("image", Image())`` over file paths, then ``to_parquet``: rows of a path and no
+    bytes (``to_parquet`` needs the paths to exist from the current folder). Read from an absolute path, from
+    the Parquet file's folder, or from the current folder (where ``datasets`` opens it); a path that names no
+    file is rejected as FILE#ROW with the reason."""
+    import datasets  # lazy: a test dependency, heavy to import
+
+    photos = sorted(real_photos.rglob("*.JPEG"))[:3]
+    (tmp_path / "images").mkdir()
+    for photo in photos:
+        (tmp_path / "images" / photo.name).write_bytes(photo.read_bytes())
+    data = tmp_path / "data"
+    data.mkdir()
+    paths = [str(tmp_path / "images" / photos[0].name),  # absolute
+             f"../images/{photos[1].name}"]  # relative to the Parquet file's folder, written from there
+    monkeypatch.chdir(data)
+    dataset = datasets.Dataset.from_dict({"image": paths, "label": [0, 1]})
+    dataset.cast_column("image", datasets.Image()).to_parquet(str(data / "a-hf.parquet"))
+    written = pq.read_table(data / "a-hf.parquet").column("image").to_pylist()
+    assert written == [{"bytes": None, "path": path} for path in paths]
+    more = [f"images/{photos[2].name}", "images/gone.JPEG"]  # relative to the folder the conversion runs in
+    image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    pq.write_table(pa.table({"image": pa.array([{"bytes": None, "path": p} for p in more], image_type),
+                             "label": pa.array([0, 1])}), data / "b-pyarrow.parquet")
+    result = subprocess.run([sys.executable, "-m", "dataio", "convert", "images", "data", "out",
+                             "--workers", "2", "--no-progress"], capture_output=True, text=True, timeout=120,
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        "rejected b-pyarrow.parquet#1: no image bytes in the row, and its path 'images/gone.JPEG' is not a file "
+        "(absolute, or relative to the Parquet file's folder or the current folder)"]
+    assert [json.loads(line)["path"] for line in (tmp_path / "out" / "rejected.jsonl").read_text().splitlines()] \
+        == ["b-pyarrow.parquet#1"]
+    _write(tmp_path / "embedded.parquet", [(p.read_bytes(), label, p.name) for p, label in zip(photos, [0, 1, 0])])
+    convert_images(ConvertImagesConfig(src=tmp_path / "embedded.parquet", out=tmp_path / "embedded", num_workers=1,
+                                       progress=False))
+    got, expected = read_sample_table(tmp_path / "out" / "samples.arrow"), read_sample_table(
+        tmp_path / "embedded" / "samples.arrow")
+    assert np.array_equal(got.checksum, expected.checksum) and np.array_equal(got.label, expected.label)
+    assert [got.path(i) for i in range(len(got))] == paths + more[:1]

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from dataio.formats import files, wds_shards
@@ -18,6 +20,7 @@ from dataio.formats.errors import OutputError
 from dataio.formats.image_convert import ConvertImagesConfig, convert_images
 from dataio.formats.synthetic import SyntheticImagesConfig, write_image_folder
 from dataio.formats.tokenizer_setup import TokenizerConfig, train_bpe
+from dataio.formats.worker_pool import ordered_map
 
 CONVERT = ["convert", "images", "--workers", "2", "--max-shard-samples", "10", "--no-progress"]
 
@@ -206,3 +209,51 @@ def test_a_long_single_line_document_needs_bounded_memory(tmp_path):
         peaks[name] = int(result.stderr.strip().splitlines()[-1])
     # encoded whole, the 4 MB line took ~780 MB more than the small run; in pieces ~110 MB
     assert peaks["long"] - peaks["small"] < 300, peaks
+
+
+def _first_byte(data: bytes) -> int:
+    return data[0]
+
+
+def test_large_items_are_bounded_in_bytes_and_never_deadlock():
+    """40 items of 5 MB over 2 workers: results come back in order while items are still being sent (the
+    pipes hold 64 KB), and no more than window x chunk_bytes per worker (32 MB: ~7 items) wait at a time;
+    counted by chunks only, 4 x 2 chunks of 8 items (all 40, 200 MB) were taken ahead."""
+    taken = 0
+
+    def items():
+        nonlocal taken
+        for i in range(40):
+            taken += 1
+            yield bytes([i]) * (5 << 20)
+
+    ahead, results = [], []
+    for result in ordered_map(_first_byte, items(), 2, chunk_size=8, chunk_bytes=4 << 20, window=4):
+        results.append(result)
+        ahead.append(taken - len(results))
+    assert results == list(range(40))
+    assert max(ahead) <= 8, ahead
+
+
+def test_ctrl_c_during_a_parquet_conversion_of_real_size_photos(real_photos, tmp_path):
+    """Image bytes go through the job pipes (written by the sender thread): Ctrl-C still stops at once, with
+    the one line and no traceback from that thread, and leaves no worker."""
+    photos = sorted(real_photos.rglob("*.JPEG")) * 4  # ~40 MB, 8 of them camera photos: seconds of work
+    image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    images = pa.array([{"bytes": p.read_bytes(), "path": p.name} for p in photos], image_type)
+    pq.write_table(pa.table({"image": images, "label": pa.array([i % 2 for i in range(len(photos))])}),
+                   tmp_path / "train.parquet", row_group_size=8)
+    process = start(*CONVERT, "train.parquet", "out", cwd=tmp_path)
+    wait_for_workers(process)
+    time.sleep(0.3)
+    process.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    try:
+        _, stderr = process.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise AssertionError("still running 5 s after Ctrl-C")
+    assert time.monotonic() - sent < 5
+    assert process.returncode == 130, stderr
+    assert stderr.strip().splitlines() == ["dataio convert: interrupted; rerun the same command to resume"]
+    assert not children(process.pid)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from dataio import ImageLoader
@@ -12,6 +15,7 @@ from dataio.errors import DataioError
 from dataio.formats.image_convert import ConvertImagesConfig, convert_images
 from dataio.formats.manifest import read_manifest
 from dataio.formats.rank_merge import merge_ranks
+from dataio.formats.rank_split import rank_folder
 from dataio.formats.sample_table import read_sample_table
 from dataio.formats.tokenizer_setup import TokenizerConfig
 from dataio.formats.verify import verify
@@ -159,3 +163,69 @@ def test_a_rank_interrupted_mid_way_resumes_on_its_own(image_folder, one_process
 def test_merge_of_something_that_is_not_a_folder_is_one_line(tmp_path, capsys):
     assert main(["merge", str(tmp_path / "missing")]) == 2
     assert "is not a folder" in capsys.readouterr().err
+
+
+def _rank_documents(out, world_size) -> list[int]:
+    return [read_manifest(out / rank_folder(rank, world_size))[1].options["num_documents"]
+            for rank in range(world_size)]
+
+
+def _same_as_one_process(many, one) -> None:
+    assert _token_rows(many) == _token_rows(one)
+    merged, single = read_manifest(many)[1], read_manifest(one)[1]
+    for key in ("num_documents", "num_tokens", "split_documents", "skipped", "length_histogram", "tokenizer"):
+        assert merged.options[key] == single.options[key], key
+    assert (many / "rejected.json").read_text() == (one / "rejected.json").read_text()  # FILE:LINE examples too
+    assert verify(many, deep=True).ok
+
+
+def test_two_near_equal_text_files_on_two_ranks_go_one_to_each(text_corpus, tmp_path):
+    """Issue 23 case 11: the smaller file first, both went to rank 0 and rank 1 idled."""
+    lines = text_corpus.read_text(encoding="utf-8").splitlines(keepends=True)
+    sources = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    sources[0].write_text("".join(lines[:149]), encoding="utf-8")
+    sources[1].write_text("".join(lines[149:]), encoding="utf-8")
+    assert sources[0].stat().st_size < sources[1].stat().st_size
+    one = convert(sources, tmp_path / "one", shard_tokens=4000)
+    for rank in range(2):
+        convert(sources, tmp_path / "two", shard_tokens=4000, rank=rank, world_size=2)
+    assert min(_rank_documents(tmp_path / "two", 2)) > 100
+    _same_as_one_process(tmp_path / "two", one)
+
+
+@pytest.mark.parametrize("kind", ["line", "blank", "jsonl", "parquet"])
+def test_one_text_file_is_split_inside_across_ranks(text_corpus, tmp_path, kind):
+    """A single .txt (a document per line or per paragraph, with an empty one), .jsonl or .parquet (row
+    groups of 40): three ranks each take a part, merged the same as one process, FILE:LINE examples too."""
+    documents = text_corpus.read_text(encoding="utf-8").splitlines()
+    documents[150] = documents[250] = ""
+    if kind == "parquet":
+        source = tmp_path / "corpus.parquet"
+        pq.write_table(pa.table({"text": documents}), source, row_group_size=40)
+    elif kind == "jsonl":
+        source = tmp_path / "corpus.jsonl"
+        source.write_text("".join(json.dumps({"text": d}) + "\n" for d in documents), encoding="utf-8")
+    else:
+        source = tmp_path / "corpus.txt"
+        source.write_text(("\n\n" if kind == "blank" else "\n").join(documents) + "\n", encoding="utf-8")
+    options = {"doc_sep": "blank"} if kind == "blank" else {}
+    one = convert([source], tmp_path / "one", shard_tokens=4000, **options)
+    for rank in range(3):
+        convert([source], tmp_path / "three", shard_tokens=4000, rank=rank, world_size=3, **options)
+    counts = _rank_documents(tmp_path / "three", 3)
+    assert min(counts) >= 60, counts  # ~100 each: no rank idles
+    _same_as_one_process(tmp_path / "three", one)
+
+
+def test_a_rank_of_a_split_text_file_resumes_on_its_own(text_corpus, tmp_path, monkeypatch):
+    one = convert([text_corpus], tmp_path / "one", shard_tokens=1000)
+    out = tmp_path / "two"
+    convert([text_corpus], out, shard_tokens=1000, rank=0, world_size=2)
+    interrupt_after(monkeypatch, 2)
+    with pytest.raises(Interrupted):
+        convert([text_corpus], out, shard_tokens=1000, rank=1, world_size=2)
+    monkeypatch.undo()
+    assert not (out / "manifest.json").exists()
+    convert([text_corpus], out, shard_tokens=1000, rank=1, world_size=2)
+    assert min(_rank_documents(out, 2)) > 100
+    _same_as_one_process(out, one)

@@ -72,7 +72,7 @@ def main() -> None:
     if args.loader == "dataio":
         train_loader = dataio.DataLoader(args.shards, batch_size=args.batch_size, shuffle=False, sampler=train_sampler,
                                          num_workers=2, persistent_workers=True, pin_memory=True, prefetch_factor=2,
-                                         image_size=IMAGE_SIZE)
+                                         image_size=IMAGE_SIZE, normalize=False)  # uint8, as JpegFolder's
     else:
         train_loader = torch.utils.data.DataLoader(train_dataset, batch_size=args.batch_size, shuffle=False,
                                                    sampler=train_sampler, num_workers=2, persistent_workers=True,

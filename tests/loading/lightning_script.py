@@ -33,7 +33,8 @@ class ColourData(pl.LightningDataModule):
 
     def train_dataloader(self):
         # built when the Trainer asks, inside the process group: the loader reads rank and world size from it
-        return dataio.DataLoader(self.shards, batch_size=BATCH, shuffle=True, num_workers=1, image_size=16, seed=1)
+        return dataio.DataLoader(self.shards, batch_size=BATCH, shuffle=True, num_workers=1, image_size=16, seed=1,
+                                 normalize=False)  # uint8: the colour indices are read back from the pixels
 
 
 class TinyModel(pl.LightningModule):

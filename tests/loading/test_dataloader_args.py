@@ -100,7 +100,7 @@ def test_generator_gives_the_seed():
 
 @pytest.mark.parametrize("keyword, value, hint", [
     ("batch_sampler", [[0, 1]], "batch_size="),
-    ("collate_fn", lambda batch: batch, "training loop"),
+    ("collate_fn", lambda batch: batch, "batch_transform= (run on the device after the copy)"),
     ("worker_init_fn", lambda worker: None, "before building"),
     ("multiprocessing_context", "spawn", "threads"),
 ])

@@ -72,8 +72,9 @@ def test_sampler_set_epoch_selects_the_epoch_and_iterates_this_ranks_ids(coloure
 
 def test_user_distributed_sampler_set_epoch_is_followed(coloured_shards):
     sampler = DistributedSampler(range(NUM_COLOURED), num_replicas=2, rank=1, seed=3)
-    loader = dataio.DataLoader(coloured_shards, batch_size=4, sampler=sampler, image_size=16)
+    loader = dataio.DataLoader(coloured_shards, batch_size=4, sampler=sampler, image_size=16, normalize=False)
     assert (loader.world_size, loader.rank, loader.config.shuffle, loader.config.seed) == (2, 1, True, 3)
+    assert loader.config.train  # the sampler shuffles: training transforms
     sampler.set_epoch(4)  # the script's own sampler, as DLO-JZ scripts call it
     seen = [int(s) for images, _ in loader for s in [index_of(i.numpy()) for i in images]]
     reference = ImageLoader(coloured_shards, batch_size=4, image_size=16, world_size=2, rank=1, seed=3)

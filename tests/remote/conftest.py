@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("s3fs", reason="the s3 extra (pip install dataio[s3]) is part of the test extra")
+pytest.importorskip("s3fs", reason="the s3 extra (pip install torch-dataio[s3]) is part of the test extra")
 from moto.server import ThreadedMotoServer  # noqa: E402
 
 logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise

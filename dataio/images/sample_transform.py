@@ -1,0 +1,81 @@
+"""The ``transform=`` hook of ``ImageLoader``: a user's callable on each decoded crop, on the decode threads.
+
+Contract: ``transform(image)`` gets a ``torch.uint8`` tensor of shape
+``(3, S, S)`` (RGB, CHW) that is a view of the sample's slot in the
+preallocated NHWC batch, after the crop, resize and flip. It returns a uint8
+tensor of the same shape (written back into the slot), or the view itself
+after changing it in place (nothing to copy). Anything else (float, another
+size, not a tensor) is a ``ConfigError`` naming ``transform`` and the sample:
+float work belongs in ``batch_transform=``, on the device, after the copy.
+
+Randomness: a callable with a ``generator`` parameter is called as
+``transform(image, generator=g)``, ``g`` a ``torch.Generator`` seeded per
+sample from the batch's seed key (seed, epoch, rank, batch position): the same
+draws for any ``num_workers`` and after a resume. Other callables (torchvision,
+albumentations) draw from their library's global generator, which dataio does
+not reseed: shared by the decode threads, their draws depend on thread timing.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from dataio.formats.errors import ConfigError
+
+_generators = threading.local()  # each decode thread's generator, reseeded per sample
+
+
+def takes_generator(fn: Callable) -> bool:
+    """Whether ``fn`` accepts a ``generator=`` keyword (then dataio passes a per-sample seeded one)."""
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+    param = parameters.get("generator")
+    return param is not None and param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY)
+
+
+class SampleTransform:
+    """Apply ``fn`` to one slot of a uint8 NHWC batch, checking what it returns."""
+
+    def __init__(self, fn: Callable) -> None:
+        self.fn = fn
+        self.seeded = takes_generator(fn)
+
+    def __call__(self, slot: np.ndarray, seed: int | None, where: Callable[[], str]) -> None:
+        """Transform ``slot`` ((S, S, 3) uint8, written in place); ``where()`` names the sample in errors."""
+        image = torch.from_numpy(slot).permute(2, 0, 1)  # CHW view of the slot: no copy
+        if self.seeded:
+            generator = getattr(_generators, "generator", None)
+            if generator is None:
+                generator = _generators.generator = torch.Generator()
+            generator.manual_seed(int(seed or 0))
+            out = self.fn(image, generator=generator)
+        else:
+            out = self.fn(image)
+        if out is image:
+            return
+        if not isinstance(out, torch.Tensor) or out.dtype != torch.uint8 or out.shape != image.shape:
+            got = (f"{out.dtype} {tuple(out.shape)}".replace("torch.", "") if isinstance(out, torch.Tensor)
+                   else type(out).__name__)
+            raise ConfigError(f"{{0}} returned {got} for {where()}: it must return a uint8 tensor of shape "
+                              f"{tuple(image.shape)}; do float work in batch_transform=", "transform")
+        if out.data_ptr() == image.data_ptr() and out.stride() == image.stride():
+            return  # another view of the slot, written in place
+        if out.untyped_storage().data_ptr() == image.untyped_storage().data_ptr():
+            out = out.clone()  # a rearranged view of the batch (e.g. transposed): copy it out first
+        image.copy_(out)
+
+
+def check_batch_output(out: object) -> tuple[torch.Tensor, torch.Tensor]:
+    """``batch_transform``'s result as ``(images, labels)``, or a ConfigError naming it."""
+    if (not isinstance(out, (tuple, list)) or len(out) != 2
+            or not all(isinstance(t, torch.Tensor) for t in out)):
+        raise ConfigError(f"{{0}} must return (images, labels) tensors, got {type(out).__name__}",
+                          "batch_transform")
+    return out[0], out[1]
