@@ -4,8 +4,8 @@ ImageNet-1k (and most image data sets) ship on the Hub as Parquet files whose ``
 struct of JPEG ``bytes`` and ``path`` and whose ``label`` is an integer with ``ClassLabel`` names in
 the schema metadata. This script:
 
-1. converts them with ``dataio convert images SRC OUT --format arrow`` (streamed one record batch at
-   a time: a 150 GB split needs no more memory than a small one; every image decoded and checked,
+1. converts them with ``dataio convert images SRC OUT --format arrow`` (image bytes streamed one
+   record batch at a time, so memory does not grow with the split; every image decoded and checked,
    bad rows listed in ``OUT/rejected.jsonl``; rerun, it resumes after its last finished shard);
 2. reads the shards back with Hugging Face ``datasets`` (``Dataset.from_file``), as any tool of that
    ecosystem would: the same rows, the class names as a ``ClassLabel``, images decoded by ``datasets``;
