@@ -200,7 +200,9 @@ def main() -> None:
         optimizer.load_state_dict(checkpoint["optimizer"])
         loader.load_state_dict(checkpoint["loader"])  # the epoch, and how far into it all ranks had read
         step, start_epoch = checkpoint["step"], checkpoint["loader"]["epoch"]
-        print(f"resumed at step {step}, epoch {start_epoch}, {checkpoint['loader']['samples_consumed']} rows into it")
+        if rank == 0:
+            print(f"resumed at step {step}, epoch {start_epoch}, {checkpoint['loader']['samples_consumed']} rows "
+                  "into it")
     args.out.mkdir(parents=True, exist_ok=True)
 
     def checkpoint() -> None:
