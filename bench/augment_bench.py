@@ -30,7 +30,7 @@ from PIL import Image
 
 from dataio.augment import DeviceAugment, MixConfig, MixUpCutMix, Normalize, RandAugment, RandAugmentConfig
 from dataio.bench.pil_randaugment import PilRandAugment
-from dataio.formats.synthetic import synthetic_image
+from dataio.formats.images.synthetic import synthetic_image
 from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD
 
 from dataio.bench.report import format_table, machine_description, write_results

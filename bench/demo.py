@@ -1,6 +1,6 @@
 """``make demo``: build a small ImageNet-layout folder, convert it, benchmark the loaders.
 
-Nothing is downloaded: the images are generated (``dataio.formats.synthetic``) once
+Nothing is downloaded: the images are generated (``dataio.formats.images.synthetic``) once
 and reused on the next run.
 """
 
@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dataio.bench.images import BenchImagesConfig, bench_images
-from dataio.formats.image_convert import ConvertImagesConfig, convert_images
-from dataio.formats.manifest import MANIFEST_NAME
-from dataio.formats.synthetic import SyntheticImagesConfig, write_image_folder
+from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
+from dataio.formats.dataset.manifest import MANIFEST_NAME
+from dataio.formats.images.synthetic import SyntheticImagesConfig, write_image_folder
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,7 +6,7 @@
   ``DataLoader(num_workers=cores)``. torchvision is reproduced with PIL +
   torch, since its wheel does not import on the CPU torch here.
 - ``webdataset``: webdataset's own pipeline, same transform. Its members are
-  decoded by ``dataio.formats.shard_members`` (PIL for the image, ``.cls``),
+  decoded by ``dataio.formats.dataset.shard_members`` (PIL for the image, ``.cls``),
   not ``.decode("pil")``: webdataset's default decoders unpickle ``.pyd`` and
   ``.pth`` members, so a crafted shard would run code in the bench.
 - ``dali_cpu``: a DALI CPU pipeline over the same shards and index files.
@@ -36,11 +36,11 @@ import torch
 from PIL import Image
 
 from dataio.augment import crop_boxes
-from dataio.formats import shard_members
+from dataio.formats.dataset import shard_members
 from dataio.formats.errors import DataioError
-from dataio.formats.image_tree import read_regular_file, scan_image_folder, source_path
-from dataio.formats.manifest import read_manifest
-from dataio.formats.sample_table import read_sample_table, sample_checksum
+from dataio.formats.images.image_tree import read_regular_file, scan_image_folder, source_path
+from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.dataset.sample_table import read_sample_table, sample_checksum
 from dataio.images.loader import ImageLoader
 from dataio.images.shard_dataset import ShardDataset
 from dataio.images.shard_files import ShardFiles

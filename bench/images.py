@@ -30,10 +30,10 @@ import torch
 
 from dataio.bench import image_baselines as baselines
 from dataio.bench.report import format_table, machine_description, write_results
-from dataio.formats.image_convert import ConvertImagesConfig, convert_images
-from dataio.formats.image_prepare import ImagePrepareConfig
-from dataio.formats.manifest import read_manifest
-from dataio.formats.storage import redact
+from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
+from dataio.formats.images.image_prepare import ImagePrepareConfig
+from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.remote.storage import redact
 from dataio.images.dali_install import dali_installed, install_hint
 
 TARGETS = {"vs_standard": 1.5, "vs_dali_cpu": 2.0, "of_machine_limit": 0.85,

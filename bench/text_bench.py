@@ -26,10 +26,10 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from dataio.formats.manifest import read_manifest
-from dataio.formats.text_convert import ConvertTextConfig, convert_text
-from dataio.formats.text_sources import SourceStats, expand_sources, iter_documents
-from dataio.formats.tokenizer_setup import TokenizerConfig
+from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.text.text_convert import ConvertTextConfig, convert_text
+from dataio.formats.text.text_sources import SourceStats, expand_sources, iter_documents
+from dataio.formats.text.tokenizer_setup import TokenizerConfig
 from dataio.text.loader import TextLoader
 
 from dataio.bench.report import format_table, machine_description, write_results

@@ -1,7 +1,7 @@
 """``python -m dataio.check_install``: what this install of torch-dataio uses, and what each missing piece costs.
 
 One line each for the PIL in use (pillow-simd or plain pillow, and the distributions that own ``PIL``),
-the two optional C extensions (the region decoder ``dataio.formats._jpeg_codec``, the RandAugment kernel
+the two optional C extensions (the region decoder ``dataio.formats.jpeg._jpeg_codec``, the RandAugment kernel
 ``dataio.augment._randaugment_cpu``; a ``pip install`` without a compiler or libjpeg headers succeeds
 without them) and NVIDIA DALI (which build, or which extra fits this torch). Exits 1 on a broken install
 (two distributions owning ``PIL``, or two DALI builds); with ``--strict`` (the Makefile's venv), also when
@@ -17,7 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 import torch
 
 from dataio.augment.cpu_kernel import AVAILABLE, WITHOUT_KERNEL
-from dataio.formats import image_prepare
+from dataio.formats.images import image_prepare
 from dataio.formats.pil_build import SWAP, describe_pil, pil_build, pil_owners
 from dataio.images import turbo_decode
 from dataio.images.dali_install import BUILDS, install_hint, installed_builds, torch_cuda_major
@@ -45,10 +45,10 @@ def report() -> tuple[list[str], list[str], list[str]]:
     if not (build["simd"] and build["libjpeg_turbo"]):
         slow.append(f"PIL is not pillow-simd with libjpeg-turbo ({build['version']}, jpeg {build['jpeg']}): {SWAP}")
     if turbo_decode.REGION_DECODE:
-        lines.append("region decoder dataio.formats._jpeg_codec: built")
+        lines.append("region decoder dataio.formats.jpeg._jpeg_codec: built")
     else:
         lines += [turbo_decode.WITHOUT_CODEC, image_prepare.WITHOUT_CODEC]
-        slow.append("the region decoder dataio.formats._jpeg_codec is not built")
+        slow.append("the region decoder dataio.formats.jpeg._jpeg_codec is not built")
     if AVAILABLE:
         lines.append("RandAugment kernel dataio.augment._randaugment_cpu: built")
     else:

@@ -358,7 +358,7 @@ def _maybe_remote(args: argparse.Namespace, out: str | Path, run):
         if args.storage_option or args.staging:
             raise UsageError("--storage-option and --staging are for a remote OUT (an s3://... URL)")
         return run(out)
-    from dataio.formats.remote_output import convert_to_remote, default_staging
+    from dataio.formats.remote.remote_output import convert_to_remote, default_staging
 
     staging = args.staging or default_staging(out)
     summary, sent = convert_to_remote(out, run, storage_options=_storage_options(args.storage_option),
@@ -371,9 +371,9 @@ def _maybe_remote(args: argparse.Namespace, out: str | Path, run):
 
 
 def _convert_images(args: argparse.Namespace) -> int:
-    from dataio.formats.image_convert import ConvertImagesConfig, convert_images
-    from dataio.formats.image_prepare import ImagePrepareConfig
-    from dataio.formats.remote_output import default_staging
+    from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
+    from dataio.formats.images.image_prepare import ImagePrepareConfig
+    from dataio.formats.remote.remote_output import default_staging
 
     config = ConvertImagesConfig(  # a remote OUT is converted in its staging folder first
         src=args.src, out=args.out if isinstance(args.out, Path) else args.staging or default_staging(args.out),
@@ -396,7 +396,7 @@ def _convert_images(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from dataio.formats.rank_merge import merge_ranks
+    from dataio.formats.ranks.rank_merge import merge_ranks
 
     manifest = merge_ranks(args.out, verify=args.verify)
     print(f"merged {manifest.options['ranks']} ranks into {args.out}: {manifest.num_samples} samples in "
@@ -405,7 +405,7 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def _index(args: argparse.Namespace) -> int:
-    from dataio.formats.wds_index import IndexConfig, index_shards
+    from dataio.formats.images.wds_index import IndexConfig, index_shards
 
     summary = index_shards(IndexConfig(shards=tuple(args.shards), classes_file=args.classes,
                                        overwrite=args.overwrite, progress=not args.no_progress,
@@ -415,8 +415,8 @@ def _index(args: argparse.Namespace) -> int:
 
 
 def _convert_text(args: argparse.Namespace) -> int:
-    from dataio.formats.text_convert import ConvertTextConfig, convert_text
-    from dataio.formats.tokenizer_setup import TokenizerConfig
+    from dataio.formats.text.text_convert import ConvertTextConfig, convert_text
+    from dataio.formats.text.tokenizer_setup import TokenizerConfig
 
     if len(args.src) < 2:
         raise UsageError("give at least one source and the output folder: dataio convert text SRC... OUT")
@@ -485,7 +485,7 @@ def _bench_sampler(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from dataio.formats.verify import verify
+    from dataio.formats.dataset.verify import verify
 
     report = verify(args.out, deep=args.deep, storage_options=_storage_options(args.storage_option))
     for problem in report.problems:
@@ -531,7 +531,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _synth_text(args: argparse.Namespace) -> int:
-    from dataio.formats.synthetic_text import write_text_corpus
+    from dataio.formats.text.synthetic_text import write_text_corpus
 
     write_text_corpus(args.out, args.documents, seed=args.seed, mean_words=args.mean_words)
     print(f"wrote {args.documents} documents to {args.out}")
@@ -539,7 +539,7 @@ def _synth_text(args: argparse.Namespace) -> int:
 
 
 def _synth(args: argparse.Namespace) -> int:
-    from dataio.formats.synthetic import SyntheticImagesConfig, write_image_folder
+    from dataio.formats.images.synthetic import SyntheticImagesConfig, write_image_folder
 
     write_image_folder(args.out, SyntheticImagesConfig(num_classes=args.classes, images_per_class=args.per_class,
                                                        seed=args.seed, photo_class=args.photo_class))

@@ -26,9 +26,9 @@ from typing import Any
 import torch
 
 from dataio.formats.errors import ConfigError, UsageError
-from dataio.formats.image_tree import IMAGE_EXTENSIONS
-from dataio.formats.manifest import MANIFEST_NAME, Manifest, open_dataset
-from dataio.formats.storage import is_remote, redact
+from dataio.formats.images.image_tree import IMAGE_EXTENSIONS
+from dataio.formats.dataset.manifest import MANIFEST_NAME, Manifest, open_dataset
+from dataio.formats.remote.storage import is_remote, redact
 from dataio.images.loader import ImageLoader
 from dataio.images.shard_dataset import ShardDataset
 from dataio.loading.dataloader_args import DATALOADER_KEYWORDS, sampler_shuffles

@@ -10,8 +10,8 @@ from PIL import Image
 
 from hypothesis import settings
 
-from dataio.formats.image_convert import ConvertImagesConfig, convert_images
-from dataio.formats.synthetic import SyntheticImagesConfig, add_faulty_files, write_image_folder
+from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
+from dataio.formats.images.synthetic import SyntheticImagesConfig, add_faulty_files, write_image_folder
 
 # Fuzzing campaigns: short in `make test`, long in `make fuzz` (--hypothesis-profile=long).
 settings.register_profile("default", max_examples=25, deadline=None)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from dataio.formats.synthetic import SyntheticImagesConfig, write_image_folder
+from dataio.formats.images.synthetic import SyntheticImagesConfig, write_image_folder
 
 TRAIN = ["--model", "small_cnn", "--image-size", "32", "--batch-size", "2", "--epochs", "1", "--workers", "1"]
 

@@ -23,8 +23,8 @@ from dataio import ImageLoader
 from dataio.errors import DATA_EXCEPTIONS, DataioError
 from dataio.text.token_shards import TokenShards
 from dataio.images.turbo_decode import REGION_DECODE, decode_crop_into
-from dataio.formats.manifest import MANIFEST_NAME, parse_manifest
-from dataio.formats.verify import count_tar_samples
+from dataio.formats.dataset.manifest import MANIFEST_NAME, parse_manifest
+from dataio.formats.dataset.verify import count_tar_samples
 
 pytestmark = pytest.mark.fuzz
 FIXTURES = settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -147,8 +147,8 @@ def test_mutated_token_shard_reads_or_raises_shard_error(text_shards, tmp_path_f
 def test_splicer_and_rewriter_give_a_jpeg_none_or_a_value_error(jpeg_sample, data):
     """The restart-interval splicer (never an error: a cut or None) and the pack-time rewrite on damaged bytes."""
     if not REGION_DECODE:
-        pytest.skip("dataio.formats._jpeg_codec not built")
-    from dataio.formats import _jpeg_codec
+        pytest.skip("dataio.formats.jpeg._jpeg_codec not built")
+    from dataio.formats.jpeg import _jpeg_codec
 
     mutated = mutate(jpeg_sample, data.draw(mutations(len(jpeg_sample))))
     corner = st.integers(-50, 600)
@@ -169,9 +169,9 @@ def test_damage_check_agrees_with_the_decoder_and_the_packer(jpeg_sample, data):
     """check(), a whole-image decode_region and prepare_image agree on damaged data: whatever libjpeg
     warns about is refused by all three; what check() passes decodes and may be packed."""
     if not REGION_DECODE:
-        pytest.skip("dataio.formats._jpeg_codec not built")
-    from dataio.formats import _jpeg_codec
-    from dataio.formats.image_prepare import ImagePrepareConfig, PreparedImage, prepare_image
+        pytest.skip("dataio.formats.jpeg._jpeg_codec not built")
+    from dataio.formats.jpeg import _jpeg_codec
+    from dataio.formats.images.image_prepare import ImagePrepareConfig, PreparedImage, prepare_image
 
     mutated = mutate(jpeg_sample, data.draw(mutations(len(jpeg_sample))), keep_size=data.draw(st.booleans()))
     try:
@@ -200,7 +200,7 @@ def test_damage_check_agrees_with_the_decoder_and_the_packer(jpeg_sample, data):
 @given(raw=st.binary(min_size=1, max_size=80))
 def test_any_file_name_escapes_to_one_utf8_line_and_back(raw):
     """Source names that are not UTF-8 (or hold newlines, backslashes, controls) are stored losslessly."""
-    from dataio.formats.image_tree import escape_path, unescape_path
+    from dataio.formats.images.image_tree import escape_path, unescape_path
 
     text = escape_path(raw)
     assert "\n" not in text and "\r" not in text
@@ -213,7 +213,7 @@ def test_any_file_name_escapes_to_one_utf8_line_and_back(raw):
                                st.binary(max_size=64), min_size=1))
 def test_shard_member_handlers_give_a_sample_or_a_data_error(members):
     """Any member bytes under any name: an image and label, or a data error; never an unpickle."""
-    from dataio.formats.shard_members import decode_sample
+    from dataio.formats.dataset.shard_members import decode_sample
 
     try:
         decode_sample({"__key__": "k", **members})
@@ -228,7 +228,7 @@ def test_mutated_parquet_source_converts_or_names_the_problem(tmp_path_factory, 
     import pyarrow as pa
     import pyarrow.parquet as pq
     from dataio.formats.errors import UsageError
-    from dataio.formats.image_convert import ConvertImagesConfig, convert_images
+    from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
 
     folder = tmp_path_factory.mktemp("pq")
     image = pa.struct([("bytes", pa.binary()), ("path", pa.string())])

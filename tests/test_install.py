@@ -150,7 +150,7 @@ def test_pip_install_into_an_environment_with_torch_pillow_matplotlib(wheels, us
     assert check.stderr == ""
     assert "torch-dataio 0.1.0, torch 2.13.0+cpu (CPU build)" in check.stdout
     assert f"PIL is pillow {installed['pillow']}" in check.stdout and "PIL owned by pillow\n" in check.stdout
-    assert "region decoder dataio.formats._jpeg_codec: built" in check.stdout
+    assert "region decoder dataio.formats.jpeg._jpeg_codec: built" in check.stdout
     assert "RandAugment kernel dataio.augment._randaugment_cpu: built" in check.stdout
     assert "NVIDIA DALI: not installed" in check.stdout and "pip install 'torch-dataio[dali-cuda13]'" in check.stdout
     photos = tmp_path / "photos"  # ImageNet-size (~110 KB)
@@ -166,10 +166,10 @@ def test_without_a_compiler_the_install_works_and_each_fallback_is_said_once(whe
     _install(user_env, wheels["bare"], tmp_path)
     check = _run([user_env.python, "-m", "dataio.check_install", "--strict"], tmp_path)
     assert check.returncode == 1, "--strict passed without pillow-simd or the C extensions"
-    assert "dataio.formats._jpeg_codec is not built" in check.stdout
+    assert "dataio.formats.jpeg._jpeg_codec is not built" in check.stdout
     assert "dataio.augment._randaugment_cpu is not built" in check.stdout
     assert [line.split(": ", 2)[2].split(" (")[0] for line in check.stderr.splitlines()] == [
-        "PIL is not pillow-simd with libjpeg-turbo", "the region decoder dataio.formats._jpeg_codec is not built",
+        "PIL is not pillow-simd with libjpeg-turbo", "the region decoder dataio.formats.jpeg._jpeg_codec is not built",
         "the RandAugment kernel dataio.augment._randaugment_cpu is not built"], check.stderr
     packed, shards = _convert(user_env, real_photos, tmp_path)  # 12 ImageNet-size photos and 2 camera ones
     assert "packed 14 images" in packed.stdout, packed.stdout

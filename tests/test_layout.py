@@ -106,7 +106,7 @@ def test_the_distribution_adds_exactly_one_top_level_name(tmp_path):
         "import dataio.augment, dataio.formats, dataio.bench\n"
         "from dataio.augment import RandAugmentConfig\n"
         "kernel = importlib.util.find_spec('dataio.augment._randaugment_cpu')\n"
-        "codec = importlib.util.find_spec('dataio.formats._jpeg_codec')\n"
+        "codec = importlib.util.find_spec('dataio.formats.jpeg._jpeg_codec')\n"
         "print(json.dumps({'found': found, 'kernel': kernel is not None, 'codec': codec is not None}))\n"
     )
     # run outside the repository, so the checkout's folders are not on sys.path

@@ -21,11 +21,11 @@ from PIL import Image
 from dataio import ImageLoader
 from dataio.cli import main
 from dataio.errors import DataioError
-from dataio.formats import shard_members
-from dataio.formats.image_convert import ConvertImagesConfig, convert_images
-from dataio.formats.manifest import read_manifest
-from dataio.formats.sample_table import read_sample_table, write_sample_table
-from dataio.formats.wds_shards import ShardWriter
+from dataio.formats.dataset import shard_members
+from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
+from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.dataset.sample_table import read_sample_table, write_sample_table
+from dataio.formats.dataset.wds_shards import ShardWriter
 
 PLANTED = ("pyd", "pickle", "pth")
 HAVE_DALI = importlib.util.find_spec("nvidia.dali") is not None

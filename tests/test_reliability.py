@@ -22,12 +22,12 @@ from dataio import ImageLoader
 from dataio.cli import main
 from dataio.errors import SampleError, ShardError, TooManyErrors, WorkerDied
 from dataio.images.turbo_decode import decode_crop_into
-from dataio.formats import image_convert
-from dataio.formats.image_convert import ConvertImagesConfig, convert_images
-from dataio.formats.image_prepare import ImagePrepareConfig, Rejection, prepare_image
-from dataio.formats.manifest import read_manifest
-from dataio.formats.sample_table import read_sample_table
-from dataio.formats.verify import count_tar_samples, verify
+from dataio.formats.images import image_convert
+from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
+from dataio.formats.images.image_prepare import ImagePrepareConfig, Rejection, prepare_image
+from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.dataset.sample_table import read_sample_table
+from dataio.formats.dataset.verify import count_tar_samples, verify
 from tests.conftest import NUM_COLOURED
 
 

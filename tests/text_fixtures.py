@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from dataio.formats.synthetic_text import synthetic_documents
-from dataio.formats.text_convert import ConvertTextConfig, convert_text
-from dataio.formats.tokenizer_setup import TokenizerConfig
+from dataio.formats.text.synthetic_text import synthetic_documents
+from dataio.formats.text.text_convert import ConvertTextConfig, convert_text
+from dataio.formats.text.tokenizer_setup import TokenizerConfig
 
 MAX_LENGTH = 96
 

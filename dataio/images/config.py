@@ -74,7 +74,7 @@ class ImageLoaderConfig:
     batch_transform: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None  # per batch, on device, last
     fast_resize: bool = False  # nearest-neighbour instead of antialiased bilinear
     reduced_decode: bool = True  # JPEG DCT scaling when the crop is downscaled >= 2x
-    region_decode: bool = True  # decode only the crop's rows and columns (dataio.formats._jpeg_codec)
+    region_decode: bool = True  # decode only the crop's rows and columns (dataio.formats.jpeg._jpeg_codec)
     prefetch_batches: int = 1  # batches in flight per decode thread (DataLoader's prefetch_factor)
     timeout: float = 0  # > 0: waiting longer than this many seconds for a batch raises (as DataLoader)
     on_error: ErrorPolicy = ErrorPolicy.RAISE

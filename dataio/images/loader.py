@@ -48,9 +48,9 @@ from dataio.images.threaded_batches import ThreadedBatches
 from dataio.images.turbo_decode import REGION_DECODE, decode_crop_into
 from dataio.formats.fallback_log import info_once
 from dataio.formats.pil_build import describe_pil
-from dataio.formats.manifest import open_dataset
-from dataio.formats.storage import describe, redact, remote_errors
-from dataio.formats.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
+from dataio.formats.dataset.manifest import open_dataset
+from dataio.formats.remote.storage import describe, redact, remote_errors
+from dataio.formats.dataset.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
 
 log = logging.getLogger("dataio")
 CHUNK = 32  # samples per decode task

@@ -16,8 +16,8 @@ import threading
 import time
 
 from dataio.formats.errors import ShardError
-from dataio.formats.manifest import Manifest
-from dataio.formats.storage import Location, RetryPolicy, describe, is_transient, remote_errors
+from dataio.formats.dataset.manifest import Manifest
+from dataio.formats.remote.storage import Location, RetryPolicy, describe, is_transient, remote_errors
 from dataio.loading.range_cache import RangeCache
 
 Request = tuple[int, int, int]  # (shard number, offset, size)

@@ -44,7 +44,7 @@ from PIL import Image
 
 from dataio.augment import Normalize, crop_boxes
 from dataio.formats.errors import ConfigError, ShardError
-from dataio.formats.storage import is_remote, redact
+from dataio.formats.remote.storage import is_remote, redact
 from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig
 from dataio.images.loader import ImageLoader
 from dataio.images.turbo_decode import decode_crop_into, decode_image

@@ -17,7 +17,7 @@ import weakref
 from pathlib import Path
 
 from dataio.formats.errors import ShardError
-from dataio.formats.manifest import Manifest, check_shard_file
+from dataio.formats.dataset.manifest import Manifest, check_shard_file
 
 
 class ShardFiles:

@@ -2,14 +2,14 @@
 
 Two paths give the same pixels (tested bit-identical on the same libjpeg-turbo):
 
-- **region** (default for baseline JPEGs): ``dataio.formats._jpeg_codec``, a small C
+- **region** (default for baseline JPEGs): ``dataio.formats.jpeg._jpeg_codec``, a small C
   binding of libjpeg's partial decoding (``jpeg_skip_scanlines`` and
   ``jpeg_crop_scanline``), decodes only the crop's rows and iMCU columns, plus
   the resize filter's margin, into a per-thread RGBX buffer that PIL maps
   without a copy. A RandomResizedCrop keeps about half of an image, so this
   measured about 1.35x the whole-image path per image (bench/results).
   Files packed by dataio carry restart markers every 2 MCUs
-  (formats/image_prepare.py), and the extension first cuts such a file down to
+  (formats/images/image_prepare.py), and the extension first cuts such a file down to
   the intervals around the box (dataio/jpeg_splice.c), so rows and columns
   outside it are not even entropy-decoded: another 1.4x per image.
 - **whole** (fallback: PNG or CMYK data, or the extension not built): PIL
@@ -36,7 +36,7 @@ from dataio.formats.limits import MAX_PIXELS  # as the converter's: a header cla
 from dataio.loading.stage_times import NO_LAP
 
 try:
-    from dataio.formats import _jpeg_codec
+    from dataio.formats.jpeg import _jpeg_codec
 except ImportError:  # built from source without libjpeg headers: PIL decodes whole images
     _jpeg_codec = None
 
@@ -46,7 +46,7 @@ JPEG_START = b"\xff\xd8"
 REGION_DECODE = _jpeg_codec is not None
 # ImageLoader, train crops at 224 of ImageNet-size photos, one thread, plain pillow 13: 2,300 us of CPU per
 # image without the extension against 1,490 with it (best of 8 epochs each, 2-core VM)
-WITHOUT_CODEC = ("dataio.formats._jpeg_codec is not built (no C compiler or libjpeg headers when torch-dataio was "
+WITHOUT_CODEC = ("dataio.formats.jpeg._jpeg_codec is not built (no C compiler or libjpeg headers when torch-dataio was "
                  "installed): PIL decodes whole JPEGs, about 1.6x the CPU time per image; install gcc and the "
                  "libjpeg-turbo headers (Debian: libjpeg62-turbo-dev), then reinstall torch-dataio")
 _scratch = threading.local()  # each decode thread's RGBX buffer

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dataio.formats.errors import ConfigError
-from dataio.formats.storage import RetryPolicy
+from dataio.formats.remote.storage import RetryPolicy
 
 DEFAULT_CACHE_LIMIT = 64 << 30  # bytes
 

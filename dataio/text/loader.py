@@ -31,9 +31,9 @@ import numpy as np
 import torch
 
 from dataio.formats.errors import ConfigError, SampleError
-from dataio.formats.manifest import open_dataset
-from dataio.formats.storage import redact
-from dataio.formats.remote_copy import copy_dataset
+from dataio.formats.dataset.manifest import open_dataset
+from dataio.formats.remote.storage import redact
+from dataio.formats.remote.remote_copy import copy_dataset
 from dataio.loading.dataloader_args import Capabilities, check_sampler_size, dataloader_fields
 from dataio.loading.remote_options import retry_policy
 from dataio.loading.device_copy import DeviceCopy, copy_arrays
@@ -118,7 +118,7 @@ class TextLoader(ResumableLoader):
 
     def _local_folder(self, source: str | Path) -> str | Path:
         """``source`` itself when local; for a URL, a verified local copy of its shards (see
-        ``dataio.formats.remote_copy``): Arrow token shards are memory-mapped, not range-read."""
+        ``dataio.formats.remote.remote_copy``): Arrow token shards are memory-mapped, not range-read."""
         c = self.config
         location, manifest = open_dataset(source, c.storage_options, retry_policy(c.retries, c.retry_backoff))
         if not location.remote:

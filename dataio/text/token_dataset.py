@@ -26,9 +26,9 @@ import numpy as np
 import torch
 
 from dataio.formats.errors import ConfigError, SampleError, ShardError
-from dataio.formats.manifest import open_dataset
-from dataio.formats.remote_copy import copy_dataset
-from dataio.formats.storage import redact
+from dataio.formats.dataset.manifest import open_dataset
+from dataio.formats.remote.remote_copy import copy_dataset
+from dataio.formats.remote.storage import redact
 from dataio.loading.error_policy import ErrorPolicy, ErrorStats
 from dataio.loading.map_style_errors import read_or_stand_in
 from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options, retry_policy

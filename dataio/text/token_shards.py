@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from dataio.formats.errors import SampleError, ShardError
-from dataio.formats.manifest import Manifest, check_shard_file, read_manifest
+from dataio.formats.dataset.manifest import Manifest, check_shard_file, read_manifest
 
 
 class TokenShards:

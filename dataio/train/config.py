@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 from dataio.formats.errors import ConfigError
-from dataio.formats.storage import is_remote
+from dataio.formats.remote.storage import is_remote
 
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")  # the devices the trainer knows how to run on
 

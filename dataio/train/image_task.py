@@ -13,7 +13,7 @@ from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
 from dataio.images.loader import ImageLoader
 from dataio.train.models import build_image_model
 from dataio.train.config import TrainConfig
-from dataio.formats.manifest import open_dataset
+from dataio.formats.dataset.manifest import open_dataset
 
 
 def _schedule(c: TrainConfig) -> ResolutionSchedule | None:

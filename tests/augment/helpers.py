@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from dataio.formats.synthetic import synthetic_image
+from dataio.formats.images.synthetic import synthetic_image
 
 
 def photo_batch(n: int, size: tuple[int, int] = (96, 128), seed: int = 0) -> torch.Tensor:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataio.formats.convert_journal import Journal
+from dataio.formats.dataset.convert_journal import Journal
 
 
 class Interrupted(Exception):

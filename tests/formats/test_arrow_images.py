@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from dataio import ImageLoader
-from dataio.formats.image_convert import ConvertImagesConfig, convert_images
-from dataio.formats.manifest import read_manifest
-from dataio.formats.sample_table import read_sample_table
-from dataio.formats.verify import verify
+from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
+from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.dataset.sample_table import read_sample_table
+from dataio.formats.dataset.verify import verify
 from tests.formats.journal_stop import Interrupted, interrupt_after
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from dataio.formats.errors import ConfigError
-from dataio.formats.text_convert import ConvertTextConfig
-from dataio.formats.tokenizer_setup import TokenizerConfig
+from dataio.formats.text.text_convert import ConvertTextConfig
+from dataio.formats.text.tokenizer_setup import TokenizerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,13 +13,13 @@ from PIL import Image
 
 from dataio.errors import UsageError
 from dataio.formats.errors import NothingConverted
-from dataio.formats.image_convert import REJECTED_NAME, ConvertImagesConfig, convert_images
-from dataio.formats.image_tree import scan_image_folder
-from dataio.formats.image_prepare import ImagePrepareConfig
+from dataio.formats.images.image_convert import REJECTED_NAME, ConvertImagesConfig, convert_images
+from dataio.formats.images.image_tree import scan_image_folder
+from dataio.formats.images.image_prepare import ImagePrepareConfig
 from dataio.formats.files import sha256_file
-from dataio.formats.manifest import read_manifest
-from dataio.formats.sample_table import read_sample_table
-from dataio.formats.wds_shards import dali_index_text, scan_tar
+from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.dataset.sample_table import read_sample_table
+from dataio.formats.dataset.wds_shards import dali_index_text, scan_tar
 
 
 def _samples(folder: Path) -> dict[str, dict]:

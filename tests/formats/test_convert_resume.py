@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-import dataio.formats.text_convert as text_convert
+import dataio.formats.text.text_convert as text_convert
 from dataio.errors import UsageError
-from dataio.formats.convert_journal import JOURNAL_DIR
-from dataio.formats.image_convert import ConvertImagesConfig, convert_images
-from dataio.formats.synthetic_text import synthetic_documents
-from dataio.formats.text_convert import ConvertTextConfig, convert_text
-from dataio.formats.tokenizer_setup import TokenizerConfig
+from dataio.formats.dataset.convert_journal import JOURNAL_DIR
+from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
+from dataio.formats.text.synthetic_text import synthetic_documents
+from dataio.formats.text.text_convert import ConvertTextConfig, convert_text
+from dataio.formats.text.tokenizer_setup import TokenizerConfig
 from tests.formats.journal_stop import Interrupted, interrupt_after
 
 ROOT = Path(__file__).resolve().parents[2]

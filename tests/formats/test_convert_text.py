@@ -18,8 +18,8 @@ from tokenizers import Tokenizer
 
 from dataio.cli import main
 from dataio.formats.files import sha256_file
-from dataio.formats.manifest import read_manifest
-from dataio.formats.text_convert import frame_and_split
+from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.text.text_convert import frame_and_split
 from tests.text_fixtures import MAX_LENGTH, convert, corpus_documents
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,7 +102,7 @@ def test_jsonl_parquet_and_paragraph_sources(tmp_path):
 
 
 def test_given_tokenizer_and_no_special_tokens(text_shards, text_corpus, tmp_path):
-    from dataio.formats.tokenizer_setup import TokenizerConfig
+    from dataio.formats.text.tokenizer_setup import TokenizerConfig
 
     config = TokenizerConfig(path=text_shards / "tokenizer.json", bos=None, eos=None)
     out = convert([text_corpus], tmp_path / "out", tokenizer=config)

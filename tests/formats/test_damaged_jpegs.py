@@ -16,11 +16,11 @@ import pytest
 from PIL import Image
 
 from dataio import ImageLoader
-from dataio.formats._jpeg_codec import CorruptJPEGError, add_restart_markers, check
-from dataio.formats.image_convert import ConvertImagesConfig, convert_images
-from dataio.formats.image_prepare import ImagePrepareConfig, PreparedImage, prepare_image
-from dataio.formats.manifest import read_manifest
-from dataio.formats.sample_table import read_sample_table
+from dataio.formats.jpeg._jpeg_codec import CorruptJPEGError, add_restart_markers, check
+from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
+from dataio.formats.images.image_prepare import ImagePrepareConfig, PreparedImage, prepare_image
+from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.dataset.sample_table import read_sample_table
 from dataio.images.turbo_decode import decode_crop_into
 
 

@@ -20,13 +20,13 @@ from PIL import Image, features
 
 from dataio import ImageLoader
 from dataio.cli import main
-from dataio.formats import image_convert, image_tree
-from dataio.formats.image_convert import REJECTED_NAME, ConvertImagesConfig, convert_images
-from dataio.formats.image_prepare import ImagePrepareConfig, PreparedImage, prepare_image
-from dataio.formats.image_tree import (NO_WEBP, NotRegularFile, escape_path, read_regular_file, source_path,
+from dataio.formats.images import image_convert, image_tree
+from dataio.formats.images.image_convert import REJECTED_NAME, ConvertImagesConfig, convert_images
+from dataio.formats.images.image_prepare import ImagePrepareConfig, PreparedImage, prepare_image
+from dataio.formats.images.image_tree import (NO_WEBP, NotRegularFile, escape_path, read_regular_file, source_path,
                                        unescape_path, walk_image_tree)
-from dataio.formats.manifest import read_manifest
-from dataio.formats.sample_table import read_sample_table
+from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.dataset.sample_table import read_sample_table
 from tests.conftest import colour_of, index_of
 
 ROOT = Path(__file__).resolve().parents[2]

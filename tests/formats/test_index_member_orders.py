@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from dataio.formats.manifest import read_manifest
-from dataio.formats.sample_table import read_sample_table
-from dataio.formats.verify import verify
-from dataio.formats.wds_index import IndexConfig, index_shards
+from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.dataset.sample_table import read_sample_table
+from dataio.formats.dataset.verify import verify
+from dataio.formats.images.wds_index import IndexConfig, index_shards
 from dataio.formats.limits import MAX_CLASSES
 
 NUM = 6

@@ -15,11 +15,11 @@ import pytest
 from PIL import Image
 
 from dataio.images.turbo_decode import REGION_DECODE
-from dataio.formats.image_prepare import ImagePrepareConfig, PreparedImage, prepare_image
-from dataio.formats.synthetic import synthetic_image
+from dataio.formats.images.image_prepare import ImagePrepareConfig, PreparedImage, prepare_image
+from dataio.formats.images.synthetic import synthetic_image
 
-pytestmark = pytest.mark.skipif(not REGION_DECODE, reason="dataio.formats._jpeg_codec not built")
-from dataio.formats import _jpeg_codec  # noqa: E402  (after the skip mark: absent when not built)
+pytestmark = pytest.mark.skipif(not REGION_DECODE, reason="dataio.formats.jpeg._jpeg_codec not built")
+from dataio.formats.jpeg import _jpeg_codec# noqa: E402  (after the skip mark: absent when not built)
 
 SUBSAMPLINGS = {"4:4:4": 0, "4:2:2": 1, "4:2:0": 2}
 

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from dataio.formats.image_convert import ConvertImagesConfig, convert_images
-from dataio.formats.manifest import read_manifest
+from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
+from dataio.formats.dataset.manifest import read_manifest
 
 
 @pytest.fixture

@@ -15,11 +15,11 @@ from PIL import Image
 
 from dataio import ImageLoader
 from dataio.cli import main
-from dataio.formats.image_convert import ConvertImagesConfig, convert_images
-from dataio.formats.manifest import read_manifest
-from dataio.formats.sample_table import read_sample_table
-from dataio.formats.synthetic import PHOTO_CLASSES, jpeg_bytes, textured_photo
-from dataio.formats.verify import verify
+from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
+from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.dataset.sample_table import read_sample_table
+from dataio.formats.images.synthetic import PHOTO_CLASSES, jpeg_bytes, textured_photo
+from dataio.formats.dataset.verify import verify
 from tests.formats.journal_stop import Interrupted, interrupt_after
 
 CLASSES = ["tench", "goldfish", "great white shark"]
@@ -130,7 +130,7 @@ def test_rank_conversion_of_parquet_matches_one_process(hub_files, tmp_path):
 
 def test_streaming_from_any_row_gives_the_rows_from_there(hub_files):
     """Resume reads from a row in the middle of a file and of a row group (groups of 4 rows here)."""
-    from dataio.formats.parquet_images import parquet_files, scan_parquet_images
+    from dataio.formats.images.parquet_images import parquet_files, scan_parquet_images
 
     source = scan_parquet_images(parquet_files(hub_files[0]))
     everything = [(r.id, r.path, r.label) for r in source.stream(0)]

@@ -17,9 +17,9 @@ import pytest
 
 from dataio.formats import files, wds_shards
 from dataio.formats.errors import OutputError
-from dataio.formats.image_convert import ConvertImagesConfig, convert_images
-from dataio.formats.synthetic import SyntheticImagesConfig, write_image_folder
-from dataio.formats.tokenizer_setup import TokenizerConfig, train_bpe
+from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
+from dataio.formats.images.synthetic import SyntheticImagesConfig, write_image_folder
+from dataio.formats.text.tokenizer_setup import TokenizerConfig, train_bpe
 from dataio.formats.worker_pool import ordered_map
 
 CONVERT = ["convert", "images", "--workers", "2", "--max-shard-samples", "10", "--no-progress"]

@@ -12,13 +12,13 @@ import pytest
 from dataio import ImageLoader
 from dataio.cli import main
 from dataio.errors import DataioError
-from dataio.formats.image_convert import ConvertImagesConfig, convert_images
-from dataio.formats.manifest import read_manifest
-from dataio.formats.rank_merge import merge_ranks
-from dataio.formats.rank_split import rank_folder
-from dataio.formats.sample_table import read_sample_table
-from dataio.formats.tokenizer_setup import TokenizerConfig
-from dataio.formats.verify import verify
+from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
+from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.ranks.rank_merge import merge_ranks
+from dataio.formats.ranks.rank_split import rank_folder
+from dataio.formats.dataset.sample_table import read_sample_table
+from dataio.formats.text.tokenizer_setup import TokenizerConfig
+from dataio.formats.dataset.verify import verify
 from dataio.text.token_shards import TokenShards
 from tests.formats.journal_stop import Interrupted, interrupt_after
 from tests.text_fixtures import convert

@@ -7,8 +7,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dataio.formats.rank_split import rank_bounds, rank_owners, rank_range
-from dataio.formats.text_sources import SourceStats, TextPiece, iter_documents, join_pieces, text_pieces
+from dataio.formats.ranks.rank_split import rank_bounds, rank_owners, rank_range
+from dataio.formats.text.text_sources import SourceStats, TextPiece, iter_documents, join_pieces, text_pieces
 
 WORLD_SIZES = [1, 2, 3, 4, 5, 7, 8, 16, 33, 64]
 

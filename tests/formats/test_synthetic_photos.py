@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from dataio.formats.synthetic import PHOTO_CLASSES, SyntheticImagesConfig, photo_bytes, write_image_folder
+from dataio.formats.images.synthetic import PHOTO_CLASSES, SyntheticImagesConfig, photo_bytes, write_image_folder
 
 
 @pytest.mark.parametrize("photo_class, low, high", [("small", 25_000, 80_000), ("imagenet", 80_000, 200_000),

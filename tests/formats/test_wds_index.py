@@ -14,10 +14,10 @@ from PIL import Image
 from dataio import ImageLoader
 from dataio.cli import main
 from dataio.formats.files import sha256_file
-from dataio.formats.manifest import read_manifest
-from dataio.formats.sample_table import read_sample_table
-from dataio.formats.verify import verify
-from dataio.formats.wds_index import JOURNAL_DIR, IndexConfig, index_shards
+from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.dataset.sample_table import read_sample_table
+from dataio.formats.dataset.verify import verify
+from dataio.formats.images.wds_index import JOURNAL_DIR, IndexConfig, index_shards
 
 
 class _Planted:
@@ -94,7 +94,7 @@ def test_index_with_a_classes_file_rejects_labels_outside_it(wds_tars, tmp_path)
 
 def test_index_resumes_from_its_journal_and_refuses_to_index_twice(wds_tars, monkeypatch):
     folder, _, _ = wds_tars
-    import dataio.formats.wds_index as module
+    import dataio.formats.images.wds_index as module
 
     calls: list[str] = []
     real = module._index_tar

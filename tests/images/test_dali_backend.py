@@ -13,8 +13,8 @@ import torch
 from dataio import ImageLoader
 from dataio.augment import crop_boxes
 from dataio.errors import SampleError
-from dataio.formats.manifest import read_manifest
-from dataio.formats.sample_table import read_sample_table
+from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.dataset.sample_table import read_sample_table
 from dataio.images.contract import check_batch
 from dataio.images.shard_files import ShardFiles
 from tests.conftest import NUM_COLOURED, index_of

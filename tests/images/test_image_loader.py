@@ -11,8 +11,8 @@ import torch
 from dataio import ImageLoader
 from dataio.images.contract import check_batch
 from dataio.errors import SampleError, ShardError
-from dataio.formats.manifest import read_manifest
-from dataio.formats.sample_table import read_sample_table
+from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.dataset.sample_table import read_sample_table
 from tests.loading.state_shape import torchdata_keys
 from tests.conftest import NUM_COLOURED, index_of
 

@@ -1,4 +1,4 @@
-"""The region decoder (dataio.formats._jpeg_codec) against PIL's whole-image decode: same pixels, clear errors."""
+"""The region decoder (dataio.formats.jpeg._jpeg_codec) against PIL's whole-image decode: same pixels, clear errors."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from PIL import Image
 from dataio import ImageLoader
 from dataio.augment import crop_boxes
 from dataio.images.turbo_decode import REGION_DECODE, decode_crop_into, dct_scale
-from dataio.formats.synthetic import synthetic_image
+from dataio.formats.images.synthetic import synthetic_image
 
-pytestmark = pytest.mark.skipif(not REGION_DECODE, reason="dataio.formats._jpeg_codec not built")
-from dataio.formats import _jpeg_codec  # noqa: E402  (after the skip mark: absent when not built)
+pytestmark = pytest.mark.skipif(not REGION_DECODE, reason="dataio.formats.jpeg._jpeg_codec not built")
+from dataio.formats.jpeg import _jpeg_codec# noqa: E402  (after the skip mark: absent when not built)
 
 
 def encoded(image: Image.Image, **options) -> bytes:

@@ -12,8 +12,8 @@ import pytest
 from dataio import ImageLoader
 from dataio.cli import main
 from dataio.errors import SampleError
-from dataio.formats.manifest import read_manifest
-from dataio.formats.sample_table import SCHEMA_WITH_CHECKSUM, read_sample_table, sample_checksum
+from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.dataset.sample_table import SCHEMA_WITH_CHECKSUM, read_sample_table, sample_checksum
 
 
 def _copy(shards, tmp_path):

@@ -23,10 +23,10 @@ from torch.utils.data import ConcatDataset, DistributedSampler, Subset
 import dataio
 from dataio import ImageLoader, ShardDataset
 from dataio.formats.errors import ConfigError, SampleError, ShardError
-from dataio.formats.image_convert import ConvertImagesConfig, convert_images
-from dataio.formats.manifest import read_manifest
-from dataio.formats.sample_table import read_sample_table
-from dataio.formats.wds_index import IndexConfig, index_shards
+from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
+from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.dataset.sample_table import read_sample_table
+from dataio.formats.images.wds_index import IndexConfig, index_shards
 
 ROOT = Path(__file__).resolve().parents[2]
 

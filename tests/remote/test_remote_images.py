@@ -10,8 +10,8 @@ import torch
 
 from dataio import ImageLoader
 from dataio.formats.errors import SampleError, ShardError
-from dataio.formats.manifest import ManifestError, read_manifest
-from dataio.formats.storage import redact
+from dataio.formats.dataset.manifest import ManifestError, read_manifest
+from dataio.formats.remote.storage import redact
 from tests.remote.conftest import S3, SECRET
 
 OPTIONS = dict(batch_size=8, image_size=32, train=True, seed=5, num_workers=2)

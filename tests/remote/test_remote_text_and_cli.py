@@ -8,9 +8,9 @@ import pytest
 from dataio import ImageLoader, TextLoader
 from dataio.cli import _storage_options, main
 from dataio.formats.errors import UsageError
-from dataio.formats.manifest import MANIFEST_NAME, read_manifest
-from dataio.formats.remote_output import upload_dataset
-from dataio.formats.storage import Location, RetryPolicy, open_location
+from dataio.formats.dataset.manifest import MANIFEST_NAME, read_manifest
+from dataio.formats.remote.remote_output import upload_dataset
+from dataio.formats.remote.storage import Location, RetryPolicy, open_location
 from dataio.train.config import TrainConfig
 from tests.remote.conftest import KEY, SECRET
 

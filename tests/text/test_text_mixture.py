@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from dataio import TextLoader
-from dataio.formats.synthetic_text import synthetic_documents
-from dataio.formats.tokenizer_setup import TokenizerConfig
+from dataio.formats.text.synthetic_text import synthetic_documents
+from dataio.formats.text.tokenizer_setup import TokenizerConfig
 from dataio.sampling.blend import slack
 from dataio.sampling.weight_schedule import Targets, WeightSchedule
 from tests.text_fixtures import convert

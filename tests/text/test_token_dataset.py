@@ -13,7 +13,7 @@ from torch.utils.data import DistributedSampler
 import dataio
 from dataio import TextLoader, TokenDataset
 from dataio.formats.errors import ConfigError, SampleError
-from dataio.formats.manifest import read_manifest
+from dataio.formats.dataset.manifest import read_manifest
 
 
 class PadCollate:

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from dataio.cli import main
-from dataio.formats.image_convert import ConvertImagesConfig, convert_images
-from dataio.formats.synthetic import SyntheticImagesConfig, write_image_folder
+from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
+from dataio.formats.images.synthetic import SyntheticImagesConfig, write_image_folder
 from dataio.train.bottleneck import diagnose
 from dataio.train.chronometer import Chronometer
 

@@ -15,8 +15,8 @@ from dataio.cli import main
 from dataio.train.models import build_image_model, build_text_model
 from dataio.train.config import TrainConfig
 from dataio.train.trainer import make_optimizer, train
-from dataio.formats.image_convert import ConvertImagesConfig, convert_images
-from dataio.formats.synthetic import SyntheticImagesConfig, write_image_folder
+from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
+from dataio.formats.images.synthetic import SyntheticImagesConfig, write_image_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,7 @@ readable with the recorded sample count (tar members, or Arrow rows). With
 ``deep``, every image is decoded (through the sample table) and every token
 id checked against the vocabulary. Nothing is extracted or unpickled: tar
 members are only listed, whatever their names, and only ``.cls`` members
-are read (``dataio.formats.shard_members``).
+are read (``dataio.formats.dataset.shard_members``).
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from PIL import Image
 
 from dataio.formats.errors import DataioError, ShardError
 from dataio.formats.limits import MAX_PIXELS
-from dataio.formats.manifest import Manifest, check_shard_file, open_dataset
-from dataio.formats.remote_copy import copy_dataset
-from dataio.formats.storage import Location, RetryPolicy
+from dataio.formats.dataset.manifest import Manifest, check_shard_file, open_dataset
+from dataio.formats.remote.remote_copy import copy_dataset
+from dataio.formats.remote.storage import Location, RetryPolicy
 from dataio.formats.files import sha256_file
-from dataio.formats.shard_members import LABEL_MEMBER, MAX_LABEL_BYTES, decode_label, member_extension
-from dataio.formats.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
+from dataio.formats.dataset.shard_members import LABEL_MEMBER, MAX_LABEL_BYTES, decode_label, member_extension
+from dataio.formats.dataset.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """``dataio convert text SRC... OUT``: tokenise a corpus once into token shards.
 
 Documents come from .txt (one per line, or per blank-line-separated
-paragraph), .jsonl or .parquet files (``dataio.formats.text_sources``). Each is
+paragraph), .jsonl or .parquet files (``dataio.formats.text.text_sources``). Each is
 encoded with the tokenizer (``tokenizers``' batch encoder, which runs on all
 cores and keeps input order, so the output does not depend on the thread
 count), framed with BOS/EOS, and split into ``max_length`` chunks; splits are
@@ -10,7 +10,7 @@ WebDataset shards; ``manifest.json`` records counts, a length histogram, the
 tokenizer's hash and per-shard checksums. Bad documents are counted and listed
 (a few examples each) in ``rejected.json``. Killed at any point, the same
 command resumes from the last finished shard with byte-identical output
-(``dataio.formats.convert_journal``); a tokenizer trained by the interrupted run is
+(``dataio.formats.dataset.convert_journal``); a tokenizer trained by the interrupted run is
 reused, after checking its hash.
 """
 
@@ -30,18 +30,18 @@ import numpy as np
 
 from dataio.formats.progress import progress
 from dataio.formats.errors import ConfigError, NothingConverted, UsageError
-from dataio.formats.convert_journal import Journal, ShardRecord, fingerprint
+from dataio.formats.dataset.convert_journal import Journal, ShardRecord, fingerprint
 from dataio.formats.files import sha256_file, write_atomic
-from dataio.formats.manifest import MANIFEST_NAME, Manifest, ShardEntry
-from dataio.formats.out_lock import locked_output
-from dataio.formats.rank_merge import merge_if_complete
-from dataio.formats.rank_split import rank_folder, rank_range
-from dataio.formats.text_shards import ArrowTokenWriter, token_dtype
-from dataio.formats.text_sources import (Document, SourceStats, TextPiece, expand_sources, iter_documents,
+from dataio.formats.dataset.manifest import MANIFEST_NAME, Manifest, ShardEntry
+from dataio.formats.dataset.out_lock import locked_output
+from dataio.formats.ranks.rank_merge import merge_if_complete
+from dataio.formats.ranks.rank_split import rank_folder, rank_range
+from dataio.formats.dataset.text_shards import ArrowTokenWriter, token_dtype
+from dataio.formats.text.text_sources import (Document, SourceStats, TextPiece, expand_sources, iter_documents,
                                          join_pieces, text_pieces)
-from dataio.formats.tokenizer_setup import (TOKENIZER_NAME, TokenizerConfig, TokenizerInfo, load_tokenizer,
+from dataio.formats.text.tokenizer_setup import (TOKENIZER_NAME, TokenizerConfig, TokenizerInfo, load_tokenizer,
                                      save_tokenizer, train_bpe)
-from dataio.formats.wds_shards import ShardWriter
+from dataio.formats.dataset.wds_shards import ShardWriter
 
 REJECTED_TEXT_NAME = "rejected.json"
 ENCODE_CHUNK = 2048  # documents per batch-encode call ...
@@ -256,7 +256,7 @@ def convert_text(config: ConvertTextConfig) -> ConvertTextSummary:
     """Tokenise ``config.sources`` into shards in ``config.out``; see the module docstring.
 
     Killed at any point, the same command resumes from the last finished
-    shard (``dataio.formats.convert_journal``), with byte-identical output.
+    shard (``dataio.formats.dataset.convert_journal``), with byte-identical output.
     With ``world_size`` > 1, only this rank's share of the corpus (``rank_split`` over ``text_pieces``: files
     cut at document boundaries, Parquet files at row groups), into ``OUT/rank-R-of-N``, with one tokenizer
     for all ranks (given, or trained by rank 0 on the whole corpus: ``shared_tokenizer``); the last rank

@@ -23,9 +23,9 @@ import pyarrow as pa
 
 from dataio.formats.errors import DataioError, ShardError, UsageError
 from dataio.formats.files import write_atomic
-from dataio.formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, check_shard_file, read_manifest
-from dataio.formats.sample_table import read_sample_table, write_sample_table
-from dataio.formats.text_sources import EXAMPLES
+from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, check_shard_file, read_manifest
+from dataio.formats.dataset.sample_table import read_sample_table, write_sample_table
+from dataio.formats.text.text_sources import EXAMPLES
 
 RANK_FOLDER = re.compile(r"rank-(\d{5})-of-(\d{5})")
 MERGE_LOCK = ".merge.lock"

@@ -26,8 +26,8 @@ from typing import Any
 
 from dataio.formats.errors import ConfigError, UsageError
 from dataio.formats.files import sha256_file, write_atomic
-from dataio.formats.manifest import MANIFEST_NAME
-from dataio.formats.out_lock import LOCK_NAME
+from dataio.formats.dataset.manifest import MANIFEST_NAME
+from dataio.formats.dataset.out_lock import LOCK_NAME
 
 JOURNAL_DIR = ".journal"
 

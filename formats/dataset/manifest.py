@@ -15,7 +15,7 @@ from typing import Any
 
 from dataio.formats.errors import DataioError, ShardError
 from dataio.formats.files import sha256_file, write_atomic
-from dataio.formats.storage import Location, RetryPolicy, describe, open_location, remote_errors
+from dataio.formats.remote.storage import Location, RetryPolicy, describe, open_location, remote_errors
 
 MANIFEST_NAME = "manifest.json"
 SAMPLE_TABLE_NAME = "samples.arrow"

@@ -7,7 +7,7 @@ pixel (no generation loss).
 
 Every JPEG written is then rewritten losslessly (its DCT coefficients as they
 are, as jpegtran does) with a restart marker every few MCUs and optimised
-Huffman tables (``dataio.formats._jpeg_codec.add_restart_markers``): the reader can
+Huffman tables (``dataio.formats.jpeg._jpeg_codec.add_restart_markers``): the reader can
 then cut a file down to the part a crop needs before decoding it
 (``dataio/jpeg_splice.c``), and any other JPEG reader decodes the same pixels
 as before, no slower (bench/results). Metadata segments (EXIF, ICC profiles,
@@ -30,14 +30,14 @@ from PIL import Image, ImageOps
 from dataio.formats.limits import MAX_PIXELS
 
 try:
-    from dataio.formats._jpeg_codec import CorruptJPEGError, add_restart_markers, check as check_jpeg_scans
+    from dataio.formats.jpeg._jpeg_codec import CorruptJPEGError, add_restart_markers, check as check_jpeg_scans
 except ImportError:  # built without libjpeg headers: JPEGs are written as they are, and not checked
     add_restart_markers = check_jpeg_scans = None
 
     class CorruptJPEGError(ValueError):  # type: ignore[no-redef]
         """Never raised without the extension."""
 
-WITHOUT_CODEC = ("dataio.formats._jpeg_codec is not built (no C compiler or libjpeg headers when torch-dataio was "
+WITHOUT_CODEC = ("dataio.formats.jpeg._jpeg_codec is not built (no C compiler or libjpeg headers when torch-dataio was "
                  "installed): JPEGs are packed as they are, without restart markers (the loader then decodes "
                  "each file up to its crop's last row instead of cutting it to the crop), and damaged JPEG data is "
                  "not detected; install gcc and the libjpeg-turbo headers (Debian: libjpeg62-turbo-dev), then "

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dataio.formats.class_names import numbered_classes, read_class_names
+from dataio.formats.images.class_names import numbered_classes, read_class_names
 from dataio.formats.errors import UsageError
 
 BATCH_ROWS = 64  # most rows per streamed record batch: ~7 MB of ImageNet JPEGs ...

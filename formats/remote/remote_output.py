@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dataio.formats.errors import DataioError
-from dataio.formats.manifest import MANIFEST_NAME, read_manifest
-from dataio.formats.remote_copy import dataset_files
-from dataio.formats.storage import Location, RetryPolicy, describe, open_location, remote_errors
+from dataio.formats.dataset.manifest import MANIFEST_NAME, read_manifest
+from dataio.formats.remote.remote_copy import dataset_files
+from dataio.formats.remote.storage import Location, RetryPolicy, describe, open_location, remote_errors
 
 Summary = TypeVar("Summary")
 REJECTED_NAMES = ("rejected.jsonl", "rejected.json")

@@ -23,15 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from dataio.formats.class_names import label_outside, numbered_classes, read_class_names
+from dataio.formats.images.class_names import label_outside, numbered_classes, read_class_names
 from dataio.formats.errors import ShardError, UsageError
 from dataio.formats.files import sha256_file, write_atomic
-from dataio.formats.image_headers import image_size
+from dataio.formats.images.image_headers import image_size
 from dataio.formats.progress import progress
-from dataio.formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
-from dataio.formats.sample_table import CHECKSUM_FIELD, MAX_MEMBER_BYTES, sample_checksum, write_sample_table
-from dataio.formats.shard_members import IMAGE_MEMBERS, LABEL_MEMBER, MAX_LABEL_BYTES
-from dataio.formats.wds_shards import MemberLocation, dali_index_text, duplicate_members, scan_tar
+from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
+from dataio.formats.dataset.sample_table import CHECKSUM_FIELD, MAX_MEMBER_BYTES, sample_checksum, write_sample_table
+from dataio.formats.dataset.shard_members import IMAGE_MEMBERS, LABEL_MEMBER, MAX_LABEL_BYTES
+from dataio.formats.dataset.wds_shards import MemberLocation, dali_index_text, duplicate_members, scan_tar
 
 JOURNAL_DIR = ".index-journal"
 REJECTED_NAME = "rejected.jsonl"

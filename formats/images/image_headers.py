@@ -13,7 +13,7 @@ from PIL import Image
 from dataio.formats.limits import MAX_PIXELS
 
 try:
-    from dataio.formats._jpeg_codec import header as jpeg_header
+    from dataio.formats.jpeg._jpeg_codec import header as jpeg_header
 except ImportError:  # built without libjpeg headers: PIL reads JPEG headers too
     jpeg_header = None
 

@@ -21,8 +21,8 @@ import pyarrow as pa
 
 from dataio.formats.errors import OutputError
 from dataio.formats.files import sha256_file
-from dataio.formats.manifest import ShardEntry
-from dataio.formats.wds_shards import MemberLocation
+from dataio.formats.dataset.manifest import ShardEntry
+from dataio.formats.dataset.wds_shards import MemberLocation
 
 IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 IMAGE_FIELDS = [("image", IMAGE_TYPE), ("label", pa.int64()), ("key", pa.string())]

@@ -19,7 +19,7 @@ import webdataset as wds
 
 from dataio.formats.errors import OutputError
 from dataio.formats.files import sha256_file, write_atomic
-from dataio.formats.manifest import ShardEntry
+from dataio.formats.dataset.manifest import ShardEntry
 
 TAR_BLOCK = 512
 FIXED_MTIME = 0  # reproducible tar files: identical bytes on every run

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from dataio.formats.errors import ShardError
 from dataio.formats.files import sha256_file
-from dataio.formats.manifest import Manifest
-from dataio.formats.storage import Location, RetryPolicy, describe, remote_errors
+from dataio.formats.dataset.manifest import Manifest
+from dataio.formats.remote.storage import Location, RetryPolicy, describe, remote_errors
 
 
 def dataset_files(manifest: Manifest) -> list[str]:

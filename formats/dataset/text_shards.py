@@ -9,7 +9,7 @@ memory-mappable by plain ``pyarrow``) with columns:
   ``max_length`` chunk of it the row is.
 
 A shard is written to ``.text-NNNNNN.arrow.partial`` and renamed when complete.
-``ArrowTokenWriter`` has the interface of ``dataio.formats.wds_shards.ShardWriter``
+``ArrowTokenWriter`` has the interface of ``dataio.formats.dataset.wds_shards.ShardWriter``
 (``write`` returns the entry of a shard it closed, ``first_index``, context
 manager), so the text converter drives either the same way.
 """
@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from dataio.formats.errors import OutputError
 from dataio.formats.files import sha256_file
-from dataio.formats.manifest import ShardEntry
+from dataio.formats.dataset.manifest import ShardEntry
 
 ROWS_PER_BATCH = 4096
 

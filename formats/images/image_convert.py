@@ -4,11 +4,11 @@ Output, in OUT: ``shard-NNNNNN.tar`` (samples ``KEY.jpg``, ``KEY.cls``,
 ``KEY.json`` with the source path), ``shard-NNNNNN.idx`` (DALI index),
 ``samples.arrow`` (sample table), ``rejected.jsonl`` (one line per rejected
 file or folder, with its reason, sorted by path) and ``manifest.json``,
-written last. The source tree is walked by ``dataio.formats.image_tree``
+written last. The source tree is walked by ``dataio.formats.images.image_tree``
 (symlink loops, FIFOs, unreadable folders, names that are not UTF-8); paths
 are stored as that module's ``escape_path`` writes them. Killed at any
 point, the same command resumes from the last finished shard
-(``dataio.formats.convert_journal``), with byte-identical output.
+(``dataio.formats.dataset.convert_journal``), with byte-identical output.
 
 Images are prepared in ``num_workers`` processes with an ordered map, so the
 output is byte-identical whatever the worker count.
@@ -27,24 +27,24 @@ from pathlib import Path
 
 import numpy as np
 
-from dataio.formats.arrow_image_shards import ArrowImageWriter, image_locations
-from dataio.formats.class_names import read_class_names
+from dataio.formats.dataset.arrow_image_shards import ArrowImageWriter, image_locations
+from dataio.formats.images.class_names import read_class_names
 from dataio.formats.progress import progress
 from dataio.formats.errors import NothingConverted, UsageError
 from dataio.formats.fallback_log import warn_once
-from dataio.formats.image_prepare import (WITHOUT_CODEC, ImagePrepareConfig, PreparedImage, Rejection,
+from dataio.formats.images.image_prepare import (WITHOUT_CODEC, ImagePrepareConfig, PreparedImage, Rejection,
                                           add_restart_markers, prepare_image)
-from dataio.formats.image_tree import NotRegularFile, errno_text, read_regular_file, source_path, walk_image_tree
-from dataio.formats.convert_journal import Journal, ShardRecord, fingerprint
+from dataio.formats.images.image_tree import NotRegularFile, errno_text, read_regular_file, source_path, walk_image_tree
+from dataio.formats.dataset.convert_journal import Journal, ShardRecord, fingerprint
 from dataio.formats.files import write_atomic
-from dataio.formats.rank_merge import merge_if_complete
-from dataio.formats.rank_split import rank_folder, rank_range
-from dataio.formats.parquet_images import LocalFile, ParquetImages, parquet_files, scan_parquet_images
-from dataio.formats.out_lock import locked_output
-from dataio.formats.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
-from dataio.formats.sample_table import CHECKSUM_FIELD, sample_checksum, write_sample_table
+from dataio.formats.ranks.rank_merge import merge_if_complete
+from dataio.formats.ranks.rank_split import rank_folder, rank_range
+from dataio.formats.images.parquet_images import LocalFile, ParquetImages, parquet_files, scan_parquet_images
+from dataio.formats.dataset.out_lock import locked_output
+from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
+from dataio.formats.dataset.sample_table import CHECKSUM_FIELD, sample_checksum, write_sample_table
 from dataio.formats.sizes import parse_size
-from dataio.formats.wds_shards import ShardWriter, scan_tar
+from dataio.formats.dataset.wds_shards import ShardWriter, scan_tar
 from dataio.formats.worker_pool import ordered_map
 
 REJECTED_NAME = "rejected.jsonl"

@@ -1,0 +1,1 @@
+"""Conversion across nodes: each rank's share of the input (pure functions) and the merge."""

@@ -1,0 +1,1 @@
+"""Datasets on object storage and HTTP (fsspec): locations, retries, copies, uploads."""

@@ -1,0 +1,2 @@
+"""Text sources and their conversion: documents from .txt/.jsonl/.parquet, the tokenizer set-up,
+pre-tokenised Arrow shards, synthetic corpora."""
