@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from dataio.formats.image_convert import ConvertImagesConfig, convert_images
+from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
