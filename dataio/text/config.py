@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 from dataio.loading.error_policy import ErrorPolicy
-from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options
+from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, DEFAULT_TIMEOUT, check_remote_options
 from dataio.sampling import partition
 from dataio.sampling.world import check_rank_args
 
@@ -39,6 +39,7 @@ class TextLoaderConfig:
     cache_dir: str | Path | None = None
     retries: int = 4  # retries of a transient failure (reset, timeout, 5xx), with exponential backoff
     retry_backoff: float = 0.2  # seconds before the first retry; doubled at each
+    remote_timeout: float = DEFAULT_TIMEOUT  # seconds a request may wait to connect or for its next bytes
     profile: bool = False  # stage ranges as torch.profiler record_function (and NVTX on CUDA) ranges
 
     def __post_init__(self) -> None:
@@ -52,4 +53,5 @@ class TextLoaderConfig:
             raise ValueError(f"max_errors must be >= 0, got {self.max_errors}")
         check_rank_args(self.world_size, self.rank)
         check_remote_options(storage_options=self.storage_options, cache_dir=self.cache_dir,
-                             cache_limit=DEFAULT_CACHE_LIMIT, retries=self.retries, retry_backoff=self.retry_backoff)
+                             cache_limit=DEFAULT_CACHE_LIMIT, retries=self.retries, retry_backoff=self.retry_backoff,
+                             remote_timeout=self.remote_timeout)

@@ -63,7 +63,8 @@ class TextLoader(ResumableLoader):
         fields, self._follow = dataloader_fields(options, FIELDS, FACE, base)
         self.config = dataclasses.replace(base, **fields)
         self._copy_dir: tempfile.TemporaryDirectory | None = None
-        self.shards = TokenShards(self._local_folder(source), self.config.verify_checksums)
+        folder, verified = self._local_folder(source)
+        self.shards = TokenShards(folder, self.config.verify_checksums and not verified)
         check_sampler_size(options.get("sampler"), len(self.shards), str(source))
         self.stats = LoaderStats(max_errors=self.config.max_errors, stages=StageTimes(profile=self.config.profile))
         self._copy = DeviceCopy(self.config.device)
@@ -78,20 +79,22 @@ class TextLoader(ResumableLoader):
         partition.check_world(len(self.global_plan(0)[1]), self.world_size, drop_last=self.config.drop_last,
                               unit="batches")
 
-    def _local_folder(self, source: str | Path) -> str | Path:
-        """``source`` itself when local; for a URL, a verified local copy of its shards (see
-        ``dataio.formats.remote_copy``): Arrow token shards are memory-mapped, not range-read."""
+    def _local_folder(self, source: str | Path) -> tuple[str | Path, bool]:
+        """``source`` itself when local; for a URL, a local copy of its shards whose sha256 were all checked
+        (see ``dataio.formats.remote_copy``): Arrow token shards are memory-mapped, not range-read.
+        Also whether the shards were checked."""
         c = self.config
-        location, manifest = open_dataset(source, c.storage_options, retry_policy(c.retries, c.retry_backoff))
+        location, manifest = open_dataset(source, c.storage_options, retry_policy(c.retries, c.retry_backoff),
+                                          c.remote_timeout)
         if not location.remote:
-            return source
+            return source, False
         if c.cache_dir is not None:
             folder = Path(c.cache_dir) / f"{location.cache_key()}-{manifest.fingerprint()}"
         else:
             self._copy_dir = tempfile.TemporaryDirectory(prefix="dataio-text-")
             folder = Path(self._copy_dir.name)
         copy_dataset(location, manifest, folder, retry_policy(c.retries, c.retry_backoff))
-        return folder
+        return folder, True
 
     @property
     def pad_id(self) -> int:
