@@ -39,6 +39,7 @@ from dataio.formats.image_convert import ConvertImagesConfig, convert_images
 from dataio.formats.manifest import ManifestError, read_manifest
 from dataio.formats.storage import RetryPolicy
 from dataio.formats.synthetic import SyntheticImagesConfig, write_image_folder
+from dataio.loading.range_cache import RangeCache
 from dataio.formats.verify import verify
 from tests.remote.conftest import KEY, S3, SECRET
 
@@ -404,6 +405,27 @@ def test_ranks_sharing_one_range_cache_smaller_than_the_data(s3, photo_shards, t
     assert not any(p.name.startswith(".") for p in folder.iterdir())  # no temporary file left
     held = sum(p.stat().st_size for p in folder.iterdir())
     assert limit * 0.5 < held <= limit * (1 + ranks / 10)  # each rank's share of an epoch is more than the limit
+
+
+def test_a_starting_cache_leaves_the_files_of_live_writers_alone(tmp_path):
+    """A loader starting on a shared folder removes only stale temporary files (a killed writer's), never those
+    another process is writing now; a range removed by another process is a miss, then cached again."""
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    live = folder / ".shard-000000.tar@0+4.4242-140-0a1b2c3d.partial"
+    stale = folder / ".shard-000000.tar@4+4.4243-140-0a1b2c3d.partial"
+    for path in (live, stale):
+        path.write_bytes(b"abcd")
+    old = time.time() - 3600
+    os.utime(stale, (old, old))
+    cache = RangeCache(folder, limit=100)
+    assert live.exists() and not stale.exists()
+    cache.put("shard-000000.tar", 8, 4, b"wxyz")
+    cache.path("shard-000000.tar", 8, 4).unlink()  # evicted by another process
+    assert cache.get("shard-000000.tar", 8, 4) is None and cache.total == 0
+    other = RangeCache(folder, limit=100)  # another process's cache on the same folder
+    other.put("shard-000000.tar", 8, 4, b"wxyz")
+    assert cache.get("shard-000000.tar", 8, 4) == b"wxyz"  # its ranges are this one's hits
 
 
 TEXT_WORKER = textwrap.dedent("""
