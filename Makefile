@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml Makefile $(wildcard formats/jpeg/*.c formats/jpeg/*.h) 
 		nvidia-nvjpeg-cu12 nvidia-nvjpeg2k-cu12 nvidia-nvtiff-cu12
 	# DALI for the tests of its CPU pipelines: with a CPU torch either build runs them, CUDA 13's is the
 	# smaller (270 MB of wheels, against 524 MB).
-	$(PIP) install -q -e '.[test,bench,dali-cuda13]'
+	$(PIP) install -q -e '.[test,bench,dali-cuda13,docs]'
 	# tests/test_install.py installs torch-dataio into a fresh venv, offline: torch, pillow, matplotlib
 	# and torch-dataio's dependencies as wheels, fetched once here while the index is reachable.
 	$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
