@@ -4,15 +4,23 @@ pyproject.toml installs the top-level folders formats/, augment/ and bench/ as d
 dataio.bench, and some subpackages have no ``__init__.py``; griffe (mkdocstrings' reader) finds neither. So before
 each build the ``.py`` files are copied into ``build/api-src/`` in their installed layout, from pyproject's
 ``packages`` and ``package-dir``, and mkdocs.yml points mkdocstrings there. Nothing is imported or executed.
+
+The changelog page is the repository's CHANGELOG.md itself, added to the site at build time (one file to keep).
 """
 
 from __future__ import annotations
 
 import shutil
-import tomllib
+import sys
 from pathlib import Path
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the docs extra installs tomli there
+    import tomli as tomllib
+
 from mkdocs.plugins import event_priority
+from mkdocs.structure.files import File, Files
 
 MIRROR = Path("build") / "api-src"
 
@@ -38,3 +46,9 @@ def _mirror(root: Path) -> Path:
 def on_config(config):
     _mirror(Path(config.config_file_path).parent)
     return config
+
+
+def on_files(files: Files, config) -> Files:
+    changelog = Path(config.config_file_path).parent / "CHANGELOG.md"
+    files.append(File.generated(config, "changelog.md", abs_src_path=str(changelog)))
+    return files
