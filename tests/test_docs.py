@@ -126,6 +126,6 @@ def test_quickstart_runs_as_written(tmp_path):
             assert result.returncode == 0, result.stderr[-3000:]
             assert "Traceback" not in result.stderr and "Exception" not in result.stderr, result.stderr[-3000:]
             outputs.append(result.stdout)
-    assert "wrote 4 x 50 images" in outputs[0] and "packed 200 images" in outputs[0]
+    assert "wrote 4 x 25 images" in outputs[0] and "packed 100 images" in outputs[0]
     assert re.search(r"epoch 1: loss \d+\.\d{3}\n$", outputs[1])
-    assert "packed 300 documents" in outputs[2] and re.fullmatch(r"loss \d+\.\d{3}\n", outputs[3])
+    assert "packed 200 documents" in outputs[2] and re.fullmatch(r"loss \d+\.\d{3}\n", outputs[3])
