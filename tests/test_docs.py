@@ -75,7 +75,8 @@ def test_help_prints_defaults(capsys):
 def test_version_is_the_installed_one():
     result = subprocess.run([sys.executable, "-m", "dataio", "--version"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stderr == ""
-    assert result.stdout == f"dataio {importlib.metadata.version('dataio')}\n" == f"dataio {dataio.__version__}\n"
+    distribution = importlib.metadata.packages_distributions()["dataio"][0]  # torch-dataio
+    assert result.stdout == f"dataio {importlib.metadata.version(distribution)}\n" == f"dataio {dataio.__version__}\n"
 
 
 def test_public_names_have_an_api_entry():
