@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.dataio-installed
 
-.PHONY: test demo fuzz sanitize venv clean
+.PHONY: test demo docs fuzz sanitize venv clean
 
 venv: $(STAMP)
 
@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml Makefile $(wildcard formats/jpeg/*.c formats/jpeg/*.h) 
 		nvidia-nvjpeg-cu12 nvidia-nvjpeg2k-cu12 nvidia-nvtiff-cu12
 	# DALI for the tests of its CPU pipelines: with a CPU torch either build runs them, CUDA 13's is the
 	# smaller (270 MB of wheels, against 524 MB).
-	$(PIP) install -q -e '.[test,bench,dali-cuda13]'
+	$(PIP) install -q -e '.[test,bench,dali-cuda13,docs]'
 	# tests/test_install.py installs torch-dataio into a fresh venv, offline: torch, pillow, matplotlib
 	# and torch-dataio's dependencies as wheels, fetched once here while the index is reachable.
 	$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
@@ -43,6 +43,11 @@ test: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m dataio demo --out demo-data
 
+# The documentation site into site/ (`.venv/bin/mkdocs serve` to browse it while editing). After changing a
+# flag of the CLI, `$(PY) -m dataio.cli_reference` rewrites docs/cli.md (make test fails while it is stale).
+docs: $(STAMP)
+	$(PY) -m mkdocs build --strict --site-dir site
+
 # A longer fuzzing campaign: 2,000 examples per target (about a minute on 2 cores).
 fuzz: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests -m fuzz --hypothesis-profile=long
@@ -61,4 +66,4 @@ sanitize: $(STAMP)
 		status=$$?; $(PIP) install -q --no-deps --no-build-isolation -e . && $(PY) -m dataio.check_install --strict; exit $$status
 
 clean:
-	rm -rf $(VENV) demo-data
+	rm -rf $(VENV) demo-data site build/api-src

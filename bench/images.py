@@ -36,8 +36,14 @@ from dataio.formats.dataset.manifest import read_manifest
 from dataio.formats.remote.storage import redact
 from dataio.images.dali_install import dali_installed, install_hint
 
-TARGETS = {"vs_standard": 1.5, "vs_dali_cpu": 2.0, "of_machine_limit": 0.85,
-           "dali_gpu_vs_turbo": 5.0, "dali_gpu_img_s": 8000.0, "shard_dataset_vs_standard": 1.0}
+# The ratios printed under the table: (this row, against that), in the words the report prints.
+COMPARISONS = {
+    "vs_standard": ("(d) dataio.ImageLoader", "(a) ImageFolder + PIL + DataLoader"),
+    "vs_dali_cpu": ("(d) dataio.ImageLoader", "the faster DALI CPU pipeline, (c) or (c')"),
+    "of_machine_limit": ("(d) dataio.ImageLoader", "the machine limit (full decode + crop-resize x cores)"),
+    "shard_dataset_vs_standard": ("(h) dataio.ShardDataset", "(a), under the same transform and DataLoader"),
+    "dali_gpu_vs_turbo": ("(e) dataio.ImageLoader, DALI on the GPU", "(d) dataio.ImageLoader, CPU threads"),
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,10 +89,10 @@ _RUNNERS = {
     "shard_dataset": ("(h) dataio.ShardDataset + the standard transform + DataLoader", "folder", "make_shard_dataset"),
     "dali_cpu": ("(c) DALI CPU pipeline", "shard_list", "make_dali_cpu"),
     # the same images packed without restart markers (--restart-interval 0), so DALI also reads the
-    # original bytes: the target is taken against the faster of the two DALI rows
+    # original bytes: dataio is compared with the faster of the two DALI rows
     "dali_cpu_plain": ("(c') DALI CPU pipeline, no restart markers", "plain_shard_list", "make_dali_cpu"),
     "dataio": ("(d) dataio.ImageLoader (turbo)", "folder", "make_dataio"),
-    # the same with its per-sample checksums off: their end-to-end cost (the issue's target: under 2%)
+    # the same with its per-sample checksums off: their end-to-end cost
     "dataio_unchecked": ("(d') dataio.ImageLoader, sample checksums off", "folder", "make_dataio_unchecked"),
     "dataio_dali_gpu": ("(e) dataio.ImageLoader (DALI GPU)", "folder", "make_dataio_dali_gpu"),
     # the same shards at a URL (--shards s3://...): range requests, and a second epoch from the local cache
@@ -255,7 +261,6 @@ def bench_images(config: BenchImagesConfig, log=print) -> dict[str, Any]:
         "machine_limit": {"single_thread_img_s": single, "cores": cores, "img_s": limit,
                           "dataio_single_thread_img_s": own_single},
         "rows": rows,
-        "targets": TARGETS,
         "sample_checksum": _checksum_cost(by_name, own_single, statistics.median(checksum_rates)),
         "checks": _checks(by_name, limit),
         "auto_threads": _auto_check(by_name),
@@ -278,9 +283,6 @@ def _checksum_cost(by_name: dict[str, dict], own_single: float, checksum_single:
             "throughput_cost": 1 - checked / unchecked if checked and unchecked else None}
 
 
-AUTO_TARGET = 0.95  # num_workers="auto" within 5% of the best fixed thread count
-
-
 def _auto_check(by_name: dict[str, dict]) -> dict[str, Any] | None:
     """auto's throughput against the best fixed-thread dataio row within auto's budget (per round too),
     and against the best fixed row of all (counts past the budget oversubscribe the cores auto was given)."""
@@ -295,8 +297,8 @@ def _auto_check(by_name: dict[str, dict]) -> dict[str, Any] | None:
     ratio = auto["img_s"] / within[best]["img_s"]
     rounds = [a / max(f["round_img_s"][i] for f in within.values()) for i, a in enumerate(auto["round_img_s"])]
     return {"budget_threads": budget, "best_fixed": best, "best_fixed_img_s": within[best]["img_s"],
-            "auto_img_s": auto["img_s"], "ratio": ratio, "round_ratios": rounds, "target": AUTO_TARGET,
-            "met": ratio >= AUTO_TARGET, "chosen_threads": auto.get("stages", {}).get("threads_per_round"),
+            "auto_img_s": auto["img_s"], "ratio": ratio, "round_ratios": rounds,
+            "chosen_threads": auto.get("stages", {}).get("threads_per_round"),
             "best_fixed_overall": overall, "ratio_to_best_overall": auto["img_s"] / fixed[overall]["img_s"]}
 
 
@@ -314,8 +316,7 @@ def _checks(by_name: dict[str, dict], limit: float) -> dict[str, dict[str, Any]]
     gpu = by_name.get("dataio_dali_gpu", {}).get("img_s")
     if gpu:
         measured["dali_gpu_vs_turbo"] = gpu / ours if ours else None
-        measured["dali_gpu_img_s"] = gpu
-    return {k: {"value": v, "target": TARGETS[k], "met": None if v is None else v >= TARGETS[k]} for k, v in measured.items()}
+    return {k: {"value": v, "row": COMPARISONS[k][0], "against": COMPARISONS[k][1]} for k, v in measured.items()}
 
 
 def render_stages(rows: list[dict[str, Any]]) -> list[str]:
@@ -331,7 +332,7 @@ def render_stages(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def render(result: dict[str, Any]) -> str:
-    """The printed report: machine line, table, limit and target checks."""
+    """The printed report: machine line, table, limit, and the ratios of dataio's rows to the others."""
     m = result["machine"]
     cfg = result["config"]
     head = (f"dataio bench images, {result['date']}: {m['cpu']}, {m['cores']} cores, GPU: {m['gpu'] or 'none'}; "
@@ -361,16 +362,18 @@ def render(result: dict[str, Any]) -> str:
     if auto:
         lines.append(f"num_workers=auto: {auto['auto_img_s']:,.0f} img/s, chose {auto['chosen_threads']} threads "
                      f"(budget {auto['budget_threads']}); best fixed within the budget {auto['best_fixed']} "
-                     f"{auto['best_fixed_img_s']:,.0f} img/s: {auto['ratio']:.3f} (>= {auto['target']}) "
-                     f"{'met' if auto['met'] else 'NOT met'}; rounds: "
+                     f"{auto['best_fixed_img_s']:,.0f} img/s: auto ran at {auto['ratio']:.3f}x its rate; rounds: "
                      + ", ".join(f"{r:.3f}" for r in auto["round_ratios"])
                      + (f"; against {auto['best_fixed_overall']}, past the budget: {auto['ratio_to_best_overall']:.3f}"
                         if auto["best_fixed_overall"] != auto["best_fixed"] else ""))
     rounds = result.get("round_checks") or []
-    for name, check in result["checks"].items():
-        if check["value"] is not None:
-            verdict = "met" if check["met"] else "NOT met"
-            per_round = [r[name]["value"] for r in rounds if r.get(name, {}).get("value") is not None]
-            spread = f"; rounds: {', '.join(f'{v:.2f}' for v in per_round)}" if per_round else ""
-            lines.append(f"target {name}: {check['value']:.3f} (>= {check['target']}) {verdict}{spread}")
+    compared = [(name, check) for name, check in result["checks"].items() if check["value"] is not None]
+    if compared:
+        lines.append(f"compared on this machine ({m['cpu']}, {m['cores']} cores, GPU: {m['gpu'] or 'none'}), "
+                     "images/s of one row over the other:")
+    for name, check in compared:
+        row, against = COMPARISONS[name]
+        per_round = [r[name]["value"] for r in rounds if r.get(name, {}).get("value") is not None]
+        spread = f" (rounds: {', '.join(f'{v:.2f}' for v in per_round)})" if per_round else ""
+        lines.append(f"  {row} vs {against}: {check['value']:.2f}x{spread}")
     return "\n".join(lines)

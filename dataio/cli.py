@@ -156,17 +156,43 @@ def _local_for_ranks(out: str | Path, ranks: dict[str, int]) -> None:
 def _add_storage(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
                         help="an fsspec backend option for s3://, gs://, https:// folders (repeatable; "
-                             "a.b=v nests); AWS_* environment variables work as usual")
+                             "a.b=v nests; default: none, the backend's own settings); AWS_* environment "
+                             "variables work as usual")
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Appends ``(default: X)`` to an option's help unless its help already speaks of the default, or the
+    default is None (the help then says what happens) or False (a flag, off unless given)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if ("default" not in text.lower() and action.default is not None and action.default is not False
+                and action.default != argparse.SUPPRESS
+                and (action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE))):
+            text += " (default: %(default)s)"
+        return text
+
+
+class _Parser(argparse.ArgumentParser):
+    """The parser of ``dataio`` and of each subcommand (``add_subparsers`` makes its own class): defaults shown."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dataio", description="Pack, read and benchmark training data.")
+    from dataio import __version__
+
+    parser = _Parser(prog="dataio", description="Pack, read and benchmark training data.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     convert = commands.add_parser("convert", help="pack a source folder or corpus into shards")
     kinds = convert.add_subparsers(dest="kind", required=True)
     images = kinds.add_parser("images", help="ImageNet-layout folder, or Hugging Face Parquet files -> shards")
-    images.add_argument("src", type=Path)
+    images.add_argument("src", type=Path, help="an ImageNet-layout folder (SRC/<class>/<image>), or Hugging Face "
+                        "Parquet files: a .parquet file, a glob or a folder of them")
     images.add_argument("out", type=_source, help="a folder, or an s3://, gs://... URL (staged locally, then uploaded)")
     images.add_argument("--staging", type=Path, help="remote OUT: the local folder it is converted in (default "
                         "~/.cache/dataio/staging/<hash of OUT>, so a rerun resumes)")
@@ -178,53 +204,66 @@ def _parser() -> argparse.ArgumentParser:
     images.add_argument("--image-column", help="Parquet sources: the image column (default image)")
     images.add_argument("--label-column", help="Parquet sources: the label column (default label)")
     images.add_argument("--shard-size", default="256MB", help="bytes per shard, e.g. 256MB")
-    images.add_argument("--max-shard-samples", type=_positive)
-    images.add_argument("--max-side", type=_positive, help="downscale so the longer side is at most N")
-    images.add_argument("--quality", type=int, help="re-encode every image at this JPEG quality")
+    images.add_argument("--max-shard-samples", type=_positive,
+                        help="also close a shard after this many samples (default: no limit, only --shard-size)")
+    images.add_argument("--max-side", type=_positive, help="downscale so the longer side is at most N "
+                        "(default: full size)")
+    images.add_argument("--quality", type=int, help="re-encode every image at this JPEG quality (default: "
+                        "clean JPEGs keep their own encoding)")
     images.add_argument("--max-pixels", type=_positive, default=MAX_PIXELS, help="decompression-bomb limit")
     images.add_argument("--restart-interval", type=int, metavar="MCUS",
                         help="most MCUs between JPEG restart markers, so the loader can cut a crop out before "
                              "decoding (a lossless rewrite; default 2); 0 keeps clean JPEGs byte for byte")
-    images.add_argument("--workers", type=_positive)
+    images.add_argument("--workers", type=_positive, help="converter processes (default: DATAIO_NUM_WORKERS, "
+                        "else all cores); the output is the same bytes whatever the count")
     images.add_argument("--strict", action="store_true", help="exit non-zero if any file is rejected")
-    images.add_argument("--overwrite", action="store_true")
-    images.add_argument("--no-progress", action="store_true")
+    images.add_argument("--overwrite", action="store_true",
+                        help="delete what OUT holds and convert again (default: resume an interrupted run)")
+    images.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
     _add_rank_flags(images)
 
     text = kinds.add_parser("text", help="text corpus -> pre-tokenised Arrow (or WebDataset) shards")
     text.add_argument("src", type=_source, nargs="+",
                       help=".txt/.jsonl/.parquet files or folders, then OUT (a folder or an s3://... URL)")
-    text.add_argument("--staging", type=Path, help="remote OUT: the local folder it is converted in")
+    text.add_argument("--staging", type=Path, help="remote OUT: the local folder it is converted in (default "
+                      "~/.cache/dataio/staging/<hash of OUT>, so a rerun resumes)")
     _add_storage(text)
-    text.add_argument("--tokenizer", type=Path, help="a HF tokenizers JSON file")
-    text.add_argument("--train-tokenizer", choices=["bpe"], help="train a byte-level BPE tokenizer on SRC")
-    text.add_argument("--vocab-size", type=_positive, default=8192)
+    text.add_argument("--tokenizer", type=Path, help="a HF tokenizers JSON file (default: none; give it or "
+                      "--train-tokenizer)")
+    text.add_argument("--train-tokenizer", choices=["bpe"], help="train a byte-level BPE tokenizer on SRC "
+                      "(default: none; give it or --tokenizer)")
+    text.add_argument("--vocab-size", type=_positive, default=8192,
+                      help="vocabulary size of the tokenizer --train-tokenizer trains (260 to 2**24)")
     text.add_argument("--bos", default="<s>", help="BOS token ('' for none)")
     text.add_argument("--eos", default="</s>", help="EOS token ('' for none)")
     text.add_argument("--pad", default="<pad>", help="padding token (falls back to EOS if the tokenizer lacks it)")
-    text.add_argument("--doc-sep", choices=["line", "blank"], default="line")
+    text.add_argument("--doc-sep", choices=["line", "blank"], default="line",
+                      help=".txt sources: one document per line, or per paragraph (blank-line separated)")
     text.add_argument("--field", default="text", help="field of .jsonl records / column of .parquet files")
     text.add_argument("--max-length", type=_positive, default=2048, help="longer documents are split into chunks")
-    text.add_argument("--format", choices=["arrow", "wds"], default="arrow")
-    text.add_argument("--shard-tokens", type=_positive, default=50_000_000)
-    text.add_argument("--overwrite", action="store_true")
-    text.add_argument("--no-progress", action="store_true")
+    text.add_argument("--format", choices=["arrow", "wds"], default="arrow",
+                      help="arrow: memory-mappable Arrow IPC shards; wds: the same rows as WebDataset .npy members")
+    text.add_argument("--shard-tokens", type=_positive, default=50_000_000, help="tokens per shard")
+    text.add_argument("--overwrite", action="store_true",
+                      help="delete what OUT holds and convert again (default: resume an interrupted run)")
+    text.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
     _add_rank_flags(text)
     text.add_argument("--tokenizer-wait", type=float, metavar="SECONDS",
                       help="how long a rank > 0 waits for the tokenizer rank 0 trains (default 3600)")
 
     merge = commands.add_parser("merge", help="merge the rank folders of a multi-node conversion into one dataset")
-    merge.add_argument("out", type=Path)
+    merge.add_argument("out", type=Path, help="the OUT folder holding rank-R-of-N folders")
     merge.add_argument("--verify", action="store_true",
                        help="also check every shard's sha256 before publishing (default: presence and sizes)")
 
     index = commands.add_parser("index", help="adopt existing WebDataset tars in place: sample table, DALI "
                                                "indexes and manifest beside them, the tars untouched")
     index.add_argument("shards", type=Path, nargs="+", help=".tar files in one folder, or the folder")
-    index.add_argument("--classes", type=Path, help="class names, one per line (line i is label i)")
-    index.add_argument("--workers", type=_positive)
+    index.add_argument("--classes", type=Path, help="class names, one per line (line i is label i); default: "
+                       "0..K-1")
+    index.add_argument("--workers", type=_positive, help="indexing threads (default: all cores, at most 8)")
     index.add_argument("--overwrite", action="store_true", help="index a folder that has a manifest again")
-    index.add_argument("--no-progress", action="store_true")
+    index.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
 
     check = commands.add_parser("verify", help="check a shard folder: checksums, counts, decodability")
     check.add_argument("out", type=_source, help="a shard folder, or its s3://, gs://, https:// URL")
@@ -234,16 +273,20 @@ def _parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="throughput benchmarks")
     bench_kinds = bench.add_subparsers(dest="kind", required=True)
     bench_images = bench_kinds.add_parser("images", help="image loaders on the same folder")
-    bench_images.add_argument("src", type=Path)
+    bench_images.add_argument("src", type=Path, help="an ImageNet-layout folder, read as it is by the standard "
+                              "recipe and converted (unless --shards) for the others")
     bench_images.add_argument("--shards", type=_source, help="an existing conversion of SRC (a folder, or an "
-                              "s3://... URL: the remote row is timed beside the local one)")
+                              "s3://... URL: the remote row is timed beside the local one; default: SRC is "
+                              "converted into a temporary folder first)")
     _add_storage(bench_images)
-    bench_images.add_argument("--out", type=Path, default=Path("bench/results"))
-    bench_images.add_argument("--batch-size", type=_positive, default=256)
-    bench_images.add_argument("--image-size", type=_positive, default=224)
-    bench_images.add_argument("--workers", type=_positive)
-    bench_images.add_argument("--epochs", type=_positive, default=3)
-    bench_images.add_argument("--warmup", type=int, default=1)
+    bench_images.add_argument("--out", type=Path, default=Path("bench/results"),
+                              help="folder for images.json and images.png")
+    bench_images.add_argument("--batch-size", type=_positive, default=256, help="images per batch")
+    bench_images.add_argument("--image-size", type=_positive, default=224, help="side of the train crops, in pixels")
+    bench_images.add_argument("--workers", type=_positive, help="DataLoader workers / decode threads of every "
+                              "loader (default: DATAIO_NUM_WORKERS, else all cores)")
+    bench_images.add_argument("--epochs", type=_positive, default=3, help="timed epochs per loader (the median counts)")
+    bench_images.add_argument("--warmup", type=int, default=1, help="untimed epochs per loader before the timed ones")
     bench_images.add_argument("--rounds", type=_positive, default=1,
                               help="run the whole loader sequence this many times (medians over all rounds)")
     bench_images.add_argument("--loaders", help="comma-separated (default: standard,webdataset,shard_dataset,dali_cpu,"
@@ -251,60 +294,75 @@ def _parser() -> argparse.ArgumentParser:
                               "over a copy packed without restart markers)")
 
     bench_augment = bench_kinds.add_parser("augment", help="device augmentation against kornia and a PIL loop")
-    bench_augment.add_argument("--out", type=Path, default=Path("bench/results"))
+    bench_augment.add_argument("--out", type=Path, default=Path("bench/results"),
+                               help="folder for augment-DEVICE.json and .png")
     bench_augment.add_argument("--device", help="cpu or cuda (default: cuda when present)")
-    bench_augment.add_argument("--batch-size", type=_positive, default=256)
-    bench_augment.add_argument("--image-size", type=_positive, default=224)
-    bench_augment.add_argument("--repeats", type=_positive, default=7)
+    bench_augment.add_argument("--batch-size", type=_positive, default=256, help="images per batch")
+    bench_augment.add_argument("--image-size", type=_positive, default=224, help="image side, in pixels")
+    bench_augment.add_argument("--repeats", type=_positive, default=7, help="timed runs of each op (the median counts)")
 
     bench_text = bench_kinds.add_parser("text", help="text batching against the usual on-the-fly recipe")
     bench_text.add_argument("src", type=Path, nargs="+", help=".txt/.jsonl/.parquet corpus files")
-    bench_text.add_argument("--shards", type=Path, help="an existing `dataio convert text` of SRC")
-    bench_text.add_argument("--out", type=Path, default=Path("bench/results"))
-    bench_text.add_argument("--max-tokens", type=_positive, default=16384)
-    bench_text.add_argument("--max-length", type=_positive, default=1024)
-    bench_text.add_argument("--vocab-size", type=_positive, default=8192)
-    bench_text.add_argument("--workers", type=_positive)
-    bench_text.add_argument("--epochs", type=_positive, default=3)
+    bench_text.add_argument("--shards", type=Path, help="an existing `dataio convert text` of SRC (default: "
+                            "SRC is converted into a temporary folder first)")
+    bench_text.add_argument("--out", type=Path, default=Path("bench/results"), help="folder for text.json and text.png")
+    bench_text.add_argument("--max-tokens", type=_positive, default=16384, help="token budget per batch")
+    bench_text.add_argument("--max-length", type=_positive, default=1024,
+                            help="longest sample in tokens (the block size when packing)")
+    bench_text.add_argument("--vocab-size", type=_positive, default=8192,
+                            help="vocabulary of the BPE tokenizer trained on SRC (without --shards)")
+    bench_text.add_argument("--workers", type=_positive, help="DataLoader workers of the usual recipe (default: "
+                            "DATAIO_NUM_WORKERS, else all cores)")
+    bench_text.add_argument("--epochs", type=_positive, default=3, help="timed epochs per loader (the median counts)")
 
     bench_sampler = bench_kinds.add_parser("sampler", help="shard mixing of the two-level shuffle")
-    bench_sampler.add_argument("--out", type=Path, default=Path("bench/results"))
-    bench_sampler.add_argument("--num-samples", type=_positive, default=1_281_167)
-    bench_sampler.add_argument("--num-shards", type=_positive, default=1024)
+    bench_sampler.add_argument("--out", type=Path, default=Path("bench/results"),
+                               help="folder for sampler.json and sampler.png")
+    bench_sampler.add_argument("--num-samples", type=_positive, default=1_281_167,
+                               help="samples of the simulated data set (ImageNet-1k's train split)")
+    bench_sampler.add_argument("--num-shards", type=_positive, default=1024, help="shards of the simulated data set")
 
     fit = commands.add_parser("train", help="train a model on shards (torchrun for DDP)")
     fit.add_argument("--train", type=_source, required=True, help="train shards (images or text; a folder or URL)")
-    fit.add_argument("--val", type=_source, help="validation shards")
+    fit.add_argument("--val", type=_source, help="validation shards (default: none, no validation)")
     _add_storage(fit)
     fit.add_argument("--model", default="small_cnn", help="resnet18, resnet50, small_cnn, small_gpt, tiny_gpt")
-    fit.add_argument("--epochs", type=_positive, default=10)
-    fit.add_argument("--image-size", type=_positive, default=224)
+    fit.add_argument("--epochs", type=_positive, default=10, help="epochs to train")
+    fit.add_argument("--image-size", type=_positive, default=224,
+                     help="images: side of the train crops (the end size with --progressive)")
     fit.add_argument("--batch-size", type=_positive, default=128, help="per rank (images; rows when packing text)")
     fit.add_argument("--max-tokens", type=_positive, default=16384, help="text: tokens per batch (budget mode)")
     fit.add_argument("--block-size", type=_positive, default=512, help="text: tokens per packed row")
     fit.add_argument("--pack", action="store_true", help="text: pack documents into rows instead of budget batches")
-    fit.add_argument("--out", type=Path, default=Path("runs/train"))
-    fit.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
+    fit.add_argument("--out", type=Path, default=Path("runs/train"),
+                     help="run folder: checkpoint.pt, log.json, train.png, profile/")
+    fit.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd",
+                     help="SGD with Nesterov momentum, or AdamW")
     fit.add_argument("--lr", type=float, help="peak LR (default 0.1 x global batch / 256 for SGD, 3e-3 for AdamW)")
-    fit.add_argument("--weight-decay", type=float)
+    fit.add_argument("--weight-decay", type=float, help="weight decay, not applied to norms and biases (default "
+                     "5e-5 for SGD, 0.05 for AdamW)")
     fit.add_argument("--warmup", type=float, default=0.1, help="share of steps warming up to the peak LR")
-    fit.add_argument("--label-smoothing", type=float, default=0.1)
+    fit.add_argument("--label-smoothing", type=float, default=0.1, help="label smoothing of the image loss")
     fit.add_argument("--randaugment", type=int, default=0, help="RandAugment magnitude 1-10 (0: off)")
     fit.add_argument("--mixup", type=float, default=0.0, help="MixUp alpha (0: off)")
     fit.add_argument("--cutmix", type=float, default=0.0, help="CutMix alpha (0: off)")
     fit.add_argument("--progressive", action="store_true", help="ramp the resolution up to --image-size")
     fit.add_argument("--dynamic-batch", action="store_true", help="with --progressive: bigger batches at low res")
-    fit.add_argument("--amp", choices=["auto", "bf16", "fp16", "off"], default="auto")
-    fit.add_argument("--no-channels-last", action="store_true")
+    fit.add_argument("--amp", choices=["auto", "bf16", "fp16", "off"], default="auto",
+                     help="mixed precision: bf16, fp16 with a GradScaler, or off; auto: bf16 on a GPU that has it, "
+                          "fp16 on others, off on the CPU")
+    fit.add_argument("--no-channels-last", action="store_true", help="keep the model in NCHW (default: channels_last)")
     fit.add_argument("--compile", action="store_true", help="torch.compile the model")
-    fit.add_argument("--device", default="auto")
-    fit.add_argument("--workers", type=_workers, help="decode threads per rank, or auto (measured)")
+    fit.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or mps; auto: cuda:LOCAL_RANK when there is a GPU, "
+                     "else cpu")
+    fit.add_argument("--workers", type=_workers, help="decode threads per rank, or auto (measured; default: "
+                     "one per core)")
     fit.add_argument("--cpu-budget", type=_cpu_budget,
                      help="with --workers auto: cores (an integer) or share of them (0-1) for decoding "
                           "(default: all but one)")
     fit.add_argument("--profile", type=_positive, nargs="?", const=20, default=0, metavar="STEPS",
                      help="write a torch.profiler trace of STEPS steps (default 20) to OUT/profile")
-    fit.add_argument("--seed", type=int, default=0)
+    fit.add_argument("--seed", type=int, default=0, help="seed of the model's init, the epoch order and augmentation")
     fit.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints (0: per epoch)")
     fit.add_argument("--resume", action="store_true",
                      help="continue from OUT/checkpoint.pt (more --epochs or another --batch-size re-plan the LR)")
@@ -317,23 +375,24 @@ def _parser() -> argparse.ArgumentParser:
 
     synth_text = commands.add_parser("synth-text", help="generate a text corpus with a natural length spread")
     synth_text.add_argument("out", type=Path, help="output .txt file")
-    synth_text.add_argument("--documents", type=_positive, default=20000)
-    synth_text.add_argument("--mean-words", type=_positive, default=250)
-    synth_text.add_argument("--seed", type=int, default=0)
+    synth_text.add_argument("--documents", type=_positive, default=20000, help="documents to write, one per line")
+    synth_text.add_argument("--mean-words", type=_positive, default=250, help="mean words per document")
+    synth_text.add_argument("--seed", type=int, default=0, help="seed of the generator: same seed, same file")
 
     synth = commands.add_parser("synth", help="generate a small ImageNet-layout folder")
-    synth.add_argument("out", type=Path)
-    synth.add_argument("--classes", type=_positive, default=10)
-    synth.add_argument("--per-class", type=_positive, default=200)
-    synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument("out", type=Path, help="output folder: OUT/<class>/<image>.jpg")
+    synth.add_argument("--classes", type=_positive, default=10, help="class folders to write")
+    synth.add_argument("--per-class", type=_positive, default=200, help="images per class")
+    synth.add_argument("--seed", type=int, default=0, help="seed of the generator: same seed, same images")
     synth.add_argument("--photo-class", choices=("small", "imagenet", "camera"), default="small",
                        help="photo sizes: small ~50 KB, imagenet ~110 KB, camera 5-12 MP ~2-4 MB (default: small)")
 
     demo = commands.add_parser("demo", help="generate data, convert it, benchmark the loaders")
-    demo.add_argument("--out", type=Path, default=Path("demo-data"))
-    demo.add_argument("--classes", type=_positive, default=10)
-    demo.add_argument("--per-class", type=_positive, default=200)
-    demo.add_argument("--epochs", type=_positive, default=3)
+    demo.add_argument("--out", type=Path, default=Path("demo-data"),
+                      help="folder for the images, their shards and the results (reused by the next run)")
+    demo.add_argument("--classes", type=_positive, default=10, help="classes of the generated folder")
+    demo.add_argument("--per-class", type=_positive, default=200, help="images per class")
+    demo.add_argument("--epochs", type=_positive, default=3, help="timed epochs per loader")
     return parser
 
 

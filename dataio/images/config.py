@@ -16,7 +16,7 @@ from dataio.images.dali_install import dali_installed, install_hint
 from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
 from dataio.loading.device_check import checked_device
 from dataio.loading.error_policy import ErrorPolicy
-from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options
+from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, DEFAULT_TIMEOUT, check_remote_options
 from dataio.loading.thread_tuner import thread_budget
 from dataio.sampling.partition import DEFAULT_WINDOW
 from dataio.sampling.world import check_rank_args
@@ -97,6 +97,7 @@ class ImageLoaderConfig:
     cache_limit: int = DEFAULT_CACHE_LIMIT  # bytes in cache_dir; least recently used ranges go first
     retries: int = 4  # retries of a transient failure (reset, timeout, 5xx), with exponential backoff
     retry_backoff: float = 0.2  # seconds before the first retry; doubled at each
+    remote_timeout: float = DEFAULT_TIMEOUT  # seconds a request may wait to connect or for its next bytes
     readahead_batches: int = 4  # batches whose ranges are fetched ahead of the decoders
     readahead_threads: int = 4  # batches fetched at once
     profile: bool = False  # stage ranges as torch.profiler record_function (and NVTX on CUDA) ranges
@@ -145,7 +146,8 @@ class ImageLoaderConfig:
         if not 0 <= self.hw_decoder_load <= 1:
             raise ValueError(f"hw_decoder_load must be in [0, 1], got {self.hw_decoder_load}")
         check_remote_options(storage_options=self.storage_options, cache_dir=self.cache_dir,
-                             cache_limit=self.cache_limit, retries=self.retries, retry_backoff=self.retry_backoff)
+                             cache_limit=self.cache_limit, retries=self.retries, retry_backoff=self.retry_backoff,
+                             remote_timeout=self.remote_timeout)
         for name in ("readahead_batches", "readahead_threads"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{{0}} must be >= 1, got {getattr(self, name)}", name)

@@ -44,13 +44,13 @@ from dataio.images.remote_shard_files import RemoteShardFiles
 from dataio.images.shard_files import ShardFiles
 from dataio.loading.range_cache import RangeCache
 from dataio.loading.remote_options import retry_policy
-from dataio.images.threaded_batches import ThreadedBatches
+from dataio.images.threaded_batches import BatchTimeout, ThreadedBatches
 from dataio.images.turbo_decode import REGION_DECODE, decode_crop_into
-from dataio.formats.fallback_log import info_once
-from dataio.formats.pil_build import describe_pil
 from dataio.formats.dataset.manifest import open_dataset
 from dataio.formats.remote.storage import describe, redact, remote_errors
 from dataio.formats.dataset.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
+from dataio.formats.fallback_log import info_once
+from dataio.formats.pil_build import describe_pil
 
 log = logging.getLogger("dataio")
 CHUNK = 32  # samples per decode task
@@ -108,7 +108,8 @@ class ImageLoader(ResumableLoader):
         fields, self._follow = dataloader_fields(options, FIELDS, FACE, base)
         self.config = dataclasses.replace(base, **fields)
         c = self.config
-        self.location, self.manifest = open_dataset(source, c.storage_options, retry_policy(c.retries, c.retry_backoff))
+        self.location, self.manifest = open_dataset(source, c.storage_options, retry_policy(c.retries, c.retry_backoff),
+                                                    c.remote_timeout)
         self.folder = self.location.root if not self.location.remote else self.location.display()
         if self.manifest.kind != "images":
             raise ShardError(str(self.folder), f"holds {self.manifest.kind!r} shards, not images "
@@ -149,6 +150,7 @@ class ImageLoader(ResumableLoader):
                  "float32 normalised" if c.normalize else "uint8", c.device)
         info_once("image-loader", f"ImageLoader decodes with {self.decoder}; {describe_pil()}; region decoder "
                                   f"{'built' if REGION_DECODE else 'not built'}")
+        self._readahead: Readahead | None = None  # remote: the current pass's fetches
 
     def _read_table(self) -> SampleTable:
         """The sample table: memory-mapped locally, read whole (it is small) from remote storage."""
@@ -352,12 +354,14 @@ class ImageLoader(ResumableLoader):
         return make
 
     def _fetch(self, keys: np.ndarray) -> list[bytes | OSError | None]:
-        """The remote bytes of ``keys`` in one batched read (None for rows the table faults name)."""
+        """The remote bytes of ``keys`` in one batched read (None for rows the table faults name); cached
+        bytes that fail their checksum are read again from the source."""
         wanted = [i for i, sample in enumerate(keys.tolist()) if sample not in self._faults]
         requests = [(int(self.table.shard[keys[i]]), int(self.table.offset[keys[i]]), int(self.table.size[keys[i]]))
                     for i in wanted]
+        checksums = None if self._checksums is None else [int(self._checksums[keys[i]]) for i in wanted]
         out: list[bytes | OSError | None] = [None] * len(keys)
-        for i, data in zip(wanted, self.files.read_many(requests)):
+        for i, data in zip(wanted, self.files.read_many(requests, checksums)):
             out[i] = data
         return out
 
@@ -372,6 +376,8 @@ class ImageLoader(ResumableLoader):
         fault = self._faults.get(sample)
         if fault is not None:
             raise ValueError(f"sample table: {fault}")
+        if fetched is None and isinstance(self.files, RemoteShardFiles):
+            fetched = self._fetch(np.array([sample]))[0]
         if isinstance(fetched, OSError):
             raise fetched
         shard = int(self.table.shard[sample])
@@ -470,6 +476,7 @@ class ImageLoader(ResumableLoader):
         if isinstance(self.files, RemoteShardFiles):
             readahead = Readahead(lambda i: self._fetch(samples[bounds[i][0]:bounds[i][1]]), len(bounds),
                                   depth=self.config.readahead_batches, threads=self.config.readahead_threads)
+            self._readahead = readahead
         producer = ThreadedBatches(self._make_batch(samples, repeated, bounds, consumed, readahead), len(bounds),
                                    pool=self._pool, prefetch=self.config.prefetch_batches * max(1, self.config.threads),
                                    timeout=self.config.timeout, times=self.stats.stages)
@@ -478,8 +485,11 @@ class ImageLoader(ResumableLoader):
             tuner.restart()
         try:
             yield from self._checked(producer)
+        except BatchTimeout as e:  # name the data set, and the read it waits on
+            waiting = self.files.waiting() if isinstance(self.files, RemoteShardFiles) else ""
+            raise BatchTimeout(f"{self.folder}: {e}" + (f"; {waiting}" if waiting else "")) from None
         finally:
-            if readahead is not None:
+            if readahead is not None:  # reads in flight are let go, not waited for
                 readahead.close()
 
     def _checked(self, producer: ThreadedBatches) -> Iterator[_HostBatch]:
@@ -541,8 +551,16 @@ class ImageLoader(ResumableLoader):
         return BatchesWithIds(self)
 
     def close(self) -> None:
-        """Stop the decode threads and close the shard files."""
+        """Stop the decode threads and close the shard files, in bounded time.
+
+        Remote reads in flight are abandoned, not waited for (a stalled store
+        held this for minutes); the decode threads are then joined, as none
+        of them waits on the network any more.
+        """
         self._closed = True
+        if self._readahead is not None:
+            self._readahead.close()
+            self._readahead = None
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None

@@ -4,12 +4,16 @@ The loader knows the epoch order, so ``take(i)`` hands back batch ``i``'s
 fetch and starts those of batches ``i+1 .. i+depth``, on ``threads`` threads
 of their own: with enough bandwidth the decode threads never wait on the
 network. Each fetch is one ``read_many`` (one ``cat_ranges`` call) per batch.
+The threads are an ``AbandonablePool``: ``close()`` lets go of reads in
+flight (their futures fail at once) instead of waiting for a stalled store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+
+from dataio.loading.abandonable_pool import AbandonablePool
 
 
 class Readahead:
@@ -17,7 +21,7 @@ class Readahead:
 
     def __init__(self, fetch: Callable[[int], list], count: int, *, depth: int, threads: int) -> None:
         self.fetch, self.count, self.depth = fetch, count, depth
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="dataio-readahead")
+        self._pool = AbandonablePool(threads, "dataio-readahead")
         self._futures: dict[int, Future] = {}
         self._next = 0
 
@@ -31,8 +35,6 @@ class Readahead:
         return future if future is not None else self._pool.submit(self.fetch, index)
 
     def close(self) -> None:
-        """Cancel the fetches not started; running ones finish on their own."""
-        for future in self._futures.values():
-            future.cancel()
+        """Fail every fetch not finished (``Abandoned``), without waiting for those in flight."""
         self._futures.clear()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.abandon("the loader's pass was closed")

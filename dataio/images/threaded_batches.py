@@ -25,6 +25,10 @@ Batch = TypeVar("Batch")
 BatchFactory = Callable[[int], tuple[Batch, Sequence[Callable[[], list]]]]
 
 
+class BatchTimeout(RuntimeError):
+    """No batch within the ``timeout`` (DataLoader raises a RuntimeError there too)."""
+
+
 class ThreadedBatches(Generic[Batch]):
     """Iterate ``(batch, failures)`` for batches ``start..count-1`` built by ``make_batch``."""
 
@@ -52,7 +56,7 @@ class ThreadedBatches(Generic[Batch]):
         try:
             return part.result(timeout=max(0.0, deadline - time.monotonic()))
         except FutureTimeout:
-            raise RuntimeError(f"timed out after {self.timeout} seconds waiting for a batch (timeout=)") from None
+            raise BatchTimeout(f"timed out after {self.timeout:g} seconds waiting for a batch (timeout=)") from None
 
     def __iter__(self) -> Iterator[tuple[Batch, list]]:
         pending: deque[tuple[Batch, list]] = deque()

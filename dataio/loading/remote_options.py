@@ -2,23 +2,27 @@
 
 Both loader configs carry ``storage_options`` (passed to the fsspec backend;
 never printed), ``cache_dir`` / ``cache_limit`` (an optional bounded local
-cache) and ``retries`` / ``retry_backoff`` (transient failures are retried
-``retries`` times, sleeping ``retry_backoff * 2**k`` seconds between).
+cache), ``retries`` / ``retry_backoff`` (transient failures are retried
+``retries`` times, sleeping ``retry_backoff * 2**k`` seconds between) and
+``remote_timeout`` (seconds a request may wait to connect or for its next
+bytes before the attempt fails: a stalled store costs at most about
+``(retries + 1) * remote_timeout`` plus the backoff, never a hang).
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 from dataio.formats.errors import ConfigError
-from dataio.formats.remote.storage import RetryPolicy
+from dataio.formats.remote.storage import DEFAULT_TIMEOUT, RetryPolicy
 
 DEFAULT_CACHE_LIMIT = 64 << 30  # bytes
 
 
 def check_remote_options(*, storage_options: Any, cache_dir: Any, cache_limit: int, retries: int,
-                         retry_backoff: float) -> None:
+                         retry_backoff: float, remote_timeout: float = DEFAULT_TIMEOUT) -> None:
     """Raise ConfigError naming the first bad option."""
     if storage_options is not None and not isinstance(storage_options, dict):
         raise ConfigError("{0} must be a dict of backend options, got %s" % type(storage_options).__name__,
@@ -31,6 +35,9 @@ def check_remote_options(*, storage_options: Any, cache_dir: Any, cache_limit: i
         raise ConfigError(f"{{0}} must be >= 0, got {retries!r}", "retries")
     if not retry_backoff >= 0:
         raise ConfigError(f"{{0}} must be >= 0 seconds, got {retry_backoff!r}", "retry_backoff")
+    if isinstance(remote_timeout, bool) or not isinstance(remote_timeout, (int, float)) or not (
+            0 < remote_timeout and math.isfinite(remote_timeout)):
+        raise ConfigError(f"{{0}} must be a positive number of seconds, got {remote_timeout!r}", "remote_timeout")
 
 
 def retry_policy(retries: int, retry_backoff: float) -> RetryPolicy:

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from dataio.formats.errors import ConfigError
 from dataio.loading.device_check import checked_device
 from dataio.loading.error_policy import ErrorPolicy
-from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options
+from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, DEFAULT_TIMEOUT, check_remote_options
 from dataio.sampling import partition
 from dataio.sampling.mixture import EpochRule
 from dataio.sampling.weight_schedule import WeightSchedule
@@ -49,6 +49,7 @@ class TextLoaderConfig:
     cache_dir: str | Path | None = None
     retries: int = 4  # retries of a transient failure (reset, timeout, 5xx), with exponential backoff
     retry_backoff: float = 0.2  # seconds before the first retry; doubled at each
+    remote_timeout: float = DEFAULT_TIMEOUT  # seconds a request may wait to connect or for its next bytes
     profile: bool = False  # stage ranges as torch.profiler record_function (and NVTX on CUDA) ranges
     # Mixtures (the source a dict of name -> folder or URL; dataio.text.mixture_plans):
     weights: Any = None  # {name: weight}, or [(position, {name: weight}), ...] (a schedule), or a WeightSchedule
@@ -82,4 +83,5 @@ class TextLoaderConfig:
         if self.epoch_length is not None:
             EpochRule(samples=self.epoch_length)  # validates it
         check_remote_options(storage_options=self.storage_options, cache_dir=self.cache_dir,
-                             cache_limit=DEFAULT_CACHE_LIMIT, retries=self.retries, retry_backoff=self.retry_backoff)
+                             cache_limit=DEFAULT_CACHE_LIMIT, retries=self.retries, retry_backoff=self.retry_backoff,
+                             remote_timeout=self.remote_timeout)

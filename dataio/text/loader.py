@@ -76,7 +76,7 @@ class TextLoader(ResumableLoader):
             if self.config.weights is not None:
                 raise ConfigError("{0} needs a mixture: pass the sources as a dict {{name: folder or URL}}",
                                   "weights")
-            self.shards = TokenShards(self._local_folder(source), self.config.verify_checksums)
+            self.shards = self._token_shards(source)
             fingerprint = self.shards.manifest.fingerprint()
         check_sampler_size(options.get("sampler"), len(self.shards), str(source))
         self.stats = LoaderStats(max_errors=self.config.max_errors, stages=StageTimes(profile=self.config.profile),
@@ -107,7 +107,7 @@ class TextLoader(ResumableLoader):
             if self._copy_dir is not None:  # each remote source in its own temporary copy
                 self._copy_dirs.append(self._copy_dir)
                 self._copy_dir = None
-            parts[str(name)] = TokenShards(self._local_folder(folder), self.config.verify_checksums)
+            parts[str(name)] = self._token_shards(folder)
             if len(parts[str(name)]) == 0:
                 raise ValueError(f"source {name!r} ({folder}) holds no samples")
         self.mixture = TextMixture(tuple(parts), [p.lengths for p in parts.values()],
@@ -116,20 +116,27 @@ class TextLoader(ResumableLoader):
         fingerprint = self.mixture.fingerprint([p.manifest.fingerprint() for p in parts.values()])
         return TokenShards.concat(parts), fingerprint
 
-    def _local_folder(self, source: str | Path) -> str | Path:
-        """``source`` itself when local; for a URL, a verified local copy of its shards (see
-        ``dataio.formats.remote.remote_copy``): Arrow token shards are memory-mapped, not range-read."""
+    def _token_shards(self, source: str | Path) -> TokenShards:
+        """The token shards of ``source`` (a URL's copied locally; their sha256 checked once)."""
+        folder, verified = self._local_folder(source)
+        return TokenShards(folder, self.config.verify_checksums and not verified)
+
+    def _local_folder(self, source: str | Path) -> tuple[str | Path, bool]:
+        """``source`` itself when local; for a URL, a local copy of its shards whose sha256 were all checked
+        (see ``dataio.formats.remote.remote_copy``): Arrow token shards are memory-mapped, not range-read.
+        Also whether the shards were checked."""
         c = self.config
-        location, manifest = open_dataset(source, c.storage_options, retry_policy(c.retries, c.retry_backoff))
+        location, manifest = open_dataset(source, c.storage_options, retry_policy(c.retries, c.retry_backoff),
+                                          c.remote_timeout)
         if not location.remote:
-            return source
+            return source, False
         if c.cache_dir is not None:
             folder = Path(c.cache_dir) / f"{location.cache_key()}-{manifest.fingerprint()}"
         else:
             self._copy_dir = tempfile.TemporaryDirectory(prefix="dataio-text-")
             folder = Path(self._copy_dir.name)
         copy_dataset(location, manifest, folder, retry_policy(c.retries, c.retry_backoff))
-        return folder
+        return folder, True
 
     @property
     def pad_id(self) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 
 from dataio.formats.errors import DataioError, ShardError
 from dataio.formats.files import sha256_file, write_atomic
-from dataio.formats.remote.storage import Location, RetryPolicy, describe, open_location, remote_errors
+from dataio.formats.remote.storage import DEFAULT_TIMEOUT, Location, RetryPolicy, describe, open_location, remote_errors
 
 MANIFEST_NAME = "manifest.json"
 SAMPLE_TABLE_NAME = "samples.arrow"
@@ -160,14 +160,14 @@ def read_manifest(source: str | Path) -> tuple[Path, Manifest]:
 
 
 def open_dataset(source: str | Path, storage_options: dict[str, Any] | None = None,
-                 retry: RetryPolicy | None = None) -> tuple[Location, Manifest]:
+                 retry: RetryPolicy | None = None, timeout: float = DEFAULT_TIMEOUT) -> tuple[Location, Manifest]:
     """The location and manifest of a shard folder: a local path (as ``read_manifest``) or an fsspec URL.
 
     A remote manifest that cannot be read (missing, refused credentials,
     storage unreachable after the retries) raises ``ManifestError`` naming
     the URL without any credential.
     """
-    location = open_location(source, storage_options)
+    location = open_location(source, storage_options, timeout)
     if not location.remote:
         folder, manifest = read_manifest(location.root)
         return Location(folder), manifest

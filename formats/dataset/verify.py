@@ -24,7 +24,7 @@ from dataio.formats.errors import DataioError, ShardError
 from dataio.formats.limits import MAX_PIXELS
 from dataio.formats.dataset.manifest import Manifest, check_shard_file, open_dataset
 from dataio.formats.remote.remote_copy import copy_dataset
-from dataio.formats.remote.storage import Location, RetryPolicy
+from dataio.formats.remote.storage import DEFAULT_TIMEOUT, Location, RetryPolicy
 from dataio.formats.files import sha256_file
 from dataio.formats.dataset.shard_members import LABEL_MEMBER, MAX_LABEL_BYTES, decode_label, member_extension
 from dataio.formats.dataset.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
@@ -210,13 +210,15 @@ def _check_tokens(folder: Path, manifest: Manifest, bad_shards: set[int], report
 
 
 def verify(folder: str | Path, *, deep: bool = False, storage_options: dict | None = None,
-           retry: RetryPolicy | None = None) -> VerifyReport:
+           retry: RetryPolicy | None = None, timeout: float = DEFAULT_TIMEOUT) -> VerifyReport:
     """Check ``folder`` (a local path or an fsspec URL) against its manifest; the report lists every problem.
 
     A remote data set is copied whole into a temporary folder first (every
-    shard's sha256 needs every byte anyway) and the report names its URLs.
+    shard's sha256 needs every byte anyway) and the report names its URLs;
+    each request waits at most ``timeout`` seconds to connect or for its next
+    bytes (``dataio.formats.remote.storage.bounded_options``).
     """
-    location, manifest = open_dataset(folder, storage_options, retry)
+    location, manifest = open_dataset(folder, storage_options, retry, timeout)
     if location.remote:
         return _verify_remote(location, manifest, deep, retry or RetryPolicy())
     return _verify_local(location.root, manifest, deep)

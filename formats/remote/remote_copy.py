@@ -2,20 +2,30 @@
 
 Token shards are memory-mapped Arrow files and ``dataio verify`` hashes
 every shard, so both take whole files: each is downloaded to a temporary
-name, checked against the manifest's size and sha256, and renamed; a copy
-already there with the right size is kept (a second run reads nothing). The
-local folder then looks exactly like one ``dataio convert`` wrote.
+name unique to the process and thread, checked against the manifest's size
+and sha256, and published with ``os.replace``, so several processes may fill
+one folder at once (the ranks of a node sharing a cache). A shard already
+there is a cache, not the truth: it is kept only if its size and sha256
+match the manifest (hashing reads it locally, about 1 GB/s), else it is
+removed with a warning naming it and downloaded again; only a download that
+fails the check names the remote shard. The local folder then looks exactly
+like one ``dataio convert`` wrote.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
+import uuid
 from pathlib import Path
 
 from dataio.formats.errors import ShardError
 from dataio.formats.files import sha256_file
-from dataio.formats.dataset.manifest import Manifest
+from dataio.formats.dataset.manifest import Manifest, ShardEntry
 from dataio.formats.remote.storage import Location, RetryPolicy, describe, remote_errors
+
+log = logging.getLogger("dataio")
 
 
 def dataset_files(manifest: Manifest) -> list[str]:
@@ -35,7 +45,7 @@ def copy_dataset(location: Location, manifest: Manifest, dest: Path, retry: Retr
                  strict: bool = True) -> list[str]:
     """Copy the data set at ``location`` into ``dest``; returns the names missing remotely.
 
-    With ``strict`` a missing file, or a shard whose copy is not the
+    With ``strict`` a missing file, or a shard whose download is not the
     manifest's size and sha256, raises ``ShardError`` naming its URL; without
     it (``dataio verify``) missing files are returned and the copies kept as
     they came, for the checks to name.
@@ -45,9 +55,9 @@ def copy_dataset(location: Location, manifest: Manifest, dest: Path, retry: Retr
     missing = []
     for name in dataset_files(manifest):
         path, entry = dest / name, sizes.get(name)
-        if path.is_file() and (entry is None or path.stat().st_size == entry.bytes):
+        if _kept(path, entry, strict):
             continue
-        tmp = dest / f".{name}.partial"
+        tmp = dest / f".{name}.{os.getpid()}-{threading.get_ident()}-{uuid.uuid4().hex[:8]}.partial"
         try:
             retry.call(lambda name=name, tmp=tmp: location.fs.get_file(location.path(name), str(tmp)))
         except FileNotFoundError:
@@ -56,6 +66,7 @@ def copy_dataset(location: Location, manifest: Manifest, dest: Path, retry: Retr
             missing.append(name)
             continue
         except remote_errors() as e:
+            tmp.unlink(missing_ok=True)
             raise ShardError(location.display(name), f"cannot be read ({describe(e)})") from None
         if strict and entry is not None and (tmp.stat().st_size != entry.bytes or sha256_file(tmp) != entry.sha256):
             tmp.unlink()
@@ -63,3 +74,25 @@ def copy_dataset(location: Location, manifest: Manifest, dest: Path, retry: Retr
         os.replace(tmp, path)
     manifest.write(dest)  # last, as a converter does: its presence means the copy is whole
     return missing
+
+
+def _kept(path: Path, entry: ShardEntry | None, strict: bool) -> bool:
+    """Whether the copy at ``path`` can stay: present and, for a shard, the manifest's size (and with
+    ``strict`` its sha256); a damaged one is removed with a warning naming it."""
+    try:
+        if not path.is_file():
+            return False
+        if entry is None:
+            return True
+        size = path.stat().st_size
+        if size != entry.bytes:
+            damage = f"size {size} bytes, manifest says {entry.bytes}"
+        elif strict and sha256_file(path) != entry.sha256:
+            damage = "sha256 does not match the manifest"
+        else:
+            return True
+    except FileNotFoundError:  # replaced or removed by another process meanwhile: copied again
+        return False
+    log.warning("%s: %s (damaged cache file); removed, downloaded again", path, damage)
+    path.unlink(missing_ok=True)
+    return False

@@ -7,6 +7,13 @@ is unchanged. Credentials come from ``storage_options`` or the backend's
 usual environment variables (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
 ...); they never appear in a message: every URL shown goes through
 ``redact``, and ``storage_options`` values are never printed.
+
+Every request is bounded in time: ``open_location`` gives the s3 and HTTP
+backends connect and read timeouts (unless ``storage_options`` set their
+own) and leaves retrying to ``RetryPolicy`` alone. With the backends'
+defaults (s3fs retrying each call 5 times, botocore up to 5 attempts of
+15 s reads each) a range read on a stalled object store was still
+blocked after 195 s with ``retries=1``.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ _SECRET_QUERY = re.compile(r"(?i)([?&][^=&\s]*(?:sig|signature|token|key|secret|
                            r"[^&\s#]*")
 # Permanent failures: retrying cannot help (missing object, refused credentials, bad request).
 PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, ValueError)
+DEFAULT_TIMEOUT = 20.0  # seconds a request may wait to connect, or for its next bytes, before it fails
 
 
 def is_remote(source: str | Path) -> bool:
@@ -44,7 +52,7 @@ def redact(text: str) -> str:
 
 def describe(error: BaseException) -> str:
     """One redacted line for ``error``: its type and message (a botocore message may hold a URL)."""
-    message = " ".join(str(error).split()) or "no message"
+    message = " ".join(str(error).split()) or ("timed out" if isinstance(error, TimeoutError) else "no message")
     return redact(f"{type(error).__name__}: {message}")
 
 
@@ -129,11 +137,42 @@ class Location:
         return (retry or RetryPolicy()).call(lambda: self.fs.cat_file(self.path(name)))
 
 
-def open_location(source: str | Path, storage_options: dict[str, Any] | None = None) -> Location:
+def bounded_options(scheme: str, storage_options: dict[str, Any] | None, timeout: float) -> dict[str, Any]:
+    """``storage_options`` with connect and read timeouts of ``timeout`` seconds and one attempt per call.
+
+    s3 (s3fs over aiobotocore): botocore's ``connect_timeout``,
+    ``read_timeout`` and ``retries`` in ``config_kwargs`` (s3fs's own
+    retries, a class attribute, are set by ``open_location``); HTTP
+    (aiohttp): a ``ClientTimeout`` in ``client_kwargs``
+    (per connect and per socket read, no total: a large file may take
+    long, but never stall). A value the caller gave is kept; other schemes
+    are returned as given.
+    """
+    options = dict(storage_options or {})
+    if scheme in ("s3", "s3a"):
+        config = dict(options.get("config_kwargs") or {})
+        config.setdefault("connect_timeout", timeout)
+        config.setdefault("read_timeout", timeout)
+        config.setdefault("retries", {"total_max_attempts": 1})
+        options["config_kwargs"] = config
+    elif scheme in ("http", "https"):
+        try:
+            import aiohttp  # lazy: only with the http extra (a missing one is reported by open_location)
+        except ImportError:
+            return options
+        client = dict(options.get("client_kwargs") or {})
+        client.setdefault("timeout", aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout))
+        options["client_kwargs"] = client
+    return options
+
+
+def open_location(source: str | Path, storage_options: dict[str, Any] | None = None,
+                  timeout: float = DEFAULT_TIMEOUT) -> Location:
     """The ``Location`` of ``source``: a local folder or manifest path, or an fsspec URL.
 
     A URL whose backend is not installed raises ``UsageError`` naming the
-    extra to install; ``storage_options`` go to the backend unchanged.
+    extra to install; ``storage_options`` go to the backend with the
+    timeouts of ``bounded_options`` added.
     """
     if not is_remote(source):
         if storage_options:
@@ -143,13 +182,15 @@ def open_location(source: str | Path, storage_options: dict[str, Any] | None = N
     scheme = str(source).split("://", 1)[0].lower()
     try:
         import fsspec.core  # lazy: remote storage is an optional extra
-        fs, root = fsspec.core.url_to_fs(str(source), **(storage_options or {}))
+        fs, root = fsspec.core.url_to_fs(str(source), **bounded_options(scheme, storage_options, timeout))
     except ImportError as e:
         extra = _EXTRAS.get(scheme, scheme)
         raise UsageError(f"{redact(str(source))}: reading {scheme}:// needs `pip install torch-dataio[{extra}]` "
                          f"({type(e).__name__}: {e.name or e})") from None
     except ValueError as e:  # an unknown protocol
         raise UsageError(f"{redact(str(source))}: {describe(e)}") from None
+    if scheme in ("s3", "s3a") and isinstance(getattr(fs, "retries", None), int):
+        fs.retries = 1  # s3fs retries each call 5 times by default; RetryPolicy is the one retrying
     url = str(source)
     if url.endswith("/manifest.json"):
         url, root = url[: -len("/manifest.json")], root[: -len("/manifest.json")]

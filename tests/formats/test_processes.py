@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dataio.formats import files, wds_shards
+from dataio.formats import files
+from dataio.formats.dataset import wds_shards
 from dataio.formats.errors import OutputError
 from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
 from dataio.formats.images.synthetic import SyntheticImagesConfig, write_image_folder
