@@ -238,19 +238,21 @@ def main_worker(gpu, args):
         train_sampler = None
         val_sampler = None
 
-    # the loaders put batches on the training device (pinned host buffers, a side stream, normalised there)
+    # ImageFolder + RandomResizedCrop + RandomHorizontalFlip + ToTensor + Normalize under DataLoader became the
+    # shards under dataio.DataLoader with the same keywords: decode threads (num_workers), and float32 normalised
+    # NCHW batches (channels_last), with training transforms where the loader shuffles (train_sampler, or
+    # shuffle=True) and Resize + CenterCrop where it does not (val). On a GPU the batches arrive on it.
     loader_device = f"cuda:{args.gpu}" if device.type == 'cuda' and args.gpu is not None else str(device)
-    # ImageFolder + RandomResizedCrop + RandomHorizontalFlip + ToTensor + Normalize under DataLoader, and
-    # Resize + CenterCrop for validation: decoded by dataio's threads, each batch float32 NCHW normalised.
+
     train_loader = dataio.DataLoader(
         train_dataset, batch_size=args.batch_size, shuffle=(train_sampler is None),
         num_workers=args.workers, pin_memory=use_accel, sampler=train_sampler,
-        image_size=args.image_size, train=True, normalize=True, device=loader_device)
+        image_size=args.image_size, device=loader_device)
 
     val_loader = dataio.DataLoader(
         val_dataset, batch_size=args.batch_size, shuffle=False,
         num_workers=args.workers, pin_memory=use_accel, sampler=val_sampler,
-        image_size=args.image_size, train=False, normalize=True, device=loader_device)
+        image_size=args.image_size, device=loader_device)
 
     # create model
     print("=> creating model '{}'".format(args.arch))
