@@ -425,7 +425,7 @@ def _maybe_remote(args: argparse.Namespace, out: str | Path, run):
     if summary is None:
         print(f"{staging} was already converted; uploaded {sent} missing file(s) to {out}")
     else:
-        print(f"uploaded {sent} file(s) from {staging} to {out}", file=sys.stderr)
+        print(f"uploaded {sent} file(s) from {staging} to {out}")
     return summary
 
 
