@@ -39,6 +39,7 @@ def test_asking_for_dali_without_it_is_one_line_naming_the_extra(without_dali, i
 
 def test_auto_on_a_gpu_without_dali_decodes_on_the_cpu_and_says_so_once(without_dali, monkeypatch, caplog):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     config = ImageLoaderConfig(device="cuda:0")
     with caplog.at_level(logging.WARNING, logger="dataio"):
         assert [config.resolved_decoder for _ in range(3)] == ["turbo"] * 3

@@ -34,11 +34,13 @@ class EvalData(pl.LightningDataModule):
         self.shards = shards
 
     def train_dataloader(self):
-        return dataio.DataLoader(self.shards, batch_size=BATCH, shuffle=True, num_workers=1, image_size=16, seed=1)
+        return dataio.DataLoader(self.shards, batch_size=BATCH, shuffle=True, num_workers=1, image_size=16, seed=1,
+                                 normalize=False)  # uint8: test reads the samples back from their colours
 
     def _eval_loader(self):
         # built inside the process group: each rank reads its share, padded so that every rank runs the same steps
-        return dataio.DataLoader(self.shards, batch_size=BATCH, num_workers=1, image_size=16, train=False)
+        return dataio.DataLoader(self.shards, batch_size=BATCH, num_workers=1, image_size=16, train=False,
+                                 normalize=False)
 
     def val_dataloader(self):
         return self._eval_loader().with_ids()  # batches carry sample ids and the padding flags

@@ -29,7 +29,8 @@ def test_train_follows_the_effective_shuffle_unless_given(real_photo_shards, cap
     with caplog.at_level(logging.INFO, logger="dataio"):
         loader = dataio.DataLoader(real_photo_shards, batch_size=4, **options)
     assert loader.config.train is train and loader.config.normalize
-    records = [r for r in caplog.records if r.name == "dataio" and r.levelno == logging.INFO]
+    records = [r for r in caplog.records if r.name == "dataio" and r.levelno == logging.INFO
+               and r.getMessage().startswith("dataio.DataLoader(")]  # the loader's own line follows
     assert len(records) == 1
     message = records[0].getMessage()
     assert message.startswith(f"dataio.DataLoader({real_photo_shards}): ")

@@ -25,7 +25,7 @@ def test_shard_dataset_on_s3_reads_the_local_samples_in_workers_and_in_the_loade
     assert all(torch.equal(images[i], local[i][0]) for i in range(len(local)))
     # DistributedSampler(dataset) with dataio's loader: the storage options travel with the data set
     sampler = DistributedSampler(remote, num_replicas=2, rank=1, shuffle=False)
-    fast = dataio.DataLoader(remote, batch_size=4, sampler=sampler, train=False, num_workers=2)
+    fast = dataio.DataLoader(remote, batch_size=4, sampler=sampler, train=False, num_workers=2, normalize=False)
     assert isinstance(fast, ImageLoader) and fast.location.remote
     assert fast.config.storage_options is remote.config.storage_options
     for batch in fast.batches():
