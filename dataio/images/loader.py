@@ -16,12 +16,13 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import torch
 
-from dataio.augment import CropBoxes, DeviceAugment, EpochSizedCrop, Normalize, SeedKey, crop_boxes
+from dataio.augment import (CropBoxes, DeviceAugment, EpochSizedCrop, MixConfig, Normalize, RandAugmentConfig,
+                            ResolutionSchedule, SeedKey, crop_boxes)
 from dataio.sampling import partition
 from dataio.images.batches_view import BatchesWithIds
 from dataio.images.buffer_pool import BufferPool
@@ -31,11 +32,15 @@ from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
 from dataio.formats.errors import ConfigError, SampleError, ShardError
 from dataio.loading.error_policy import DATA_EXCEPTIONS
 from dataio.loading.exit_close import close_at_exit
-from dataio.loading.dataloader_args import Capabilities, check_sampler_size, dataloader_fields
+from dataio.loading.dataloader_args import (Capabilities, check_sampler_size, constructor_defaults, dataloader_fields,
+                                            given_options, keyword_checked)
 from dataio.loading.loader_stats import LoaderStats
 from dataio.loading.stage_times import Lap, StageTimes
 from dataio.loading.thread_tuner import ThreadGate, ThreadTuner
-from dataio.images.config import ImageLoaderConfig
+from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig
+from dataio.loading.error_policy import ErrorPolicy
+from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT
+from dataio.sampling.partition import DEFAULT_WINDOW
 from dataio.images.sample_transform import SampleTransform
 from dataio.sampling.epoch_sampler import EpochBatchSampler, EpochSampler
 from dataio.images.dali_decode import DaliDecoder
@@ -56,6 +61,7 @@ log = logging.getLogger("dataio")
 CHUNK = 32  # samples per decode task
 FIELDS = frozenset(f.name for f in dataclasses.fields(ImageLoaderConfig))
 FACE = Capabilities(name="ImageLoader", threads=True)  # num_workers = decode threads
+DEFAULTS = constructor_defaults(ImageLoaderConfig)  # the constructor's keywords and their defaults
 
 
 class ImageBatch(NamedTuple):
@@ -103,7 +109,79 @@ class ImageLoader(ResumableLoader):
     (``dataio.loading.dataloader_args``).
     """
 
-    def __init__(self, source: str | Path, config: ImageLoaderConfig | None = None, **options: Any) -> None:
+    @keyword_checked
+    def __init__(self, source: str | Path, config: ImageLoaderConfig | None = None, *,
+                 batch_size: int = 256,
+                 image_size: int = 224,
+                 train: bool = True,
+                 shuffle: bool | None = None,
+                 seed: int = 0,
+                 drop_last: bool = False,
+                 drop_tail: bool | None = None,
+                 num_workers: int | Literal["auto"] | None = None,
+                 cpu_budget: int | float | None = None,
+                 pin_memory: bool = False,
+                 device: str = "cpu",
+                 normalize: bool = False,
+                 mean: tuple[float, float, float] = IMAGENET_MEAN,
+                 std: tuple[float, float, float] = IMAGENET_STD,
+                 channels_last: bool = True,
+                 crop_scale: tuple[float, float] = (0.08, 1.0),
+                 crop_ratio: tuple[float, float] = (3 / 4, 4 / 3),
+                 val_crop_ratio: float = 0.875,
+                 hflip: float = 0.5,
+                 transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                 batch_transform: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None,
+                 fast_resize: bool = False,
+                 reduced_decode: bool = True,
+                 region_decode: bool = True,
+                 prefetch_batches: int = 1,
+                 timeout: float = 0,
+                 on_error: ErrorPolicy | str = ErrorPolicy.RAISE,
+                 max_errors: int | None = None,
+                 verify_checksums: bool = False,
+                 verify_samples: bool = True,
+                 world_size: int | None = None,
+                 rank: int | None = None,
+                 shuffle_window: int = DEFAULT_WINDOW,
+                 randaugment: RandAugmentConfig | None = None,
+                 mix: MixConfig | None = None,
+                 crop_on_device: bool = False,
+                 decode_size: int | None = None,
+                 schedule: ResolutionSchedule | None = None,
+                 decoder: Literal["auto", "turbo", "dali"] = "auto",
+                 hw_decoder_load: float = 0.65,
+                 storage_options: dict | None = None,
+                 cache_dir: str | Path | None = None,
+                 cache_limit: int = DEFAULT_CACHE_LIMIT,
+                 retries: int = 4,
+                 retry_backoff: float = 0.2,
+                 remote_timeout: float = 20.0,
+                 readahead_batches: int = 4,
+                 readahead_threads: int = 4,
+                 profile: bool = False,
+                 sampler: Any = None,
+                 batch_sampler: Any = None,
+                 collate_fn: Any = None,
+                 worker_init_fn: Any = None,
+                 multiprocessing_context: Any = None,
+                 generator: torch.Generator | None = None,
+                 prefetch_factor: int | None = None,
+                 persistent_workers: bool | None = None,
+                 pin_memory_device: str = "",
+                 in_order: bool | None = None) -> None:
+        """Open the shard folder (or URL) ``source``; every keyword is a field of :class:`ImageLoaderConfig`
+        (documented there, one line each) or one of ``torch.utils.data.DataLoader``'s.
+
+        ``config=`` gives them all at once; a keyword then replaces that field (one passed with its default
+        value leaves the config's). DataLoader's keywords are honoured, mapped or refused in one line
+        (``dataio.loading.dataloader_args``): ``sampler`` (a ``DistributedSampler`` gives rank, world size,
+        shuffle, seed and its ``drop_last``), ``prefetch_factor`` (``prefetch_batches``), ``generator`` (the
+        seed), ``persistent_workers``/``in_order`` (accepted: threads persist, batches come in order),
+        ``pin_memory_device``; ``batch_sampler``, ``collate_fn``, ``worker_init_fn``, ``multiprocessing_context``
+        are refused, saying what to use instead.
+        """
+        options = given_options(locals(), DEFAULTS)
         base = config or ImageLoaderConfig()
         fields, self._follow = dataloader_fields(options, FIELDS, FACE, base)
         self.config = dataclasses.replace(base, **fields)

@@ -49,6 +49,7 @@ from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig
 from dataio.images.loader import ImageLoader
 from dataio.images.turbo_decode import decode_crop_into, decode_image
 from dataio.loading.error_policy import ErrorPolicy, ErrorStats
+from dataio.loading.dataloader_args import given_options, keyword_checked
 from dataio.loading.map_style_errors import read_or_stand_in
 from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT
 
@@ -104,6 +105,7 @@ class ShardDatasetConfig:
             cache_limit=self.cache_limit, retries=self.retries, retry_backoff=self.retry_backoff)
 
 
+DATASET_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ShardDatasetConfig)}
 FIELDS = frozenset(f.name for f in dataclasses.fields(ShardDatasetConfig))
 LOADER_FIELDS = FIELDS & frozenset(f.name for f in dataclasses.fields(ImageLoaderConfig))
 
@@ -112,12 +114,30 @@ class ShardDataset(torch.utils.data.Dataset):
     """``ShardDataset(folder_or_url, transform=None, target_transform=None, **options)``: ``dataset[i]`` is
     ``(image, label)``; the options are the fields of :class:`ShardDatasetConfig` (or ``config=``)."""
 
+    @keyword_checked
     def __init__(self, source: str | Path, transform: Callable | None = None,
                  target_transform: Callable | None = None, *, config: ShardDatasetConfig | None = None,
-                 **options: Any) -> None:
-        unknown = sorted(set(options) - FIELDS)
-        if unknown:
-            raise ConfigError("ShardDataset got an unknown keyword {0}", unknown[0])
+                 image_size: int | None = None,
+                 val_crop_ratio: float = 0.875,
+                 normalize: bool = False,
+                 mean: tuple[float, float, float] = IMAGENET_MEAN,
+                 std: tuple[float, float, float] = IMAGENET_STD,
+                 to_pil: bool = False,
+                 fast_resize: bool = False,
+                 reduced_decode: bool = True,
+                 region_decode: bool = True,
+                 on_error: ErrorPolicy | str = ErrorPolicy.RAISE,
+                 max_errors: int | None = None,
+                 verify_samples: bool = True,
+                 verify_checksums: bool = False,
+                 storage_options: dict | None = None,
+                 cache_dir: str | Path | None = None,
+                 cache_limit: int = DEFAULT_CACHE_LIMIT,
+                 retries: int = 4,
+                 retry_backoff: float = 0.2) -> None:
+        """A map-style data set over ``source``; the keywords are :class:`ShardDatasetConfig`'s fields (one line
+        each there), ``config=`` gives them at once (a keyword then replaces that field)."""
+        options = given_options(locals(), DATASET_DEFAULTS)
         self._setup(source, transform, target_transform, dataclasses.replace(config or ShardDatasetConfig(),
                                                                              **options))
         reader = self._reader(verify_checksums=self.config.verify_checksums)  # a bad source is named here

@@ -11,10 +11,13 @@ to set up and no per-sample collate or batch sampler to call.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
-from collections.abc import Collection
+import functools
+import inspect
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import torch
 from torch.utils.data import DistributedSampler, RandomSampler, SequentialSampler
@@ -197,3 +200,49 @@ def sampler_shuffles(sampler: Any) -> bool:
     if isinstance(sampler, DistributedSampler):
         return bool(sampler.shuffle)
     return isinstance(sampler, RandomSampler)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+# DataLoader's keywords that are not config fields, with torch's defaults (the loaders list them in their signatures)
+EXTRA_DEFAULTS: dict[str, Any] = {"sampler": None, "batch_sampler": None, "collate_fn": None, "worker_init_fn": None,
+                                  "multiprocessing_context": None, "generator": None, "prefetch_factor": None,
+                                  "persistent_workers": None, "pin_memory_device": "", "in_order": None}
+
+
+def keyword_checked(init: Callable[P, R]) -> Callable[P, R]:
+    """A constructor whose unknown keyword is one ``ConfigError`` naming the closest valid one (Python 3.11's own
+    TypeError names only the keyword); the signature is kept for editors and type checkers."""
+    parameters = inspect.signature(init).parameters
+
+    @functools.wraps(init)
+    def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+        unknown = [name for name in kwargs if name not in parameters]
+        if unknown:
+            owner = type(args[0]).__name__ if args else init.__qualname__
+            raise ConfigError(f"{owner} got an unknown keyword {{0}}{did_you_mean(unknown[0], list(parameters))}",
+                              unknown[0])
+        return init(*args, **kwargs)
+
+    return checked
+
+
+def given_options(values: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """The keywords of a constructor's ``locals()`` that differ from their defaults: those the caller set.
+
+    (A keyword passed with its default value leaves a ``config=``'s value as it is.)
+    """
+    return {name: value for name, value in values.items()
+            if name in defaults and not (value is defaults[name] or _equal(value, defaults[name]))}
+
+
+def _equal(value: Any, default: Any) -> bool:
+    try:
+        return type(value) is type(default) and bool(value == default)
+    except (TypeError, ValueError, RuntimeError):  # tensors and the like: only identity counts
+        return False
+
+
+def constructor_defaults(config_type: Any) -> dict[str, Any]:
+    """Every keyword a loader constructor takes and its default: its config's fields, then DataLoader's others."""
+    return {**{f.name: f.default for f in dataclasses.fields(config_type)}, **EXTRA_DEFAULTS}

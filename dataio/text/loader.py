@@ -23,9 +23,9 @@ import dataclasses
 import logging
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -34,7 +34,10 @@ from dataio.formats.errors import ConfigError, SampleError
 from dataio.formats.dataset.manifest import open_dataset
 from dataio.formats.remote.storage import redact
 from dataio.formats.remote.remote_copy import copy_dataset
-from dataio.loading.dataloader_args import Capabilities, check_sampler_size, dataloader_fields
+from dataio.loading.dataloader_args import (Capabilities, check_sampler_size, constructor_defaults, dataloader_fields,
+                                            given_options, keyword_checked)
+from dataio.loading.error_policy import ErrorPolicy
+from dataio.sampling.partition import DEFAULT_WINDOW
 from dataio.loading.remote_options import retry_policy
 from dataio.loading.device_copy import DeviceCopy, copy_arrays
 from dataio.loading.exit_close import close_at_exit
@@ -55,6 +58,7 @@ from dataio.text.token_shards import TokenShards
 log = logging.getLogger("dataio")
 FIELDS = frozenset(f.name for f in dataclasses.fields(TextLoaderConfig))
 FACE = Capabilities(name="TextLoader", threads=False)  # batches are built in the calling thread
+DEFAULTS = {**constructor_defaults(TextLoaderConfig), "num_workers": None, "timeout": 0}
 
 
 class TextLoader(ResumableLoader):
@@ -63,7 +67,54 @@ class TextLoader(ResumableLoader):
     Takes DataLoader's keywords too (``dataio.loading.dataloader_args``).
     """
 
-    def __init__(self, source: str | Path, config: TextLoaderConfig | None = None, **options: Any) -> None:
+    @keyword_checked
+    def __init__(self, source: str | Path | Mapping[str, str | Path], config: TextLoaderConfig | None = None, *,
+                 mode: Literal["fixed", "bucket", "budget", "pack"] = "budget",
+                 batch_size: int = 32,
+                 max_tokens: int = 16384,
+                 block_size: int = 1024,
+                 pad_multiple: int = 8,
+                 window: int = 8192,
+                 shuffle: bool = True,
+                 shuffle_window: int = DEFAULT_WINDOW,
+                 seed: int = 0,
+                 drop_last: bool = False,
+                 world_size: int | None = None,
+                 rank: int | None = None,
+                 device: str = "cpu",
+                 pin_memory: bool = False,
+                 batch_transform: Callable[[dict], dict] | None = None,
+                 verify_checksums: bool = False,
+                 on_error: ErrorPolicy | str = ErrorPolicy.RAISE,
+                 max_errors: int | None = None,
+                 storage_options: dict | None = None,
+                 cache_dir: str | Path | None = None,
+                 retries: int = 4,
+                 retry_backoff: float = 0.2,
+                 remote_timeout: float = 20.0,
+                 profile: bool = False,
+                 weights: Any = None,
+                 epoch_length: int | None = None,
+                 epoch_until: str | None = None,
+                 sampler: Any = None,
+                 batch_sampler: Any = None,
+                 num_workers: int | None = None,
+                 collate_fn: Any = None,
+                 timeout: float = 0,
+                 worker_init_fn: Any = None,
+                 multiprocessing_context: Any = None,
+                 generator: torch.Generator | None = None,
+                 prefetch_factor: int | None = None,
+                 persistent_workers: bool | None = None,
+                 pin_memory_device: str = "",
+                 in_order: bool | None = None) -> None:
+        """Open the token shard folder (or URL; a dict of them is a mixture, with ``weights``); every keyword is a
+        field of :class:`TextLoaderConfig` (documented there, one line each) or one of
+        ``torch.utils.data.DataLoader``'s, honoured, mapped or refused in one line (``num_workers``,
+        ``prefetch_factor`` and ``timeout`` are refused when set: batches are built in the calling thread).
+        ``config=`` gives the fields at once; a keyword then replaces that field.
+        """
+        options = given_options(locals(), DEFAULTS)
         base = config or TextLoaderConfig()
         fields, self._follow = dataloader_fields(options, FIELDS, FACE, base)
         self.config = dataclasses.replace(base, **fields)

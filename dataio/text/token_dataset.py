@@ -30,6 +30,7 @@ from dataio.formats.dataset.manifest import open_dataset
 from dataio.formats.remote.remote_copy import copy_dataset
 from dataio.formats.remote.storage import redact
 from dataio.loading.error_policy import ErrorPolicy, ErrorStats
+from dataio.loading.dataloader_args import given_options, keyword_checked
 from dataio.loading.map_style_errors import read_or_stand_in
 from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options, retry_policy
 from dataio.text.token_shards import TokenShards
@@ -66,16 +67,24 @@ class TokenDatasetConfig:
                              cache_limit=DEFAULT_CACHE_LIMIT, retries=self.retries, retry_backoff=self.retry_backoff)
 
 
-FIELDS = frozenset(f.name for f in dataclasses.fields(TokenDatasetConfig))
+DATASET_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TokenDatasetConfig)}
 
 
 class TokenDataset(torch.utils.data.Dataset):
     """``TokenDataset(folder_or_url, **options)``: ``dataset[i]`` is row ``i``'s token ids (int64, 1-D)."""
 
-    def __init__(self, source: str | Path, *, config: TokenDatasetConfig | None = None, **options: Any) -> None:
-        unknown = sorted(set(options) - FIELDS)
-        if unknown:
-            raise ConfigError("TokenDataset got an unknown keyword {0}", unknown[0])
+    @keyword_checked
+    def __init__(self, source: str | Path, *, config: TokenDatasetConfig | None = None,
+                 on_error: ErrorPolicy | str = ErrorPolicy.RAISE,
+                 max_errors: int | None = None,
+                 verify_checksums: bool = False,
+                 storage_options: dict | None = None,
+                 cache_dir: str | Path | None = None,
+                 retries: int = 4,
+                 retry_backoff: float = 0.2) -> None:
+        """Token rows of ``source``; the keywords are :class:`TokenDatasetConfig`'s fields, ``config=`` gives them
+        at once (a keyword then replaces that field)."""
+        options = given_options(locals(), DATASET_DEFAULTS)
         config = dataclasses.replace(config or TokenDatasetConfig(), **options)
         self._copy_dir: tempfile.TemporaryDirectory | None = None  # a URL's copy, removed with this object
         self._setup(redact(str(source)), self._local_folder(source, config), config)
