@@ -31,9 +31,7 @@ import numpy as np
 import torch
 
 from dataio.formats.errors import ConfigError, SampleError
-from dataio.formats.dataset.manifest import open_dataset
 from dataio.formats.remote.storage import redact
-from dataio.formats.remote.remote_copy import copy_dataset
 from dataio.loading.dataloader_args import (Capabilities, check_sampler_size, constructor_defaults, dataloader_fields,
                                             given_options, keyword_checked)
 from dataio.loading.error_policy import ErrorPolicy
@@ -51,6 +49,7 @@ from dataio.text import batch_plans as plans
 from dataio.text.batch_plans import BatchPlan
 from dataio.text.collate import pack_rows, padded_batch, padded_width
 from dataio.text.config import TextLoaderConfig
+from dataio.text.local_copy import local_token_folder
 from dataio.text.mixture_plans import TextMixture
 from dataio.text.samples_view import TextSamples
 from dataio.text.token_shards import TokenShards
@@ -118,8 +117,7 @@ class TextLoader(ResumableLoader):
         base = config or TextLoaderConfig()
         fields, self._follow = dataloader_fields(options, FIELDS, FACE, base)
         self.config = dataclasses.replace(base, **fields)
-        self._copy_dir: tempfile.TemporaryDirectory | None = None
-        self._copy_dirs: list[tempfile.TemporaryDirectory] = []  # a mixture's other remote sources
+        self._copy_dirs: list[tempfile.TemporaryDirectory] = []  # remote sources' temporary copies
         self.mixture: TextMixture | None = None
         if isinstance(source, Mapping):  # a mixture: {name: folder or URL}
             self.shards, fingerprint = self._open_mixture(source)
@@ -155,9 +153,6 @@ class TextLoader(ResumableLoader):
             raise ConfigError("{0} is an empty dict of sources", "source")
         parts: dict[str, TokenShards] = {}
         for name, folder in sources.items():
-            if self._copy_dir is not None:  # each remote source in its own temporary copy
-                self._copy_dirs.append(self._copy_dir)
-                self._copy_dir = None
             parts[str(name)] = self._token_shards(folder)
             if len(parts[str(name)]) == 0:
                 raise ValueError(f"source {name!r} ({folder}) holds no samples")
@@ -168,26 +163,15 @@ class TextLoader(ResumableLoader):
         return TokenShards.concat(parts), fingerprint
 
     def _token_shards(self, source: str | Path) -> TokenShards:
-        """The token shards of ``source`` (a URL's copied locally; their sha256 checked once)."""
-        folder, verified = self._local_folder(source)
-        return TokenShards(folder, self.config.verify_checksums and not verified)
-
-    def _local_folder(self, source: str | Path) -> tuple[str | Path, bool]:
-        """``source`` itself when local; for a URL, a local copy of its shards whose sha256 were all checked
-        (see ``dataio.formats.remote.remote_copy``): Arrow token shards are memory-mapped, not range-read.
-        Also whether the shards were checked."""
+        """The token shards of ``source``; a URL's are copied locally first (``local_copy``), their sha256 checked
+        once then, not again by ``verify_checksums``."""
         c = self.config
-        location, manifest = open_dataset(source, c.storage_options, retry_policy(c.retries, c.retry_backoff),
-                                          c.remote_timeout)
-        if not location.remote:
-            return source, False
-        if c.cache_dir is not None:
-            folder = Path(c.cache_dir) / f"{location.cache_key()}-{manifest.fingerprint()}"
-        else:
-            self._copy_dir = tempfile.TemporaryDirectory(prefix="dataio-text-")
-            folder = Path(self._copy_dir.name)
-        copy_dataset(location, manifest, folder, retry_policy(c.retries, c.retry_backoff))
-        return folder, True
+        folder, temporary, verified = local_token_folder(
+            source, storage_options=c.storage_options, retry=retry_policy(c.retries, c.retry_backoff),
+            cache_dir=c.cache_dir, timeout=c.remote_timeout)
+        if temporary is not None:
+            self._copy_dirs.append(temporary)
+        return TokenShards(folder, c.verify_checksums and not verified)
 
     @property
     def pad_id(self) -> int:
@@ -436,10 +420,9 @@ class TextLoader(ResumableLoader):
         """Release the memory-mapped shards (as ``ImageLoader.close`` closes its files); iterating again raises."""
         self._closed = True
         self.shards.close()
-        for copy in [self._copy_dir, *self._copy_dirs]:
-            if copy is not None:
-                copy.cleanup()
-        self._copy_dir, self._copy_dirs = None, []
+        for copy in self._copy_dirs:
+            copy.cleanup()
+        self._copy_dirs = []
 
     def __enter__(self) -> "TextLoader":
         return self

@@ -26,13 +26,12 @@ import numpy as np
 import torch
 
 from dataio.formats.errors import ConfigError, SampleError, ShardError
-from dataio.formats.dataset.manifest import open_dataset
-from dataio.formats.remote.remote_copy import copy_dataset
 from dataio.formats.remote.storage import redact
 from dataio.loading.error_policy import ErrorPolicy, ErrorStats
 from dataio.loading.dataloader_args import given_options, keyword_checked
 from dataio.loading.map_style_errors import read_or_stand_in
 from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options, retry_policy
+from dataio.text.local_copy import local_token_folder
 from dataio.text.token_shards import TokenShards
 
 _open_lock = threading.Lock()
@@ -97,18 +96,11 @@ class TokenDataset(torch.utils.data.Dataset):
         self._opened: tuple[int, TokenShards] | None = None
         self._num_samples, self._fingerprint = 0, ""
 
-    def _local_folder(self, source: str | Path, config: TokenDatasetConfig) -> Path:
-        """``source`` when local; for a URL, a verified local copy of its shards (Arrow shards are memory-mapped)."""
-        location, manifest = open_dataset(source, config.storage_options,
-                                          retry_policy(config.retries, config.retry_backoff))
-        if not location.remote:
-            return location.root
-        if config.cache_dir is not None:
-            folder = Path(config.cache_dir) / f"{location.cache_key()}-{manifest.fingerprint()}"
-        else:
-            self._copy_dir = tempfile.TemporaryDirectory(prefix="dataio-text-")
-            folder = Path(self._copy_dir.name)
-        copy_dataset(location, manifest, folder, retry_policy(config.retries, config.retry_backoff))
+    def _local_folder(self, source: str | Path, config: TokenDatasetConfig) -> str | Path:
+        """``source`` when local; for a URL, a verified local copy of its shards (``dataio.text.local_copy``)."""
+        folder, self._copy_dir, _ = local_token_folder(
+            source, storage_options=config.storage_options,
+            retry=retry_policy(config.retries, config.retry_backoff), cache_dir=config.cache_dir)
         return folder
 
     def _shards(self, verify_checksums: bool = False) -> TokenShards:
