@@ -11,7 +11,7 @@ from PIL import Image
 
 from dataio import ImageLoader
 from dataio.augment import crop_boxes
-from dataio.images.turbo_decode import REGION_DECODE, decode_crop_into, dct_scale
+from dataio.images.turbo_decode import ARROW_EXPORT, REGION_DECODE, decode_crop_into, dct_scale
 from dataio.formats.synthetic import synthetic_image
 
 pytestmark = pytest.mark.skipif(not REGION_DECODE, reason="dataio.formats._jpeg_codec not built")
@@ -160,3 +160,13 @@ def test_pack_rgbx_packs_and_mirrors_exactly(size):
     assert np.array_equal(out, pixels[:, ::-1])
     with pytest.raises(ValueError, match="pack_rgbx"):
         _jpeg_codec.pack_rgbx(rgbx[:-1], out, width, height, False)
+    if ARROW_EXPORT:  # the same from PIL's own memory, through its Arrow export (no tobytes copy)
+        image = Image.fromarray(pixels).convert("RGBX")
+        for flip in (False, True):
+            out[...] = 7
+            _jpeg_codec.pack_rgbx(image.im.__arrow_c_array__(), out, width, height, flip)
+            assert np.array_equal(out, pixels[:, ::-1] if flip else pixels)
+        with pytest.raises(TypeError, match="capsule"):  # another size: refused, not read past its end
+            _jpeg_codec.pack_rgbx(image.im.__arrow_c_array__(), out[:, :-1].copy(), width - 1, height, False)
+        with pytest.raises(TypeError, match="capsule"):  # a one-band image is not 4-byte pixels
+            _jpeg_codec.pack_rgbx(image.convert("L").im.__arrow_c_array__(), out, width, height, False)
