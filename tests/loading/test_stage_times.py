@@ -59,3 +59,22 @@ def test_range_and_lap_cost_microseconds():
     per_range = (time.perf_counter() - start) / 10000
     # decoding one image takes milliseconds; three laps per image must stay far below that
     assert per_lap < 20e-6 and per_range < 50e-6, (per_lap, per_range)
+
+
+def test_a_cpu_clock_times_the_work_not_the_waiting():
+    """``clock=time.thread_time`` (the benchmark's stage table): a thread asleep spends no CPU seconds."""
+    wall, cpu = StageTimes(), StageTimes(clock=time.thread_time)
+    for times in (wall, cpu):
+        lap = times.lap()
+        with lap("decode"):
+            time.sleep(0.05)
+        with lap("resize"):
+            deadline = time.thread_time() + 0.02
+            while time.thread_time() < deadline:  # busy for 20 ms of CPU time
+                pass
+        lap.flush()
+        with times.range("wait"):
+            time.sleep(0.05)
+    assert wall.seconds()["decode"] >= 0.05 and wall.seconds()["wait"] >= 0.05
+    assert cpu.seconds()["decode"] < 0.01 and cpu.seconds()["wait"] < 0.01
+    assert 0.02 <= cpu.seconds()["resize"] < 0.03 and wall.seconds()["resize"] >= 0.02
