@@ -1,0 +1,177 @@
+"""Each stage of dataio's loader beside its own limit: the same work on one thread with no loader around it.
+
+``dataio bench images`` times its dataio rows' stages in CPU seconds per image
+(``StageTimes.clock = time.thread_time``). Here the same stages are timed the
+same way, single-threaded, over the same packed files and the same kind of
+crop boxes (RandomResizedCrop in training, the centre crop in eval):
+
+- ``read``: the shard read (``ShardFiles.read``) and, where the loader checks
+  them, the per-sample checksum (``sample_checksum``), as the loader's read;
+- ``decode``: libjpeg-turbo's decode of the same pixels (the spliced region
+  at the same DCT scale: ``decode_crop_into``'s own decode range);
+- ``resize``: PIL's crop-resize and the packing into a batch slot
+  (``decode_crop_into``'s resize range);
+- ``pack``, within resize: the RGBX-to-RGB packing alone, beside the memory
+  bound of writing the image's bytes at the machine's measured copy
+  bandwidth (a single-thread ``memcpy`` of a batch-sized array).
+
+The best of ``passes`` passes is the limit: the least disturbed by other
+processes on a shared machine; the loader's side is its best timed epoch, so
+both sides are taken alike. A loader stage within 10% of its limit has nothing
+left to gain but from the work itself.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from dataio.augment import crop_boxes
+from dataio.formats.manifest import read_manifest
+from dataio.formats.sample_table import read_sample_table, sample_checksum
+from dataio.images.config import ImageLoaderConfig
+from dataio.images.shard_files import ShardFiles
+from dataio.images.turbo_decode import REGION_DECODE, decode_crop_into
+from dataio.loading.stage_times import StageTimes
+
+STAGES = ("read", "decode", "resize")  # the decode threads' stages, the ones with a limit here
+WITHIN = 1.10  # "at its limit": within 10%
+
+
+def copy_bandwidth(nbytes: int = 38 << 20, passes: int = 5) -> float:
+    """Bytes per second one thread copies between two arrays of ``nbytes`` (a 256 x 224 x 224 x 3 batch)."""
+    source = np.ones(nbytes, dtype=np.uint8)
+    target = np.empty_like(source)
+    np.copyto(target, source)  # pages touched before timing
+    best = float("inf")
+    for _ in range(passes):
+        start = time.perf_counter()
+        np.copyto(target, source)
+        best = min(best, time.perf_counter() - start)
+    return nbytes / best
+
+
+def stage_limits(shards_folder: Path, *, size: int, train: bool, count: int = 1000, passes: int = 3,
+                 batch_size: int = 256, seed: int = 0, bandwidth: float | None = None) -> dict[str, Any]:
+    """CPU microseconds per image of each stage, single-threaded, over the first ``count`` packed samples.
+
+    Each image goes to the next slot of a ``batch_size`` batch, as in the loader: the packing then writes to
+    memory that is not in the cache, as the loader's does (one reused slot measured 14 us less per image)."""
+    folder, manifest = read_manifest(shards_folder)
+    table = read_sample_table(folder / manifest.sample_table)
+    ids = np.arange(min(count, len(table)))
+    widths, heights = table.width[ids], table.height[ids]
+    defaults = ImageLoaderConfig()
+    rng = np.random.default_rng(seed)
+    if train:
+        boxes = crop_boxes.random_resized_crop_boxes(widths, heights, rng, defaults.crop_scale, defaults.crop_ratio)
+        flips = crop_boxes.flips(len(ids), rng, defaults.hflip)
+    else:
+        boxes = crop_boxes.center_crop_boxes(widths, heights, defaults.val_crop_ratio)
+        flips = np.zeros(len(ids), dtype=bool)
+    files = ShardFiles(folder, manifest)
+    batch = np.zeros((min(batch_size, len(ids)), size, size, 3), dtype=np.uint8)  # its pages touched
+    best: dict[str, float] = {}
+    path = float("inf")  # the whole single-thread path per image: the stages and the Python between them
+    try:
+        for _ in range(passes):
+            times = StageTimes(clock=time.thread_time)
+            lap = times.lap()
+            start = time.thread_time()
+            for i, sample in enumerate(ids.tolist()):
+                with lap("read"):
+                    data = files.read(int(table.shard[sample]), int(table.offset[sample]), int(table.size[sample]))
+                with lap("checksum"):
+                    sample_checksum(data)
+                decode_crop_into(data, boxes[i], bool(flips[i]), batch[i % len(batch)], lap=lap)
+            lap.flush()
+            path = min(path, 1e6 * (time.thread_time() - start) / max(1, len(ids)))
+            for stage, seconds in times.seconds().items():
+                best[stage] = min(best.get(stage, float("inf")), 1e6 * seconds / max(1, len(ids)))
+    finally:
+        files.close()
+    bandwidth = bandwidth or copy_bandwidth()
+    return {"us_per_image": {stage: best.get(stage, 0.0) for stage in STAGES}, "checksum_us": best.get("checksum", 0.0),
+            "path_us": path,
+            "pack_us": _pack_us(size) if REGION_DECODE else None,
+            "copy_bound_us": 1e6 * size * size * 3 / bandwidth, "copy_gb_s": bandwidth / 1e9,
+            "images": len(ids), "train": train}
+
+
+def _pack_us(size: int, repeats: int = 200) -> float:
+    """CPU microseconds of ``pack_rgbx`` alone: a resized size x size image into a batch slot."""
+    from dataio.formats import _jpeg_codec
+    from dataio.images.turbo_decode import _rgbx
+
+    image = Image.new("RGBX", (size, size), (10, 20, 30, 0))
+    out = np.empty((size, size, 3), dtype=np.uint8)
+    best = float("inf")
+    for _ in range(3):
+        start = time.thread_time()
+        for _ in range(repeats):
+            _jpeg_codec.pack_rgbx(_rgbx(image), out, size, size, False)
+        best = min(best, time.thread_time() - start)
+    return 1e6 * best / repeats
+
+
+def merge(limits: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several measurements of the same limits (one per round): the best of each."""
+    first = limits[0]
+    best = {stage: min(m["us_per_image"][stage] for m in limits) for stage in STAGES}
+    packs = [m["pack_us"] for m in limits if m["pack_us"] is not None]
+    bandwidth = max(m["copy_gb_s"] for m in limits)
+    return {**first, "us_per_image": best, "path_us": min(m["path_us"] for m in limits),
+            "checksum_us": min(m["checksum_us"] for m in limits),
+            "pack_us": min(packs) if packs else None, "copy_gb_s": bandwidth,
+            "copy_bound_us": first["copy_bound_us"] * first["copy_gb_s"] / bandwidth}
+
+
+def compare(stages_us: dict[str, float], limits: dict[str, Any], cpu_us: float | None,
+            checksums: bool = True) -> dict[str, Any]:
+    """A loader row's stages (CPU us/image) against the limits; ``cpu_us``: the row's process CPU per image.
+    The loader's read includes the per-sample checksum unless it runs without (``checksums=False``)."""
+    limit_us = dict(limits["us_per_image"])
+    path = limits["path_us"]
+    if checksums:
+        limit_us["read"] += limits["checksum_us"]
+    else:
+        path -= limits["checksum_us"]
+    ratios = {stage: stages_us[stage] / limit_us[stage] for stage in STAGES if limit_us[stage] > 0}
+    over = {stage: r for stage, r in ratios.items() if r > WITHIN}
+    return {"loader_us": {stage: stages_us[stage] for stage in STAGES}, "limit_us": limit_us,
+            "ratio": ratios, "pack_us": limits["pack_us"], "copy_bound_us": limits["copy_bound_us"],
+            "cpu_us_per_image": cpu_us, "single_thread_path_us": path,
+            "overall_ratio": cpu_us / path if cpu_us else None, "at_limits": not over, "over": over}
+
+
+def render(rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """The table: per dataio row, each stage as ``loader / limit (+x%)``, the pack against the bandwidth bound,
+    and the row's CPU per image against the whole single-thread path."""
+    if not rows:
+        return []
+    from dataio.bench.report import format_table
+
+    def cell(ours: float, limit: float) -> str:
+        return f"{ours:,.0f} / {limit:,.0f} ({ours / limit - 1:+.0%})" if limit > 0 else f"{ours:,.0f} / -"
+
+    table = []
+    for label, c in rows:
+        entry = {"label": label, **{s: cell(c["loader_us"][s], c["limit_us"][s]) for s in STAGES}}
+        entry["pack"] = (f"{c['pack_us']:,.0f} / {c['copy_bound_us']:,.0f}" if c["pack_us"] is not None else None)
+        entry["all"] = (cell(c["cpu_us_per_image"], c["single_thread_path_us"])
+                        if c["cpu_us_per_image"] else None)
+        entry["verdict"] = ("all within 10%" if c["at_limits"]
+                            else "over: " + ", ".join(f"{s} {r - 1:+.0%}" for s, r in c["over"].items()))
+        table.append(entry)
+    columns = [("label", "dataio stages vs limits, CPU us/image", "s"), ("read", "read", "s"),
+               ("decode", "decode", "s"), ("resize", "resize (incl. pack)", "s"),
+               ("pack", "pack / memory bound", "s"), ("all", "process CPU / 1-thread path", "s"),
+               ("verdict", "stages vs limits", "s")]
+    return [format_table(table, columns),
+            "(loader / limit: the loader's CPU us per image in the stage over all its threads, its best epoch / the "
+            "same work on one thread, no loader, its best pass; pack: RGBX-to-RGB into the batch alone / its bytes at the measured copy "
+            "bandwidth; process CPU: all the loader's threads per image / the whole single-thread path, glue included)"]
