@@ -46,6 +46,7 @@ from dataio.formats.image_convert import ConvertImagesConfig, convert_images
 from dataio.formats.image_prepare import ImagePrepareConfig
 from dataio.formats.manifest import read_manifest
 from dataio.formats.sample_table import read_sample_table
+from dataio.formats.synthetic import PHOTO_CLASSES
 from dataio.formats.storage import redact
 
 # vs_standard, eval_vs_standard: issue 27's goal, in training and in eval mode (it was 1.5 in training)
@@ -82,8 +83,6 @@ class BenchImagesConfig:
         if self.loaders is None:
             object.__setattr__(self, "loaders", PHOTO_LOADERS if self.photo_classes else default_loaders())
         object.__setattr__(self, "loaders", tuple(self.loaders))
-        from dataio.formats.synthetic import PHOTO_CLASSES
-
         unknown_classes = set(self.photo_classes) - set(PHOTO_CLASSES)
         if unknown_classes:
             raise ValueError(f"photo_classes: unknown {sorted(unknown_classes)}; choose from {', '.join(PHOTO_CLASSES)}")
@@ -245,7 +244,8 @@ def bench_images(config: BenchImagesConfig, log=print) -> dict[str, Any]:
     """Run every loader, print the table, write JSON and PNG; returns the result dict. With
     ``config.photo_classes``, the ratio rows on each class (``photo_classes.bench_photo_classes``)."""
     if config.photo_classes:
-        from dataio.bench.photo_classes import bench_photo_classes  # it runs bench_folder per class
+        # lazy: photo_classes imports this module (it runs bench_folder on each class)
+        from dataio.bench.photo_classes import bench_photo_classes
 
         return bench_photo_classes(config, log)
     with tempfile.TemporaryDirectory(prefix="dataio-bench-") as tmp:

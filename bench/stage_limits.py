@@ -31,11 +31,12 @@ import numpy as np
 from PIL import Image
 
 from dataio.augment import crop_boxes
+from dataio.bench.report import format_table
 from dataio.formats.manifest import read_manifest
 from dataio.formats.sample_table import read_sample_table, sample_checksum
 from dataio.images.config import ImageLoaderConfig
 from dataio.images.shard_files import ShardFiles
-from dataio.images.turbo_decode import REGION_DECODE, decode_crop_into
+from dataio.images.turbo_decode import REGION_DECODE, _rgbx, decode_crop_into
 from dataio.loading.stage_times import StageTimes
 
 STAGES = ("read", "decode", "resize")  # the decode threads' stages, the ones with a limit here
@@ -104,8 +105,7 @@ def stage_limits(shards_folder: Path, *, size: int, train: bool, count: int = 10
 
 def _pack_us(size: int, repeats: int = 200) -> float:
     """CPU microseconds of ``pack_rgbx`` alone: a resized size x size image into a batch slot."""
-    from dataio.formats import _jpeg_codec
-    from dataio.images.turbo_decode import _rgbx
+    from dataio.formats import _jpeg_codec  # lazy: the C extension is optional (REGION_DECODE says it is built)
 
     image = Image.new("RGBX", (size, size), (10, 20, 30, 0))
     out = np.empty((size, size, 3), dtype=np.uint8)
@@ -153,7 +153,6 @@ def render(rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
     and the row's CPU per image against the whole single-thread path."""
     if not rows:
         return []
-    from dataio.bench.report import format_table
 
     def cell(ours: float, limit: float) -> str:
         return f"{ours:,.0f} / {limit:,.0f} ({ours / limit - 1:+.0%})" if limit > 0 else f"{ours:,.0f} / -"
