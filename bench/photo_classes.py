@@ -117,5 +117,5 @@ def render_summary(combined: dict[str, Any]) -> str:
             + (f"; load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}" if load else "")
             + f"; goal {combined['goal']}x in training and in eval mode")
     return "\n".join([head, format_table(table, columns),
-                      "(at limits: under the goal, with every stage of dataio within 10% of the same work on one "
-                      "thread: the stage tables above)"])
+                      "(at limits: under the goal, with dataio within 10% of the same work on one thread, in all and "
+                      "stage by stage (a stage over by under 1% of an image aside): the stage tables above)"])

@@ -66,7 +66,9 @@ def test_bench_images_writes_table_json_and_png(image_folder, tmp_path):
     for name in ("dataio", "dataio_eval", "dataio_unchecked"):
         limits = by_name[name]["stage_limits"]
         assert set(limits["ratio"]) == {"read", "decode", "resize"} and all(r > 0 for r in limits["ratio"].values())
-        assert limits["at_limits"] == (max(limits["ratio"].values()) <= 1.10)
+        material = [s for s, r in limits["ratio"].items()  # over by 10%, and by 1% of the single-thread path
+                    if r > 1.10 and limits["loader_us"][s] - limits["limit_us"][s] > 0.01 * limits["single_thread_path_us"]]
+        assert limits["at_limits"] == (not material and limits["overall_ratio"] <= 1.10)
     assert set(report["stage_limits"]) == {"train", "eval"}
     assert report["stage_limits"]["eval"]["copy_gb_s"] > 0
     # ShardDataset under the standard recipe's transform and DataLoader, against the recipe itself
