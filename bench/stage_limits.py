@@ -15,6 +15,12 @@ crop boxes (RandomResizedCrop in training, the centre crop in eval):
   bound of writing the image's bytes at the machine's measured copy
   bandwidth (a single-thread ``memcpy`` of a batch-sized array).
 
+The same loop also runs on the loader's thread count at once, with no loader
+(``parallel``): two threads measured 5-11% more CPU per image in PIL's resize
+than one on the 2-core VM, the cores' cost to each other (shared cache and
+memory), which no loader could avoid; set beside it, what is left is the
+loader's own overhead.
+
 The best of ``passes`` passes is the limit: the least disturbed by other
 processes on a shared machine; the loader's side is its best timed epoch, so
 both sides are taken alike. A loader stage within 10% of its limit has nothing
@@ -25,6 +31,7 @@ within 10% of its limit, or over it by less than 1% of that path (``MATERIAL``).
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -63,11 +70,15 @@ def copy_bandwidth(nbytes: int = 38 << 20, passes: int = 5) -> float:
 
 
 def stage_limits(shards_folder: Path, *, size: int, train: bool, count: int = 1000, passes: int = 3,
-                 batch_size: int = 256, seed: int = 0, bandwidth: float | None = None) -> dict[str, Any]:
-    """CPU microseconds per image of each stage, single-threaded, over the first ``count`` packed samples.
+                 batch_size: int = 256, seed: int = 0, bandwidth: float | None = None,
+                 threads: int = 1) -> dict[str, Any]:
+    """CPU microseconds per image of each stage over the first ``count`` packed samples, on one thread.
 
     Each image goes to the next slot of a ``batch_size`` batch, as in the loader: the packing then writes to
-    memory that is not in the cache, as the loader's does (one reused slot measured 14 us less per image)."""
+    memory that is not in the cache, as the loader's does (one reused slot measured 14 us less per image).
+    With ``threads`` > 1 the same loop also runs on that many threads at once, each over its share of the
+    samples and its own batch, no loader around them (``parallel``): what the machine's cores cost each
+    other (their shared caches and memory) apart from what the loader adds."""
     folder, manifest = read_manifest(shards_folder)
     table = read_sample_table(folder / manifest.sample_table)
     ids = np.arange(min(count, len(table)))
@@ -81,32 +92,67 @@ def stage_limits(shards_folder: Path, *, size: int, train: bool, count: int = 10
         boxes = crop_boxes.center_crop_boxes(widths, heights, defaults.val_crop_ratio)
         flips = np.zeros(len(ids), dtype=bool)
     files = ShardFiles(folder, manifest)
-    batch = np.zeros((min(batch_size, len(ids)), size, size, 3), dtype=np.uint8)  # its pages touched
-    best: dict[str, float] = {}
-    path = float("inf")  # the whole single-thread path per image: the stages and the Python between them
+    work = _Work(files, table, ids.tolist(), boxes, flips, size, batch_size)
     try:
-        for _ in range(passes):
-            times = StageTimes(clock=time.thread_time)
-            lap = times.lap()
-            start = time.thread_time()
-            for i, sample in enumerate(ids.tolist()):
-                with lap("read"):
-                    data = files.read(int(table.shard[sample]), int(table.offset[sample]), int(table.size[sample]))
-                with lap("checksum"):
-                    sample_checksum(data)
-                decode_crop_into(data, boxes[i], bool(flips[i]), batch[i % len(batch)], lap=lap)
-            lap.flush()
-            path = min(path, 1e6 * (time.thread_time() - start) / max(1, len(ids)))
-            for stage, seconds in times.seconds().items():
-                best[stage] = min(best.get(stage, float("inf")), 1e6 * seconds / max(1, len(ids)))
+        single = _best_of(passes, lambda: work.run(1))
+        parallel = _best_of(passes, lambda: work.run(threads)) if threads > 1 else None
     finally:
         files.close()
     bandwidth = bandwidth or copy_bandwidth()
-    return {"us_per_image": {stage: best.get(stage, 0.0) for stage in STAGES}, "checksum_us": best.get("checksum", 0.0),
-            "path_us": path,
+    return {**single, "parallel": parallel, "threads": threads,
             "pack_us": _pack_us(size) if REGION_DECODE else None,
             "copy_bound_us": 1e6 * size * size * 3 / bandwidth, "copy_gb_s": bandwidth / 1e9,
             "images": len(ids), "train": train}
+
+
+class _Work:
+    """The loader's per-image work without the loader: read, checksum, decode_crop_into a batch slot."""
+
+    def __init__(self, files: ShardFiles, table: Any, ids: list[int], boxes: np.ndarray, flips: np.ndarray,
+                 size: int, batch_size: int) -> None:
+        self.files, self.table, self.ids, self.boxes, self.flips = files, table, ids, boxes, flips
+        self.size, self.batch_size = size, batch_size
+
+    def run(self, threads: int) -> dict[str, Any]:
+        """One pass on ``threads`` threads (each over every ``threads``-th sample): us per image."""
+        times = StageTimes(clock=time.thread_time)
+        spent = [0.0] * threads
+        start = threading.Barrier(threads)
+
+        def one(part: int) -> None:
+            mine = range(part, len(self.ids), threads)
+            batch = np.zeros((max(1, min(self.batch_size, len(mine))), self.size, self.size, 3), dtype=np.uint8)
+            lap = times.lap()
+            start.wait()
+            begin = time.thread_time()
+            for n, i in enumerate(mine):
+                sample = self.ids[i]
+                with lap("read"):
+                    data = self.files.read(int(self.table.shard[sample]), int(self.table.offset[sample]),
+                                           int(self.table.size[sample]))
+                with lap("checksum"):
+                    sample_checksum(data)
+                decode_crop_into(data, self.boxes[i], bool(self.flips[i]), batch[n % len(batch)], lap=lap)
+            spent[part] = time.thread_time() - begin
+            lap.flush()
+
+        if threads == 1:
+            one(0)
+        else:
+            workers = [threading.Thread(target=one, args=(part,)) for part in range(threads)]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+        seconds = times.seconds()
+        images = max(1, len(self.ids))
+        return {"us_per_image": {stage: 1e6 * seconds.get(stage, 0.0) / images for stage in STAGES},
+                "checksum_us": 1e6 * seconds.get("checksum", 0.0) / images, "path_us": 1e6 * sum(spent) / images}
+
+
+def _best_of(passes: int, run: Any) -> dict[str, Any]:
+    """The best of ``passes`` runs, stage by stage (the path too)."""
+    return _best_of_found([run() for _ in range(passes)])
 
 
 def _pack_us(size: int, repeats: int = 200) -> float:
@@ -127,19 +173,36 @@ def _pack_us(size: int, repeats: int = 200) -> float:
 def merge(limits: list[dict[str, Any]]) -> dict[str, Any]:
     """Several measurements of the same limits (one per round): the best of each."""
     first = limits[0]
-    best = {stage: min(m["us_per_image"][stage] for m in limits) for stage in STAGES}
     packs = [m["pack_us"] for m in limits if m["pack_us"] is not None]
     bandwidth = max(m["copy_gb_s"] for m in limits)
-    return {**first, "us_per_image": best, "path_us": min(m["path_us"] for m in limits),
-            "checksum_us": min(m["checksum_us"] for m in limits),
+    parallel = [m["parallel"] for m in limits if m.get("parallel")]
+    return {**first, **_best_of_found(limits), "parallel": _best_of_found(parallel) if parallel else None,
             "pack_us": min(packs) if packs else None, "copy_gb_s": bandwidth,
             "copy_bound_us": first["copy_bound_us"] * first["copy_gb_s"] / bandwidth}
+
+
+def _best_of_found(found: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"us_per_image": {stage: min(f["us_per_image"][stage] for f in found) for stage in STAGES},
+            "checksum_us": min(f["checksum_us"] for f in found), "path_us": min(f["path_us"] for f in found)}
 
 
 def compare(stages_us: dict[str, float], limits: dict[str, Any], cpu_us: float | None,
             checksums: bool = True) -> dict[str, Any]:
     """A loader row's stages (CPU us/image) against the limits; ``cpu_us``: the row's process CPU per image.
-    The loader's read includes the per-sample checksum unless it runs without (``checksums=False``)."""
+    The loader's read includes the per-sample checksum unless it runs without (``checksums=False``).
+
+    ``at_limits``: against the single-thread limits. ``at_parallel_limits``: against the same loop on the
+    loader's thread count without the loader (``limits["parallel"]``), where the cores' cost to each other
+    is the machine's, not the loader's."""
+    single = _against(stages_us, limits, cpu_us, checksums)
+    parallel = _against(stages_us, limits["parallel"], cpu_us, checksums) if limits.get("parallel") else None
+    return {**single, "parallel": parallel, "threads": limits.get("threads", 1),
+            "at_parallel_limits": parallel["at_limits"] if parallel else None,
+            "pack_us": limits["pack_us"], "copy_bound_us": limits["copy_bound_us"]}
+
+
+def _against(stages_us: dict[str, float], limits: dict[str, Any], cpu_us: float | None,
+             checksums: bool) -> dict[str, Any]:
     limit_us = dict(limits["us_per_image"])
     path = limits["path_us"]
     if checksums:
@@ -152,20 +215,21 @@ def compare(stages_us: dict[str, float], limits: dict[str, Any], cpu_us: float |
     slight = {stage: r for stage, r in ratios.items() if r > WITHIN and stage not in over}
     overall = cpu_us / path if cpu_us else None
     return {"loader_us": {stage: stages_us[stage] for stage in STAGES}, "limit_us": limit_us,
-            "ratio": ratios, "pack_us": limits["pack_us"], "copy_bound_us": limits["copy_bound_us"],
-            "cpu_us_per_image": cpu_us, "single_thread_path_us": path,
+            "ratio": ratios, "cpu_us_per_image": cpu_us, "single_thread_path_us": path,
             "overall_ratio": overall, "over": over, "immaterial": slight,
             "at_limits": not over and (overall is None or overall <= WITHIN)}
 
 
 def _verdict(c: dict[str, Any]) -> str:
-    """``at limits`` or what is over, with the stages over by an immaterial amount named."""
+    """``at limits``, ``at N-thread limits`` or what is over, with stages over by an immaterial amount named."""
     slight = ", ".join(f"{s} {r - 1:+.0%}" for s, r in c.get("immaterial", {}).items())
     if c["at_limits"]:
         return "at limits" + (f" ({slight}: under 1% of an image)" if slight else "")
     parts = [f"{s} {r - 1:+.0%}" for s, r in c["over"].items()]
     if c["overall_ratio"] is not None and c["overall_ratio"] > WITHIN:
         parts.append(f"process {c['overall_ratio'] - 1:+.0%}")
+    if c.get("at_parallel_limits"):
+        return f"at {c['threads']}-thread limits (1-thread: {', '.join(parts)})"
     return "over: " + ", ".join(parts)
 
 
@@ -186,13 +250,20 @@ def render(rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
                         if c["cpu_us_per_image"] else None)
         entry["verdict"] = _verdict(c)
         table.append(entry)
+        p = c.get("parallel")
+        if p:  # the same against the loop on the loader's thread count, no loader
+            table.append({"label": f"  vs {c['threads']} threads, no loader",
+                          **{s: cell(p["loader_us"][s], p["limit_us"][s]) for s in STAGES},
+                          "all": cell(p["cpu_us_per_image"], p["single_thread_path_us"]) if p["cpu_us_per_image"]
+                          else None, "verdict": "at limits" if p["at_limits"] else "over: " + ", ".join(
+                              f"{s} {r - 1:+.0%}" for s, r in p["over"].items()) or "process"})
     columns = [("label", "dataio stages vs limits, CPU us/image", "s"), ("read", "read", "s"),
                ("decode", "decode", "s"), ("resize", "resize (incl. pack)", "s"),
-               ("pack", "pack / memory bound", "s"), ("all", "process CPU / 1-thread path", "s"),
+               ("pack", "pack / memory bound", "s"), ("all", "process CPU / path", "s"),
                ("verdict", "stages vs limits", "s")]
     return [format_table(table, columns),
             "(loader / limit: the loader's CPU us per image in the stage over all its threads, its best epoch / the "
             "same work on one thread, no loader, its best pass; pack: RGBX-to-RGB into the batch alone / its bytes at the measured copy "
             "bandwidth; process CPU: all the loader's threads per image / the whole single-thread path, glue included; "
             "at limits: the process within 10% of the path, and each stage within 10% of its limit or over it by "
-            "under 1% of the path)"]
+            "under 1% of the path; the row below: the same loop on the loader's thread count at once, no loader)"]
