@@ -68,7 +68,7 @@ def bench_photo_classes(config: BenchImagesConfig, log=print) -> dict[str, Any]:
     log(render_summary(combined))
     bars = {f"{c} {mode}": entry[mode]["vs_standard"] for c, entry in combined["summary"].items()
             for mode, *_ in MODES if entry.get(mode, {}).get("vs_standard") is not None}
-    paths = write_results(config.out, "images-classes", combined, bars, "x the standard recipe")
+    paths = write_results(config.out, "images-classes", combined, bars, "x the standard recipe", ".2f")
     log("wrote " + ", ".join(str(p) for p in paths))
     return combined
 

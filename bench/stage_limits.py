@@ -16,7 +16,7 @@ crop boxes (RandomResizedCrop in training, the centre crop in eval):
   bandwidth (a single-thread ``memcpy`` of a batch-sized array).
 
 The same loop also runs on the loader's thread count at once, with no loader
-(``parallel``): two threads measured 5-11% more CPU per image in PIL's resize
+(``parallel``): two threads measured 4-8% more CPU per image in PIL's resize
 than one on the 2-core VM, the cores' cost to each other (shared cache and
 memory), which no loader could avoid; set beside it, what is left is the
 loader's own overhead.
