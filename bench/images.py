@@ -68,7 +68,7 @@ class BenchImagesConfig:
     epochs: int = 3
     warmup: int = 1
     rounds: int = 1  # the whole loader sequence again: drift on a shared machine then hits every loader
-    loaders: tuple[str, ...] | None = None  # None: default_loaders(), or PHOTO_LOADERS with photo_classes
+    loaders: tuple[str, ...] = ()  # empty: default_loaders(), or PHOTO_LOADERS with photo_classes
     remote: str | None = None  # the same shards at an fsspec URL: its rows are timed beside the local ones
     storage_options: dict | None = None  # for ``remote``; never printed or written to the results
     # photo classes of formats.synthetic (small, imagenet, camera): SRC/<class> for each, generated if absent
@@ -80,12 +80,13 @@ class BenchImagesConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "src", Path(self.src))
         object.__setattr__(self, "out", Path(self.out))
-        if self.loaders is None:
+        if not self.loaders:
             object.__setattr__(self, "loaders", PHOTO_LOADERS if self.photo_classes else default_loaders())
         object.__setattr__(self, "loaders", tuple(self.loaders))
         unknown_classes = set(self.photo_classes) - set(PHOTO_CLASSES)
         if unknown_classes:
-            raise ValueError(f"photo_classes: unknown {sorted(unknown_classes)}; choose from {', '.join(PHOTO_CLASSES)}")
+            raise ValueError(f"photo_classes: unknown {sorted(unknown_classes)}; "
+                             f"choose from {', '.join(PHOTO_CLASSES)}")
         if self.photo_classes and (self.shards is not None or self.remote):
             raise ValueError("photo_classes generate and convert their own folders: give no shards")
         if self.photo_images is not None and self.photo_images < 2:
@@ -209,7 +210,7 @@ def _measure_interleaved(epochs: list[baselines.Epoch],
                 rate, cpu_us = baselines.timed_with_cpu(epoch)
                 rates[i].append(rate)
                 cpu[i].append(cpu_us)
-        out = []
+        out: list[tuple[list[float], list[float], dict[str, Any] | None]] = []
         for epoch, count, run_rates, run_cpu in zip(epochs, warm, rates, cpu):
             if epoch.stats is None:
                 out.append((run_rates, run_cpu, None))
@@ -308,7 +309,8 @@ def bench_folder(config: BenchImagesConfig, src: Path, shards: Path | None, tmp:
                 if stats is not None:
                     stage_stats[n].append(stats)
     timed_images = manifest.num_samples * config.epochs * config.rounds
-    rows = [{"loader": name, "label": _RUNNERS[name][0], "epochs": [r for run in runs for r in run],
+    rows: list[dict[str, Any]] = [
+            {"loader": name, "label": _RUNNERS[name][0], "epochs": [r for run in runs for r in run],
              "round_img_s": [statistics.median(run) for run in runs],
              "img_s": statistics.median([r for run in runs for r in run]),
              "cpu_us_per_image": statistics.median(cpu[name]),

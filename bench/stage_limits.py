@@ -242,7 +242,7 @@ def render(rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
     def cell(ours: float, limit: float) -> str:
         return f"{ours:,.0f} / {limit:,.0f} ({ours / limit - 1:+.0%})" if limit > 0 else f"{ours:,.0f} / -"
 
-    table = []
+    table: list[dict[str, Any]] = []
     for label, c in rows:
         entry = {"label": label, **{s: cell(c["loader_us"][s], c["limit_us"][s]) for s in STAGES}}
         entry["pack"] = (f"{c['pack_us']:,.0f} / {c['copy_bound_us']:,.0f}" if c["pack_us"] is not None else None)
@@ -255,15 +255,15 @@ def render(rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
             table.append({"label": f"  vs {c['threads']} threads, no loader",
                           **{s: cell(p["loader_us"][s], p["limit_us"][s]) for s in STAGES},
                           "all": cell(p["cpu_us_per_image"], p["single_thread_path_us"]) if p["cpu_us_per_image"]
-                          else None, "verdict": "at limits" if p["at_limits"] else "over: " + ", ".join(
-                              f"{s} {r - 1:+.0%}" for s, r in p["over"].items()) or "process"})
+                          else None, "verdict": _verdict(p)})
     columns = [("label", "dataio stages vs limits, CPU us/image", "s"), ("read", "read", "s"),
                ("decode", "decode", "s"), ("resize", "resize (incl. pack)", "s"),
                ("pack", "pack / memory bound", "s"), ("all", "process CPU / path", "s"),
                ("verdict", "stages vs limits", "s")]
     return [format_table(table, columns),
             "(loader / limit: the loader's CPU us per image in the stage over all its threads, its best epoch / the "
-            "same work on one thread, no loader, its best pass; pack: RGBX-to-RGB into the batch alone / its bytes at the measured copy "
-            "bandwidth; process CPU: all the loader's threads per image / the whole single-thread path, glue included; "
-            "at limits: the process within 10% of the path, and each stage within 10% of its limit or over it by "
-            "under 1% of the path; the row below: the same loop on the loader's thread count at once, no loader)"]
+            "same work on one thread, no loader, its best pass; pack: RGBX-to-RGB into the batch alone / its bytes "
+            "at the measured copy bandwidth; process CPU: all the loader's threads per image / the whole "
+            "single-thread path, glue included; at limits: the process within 10% of the path, and each stage "
+            "within 10% of its limit or over it by under 1% of the path; the row below: the same loop on the "
+            "loader's thread count at once, no loader)"]
