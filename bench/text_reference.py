@@ -7,8 +7,18 @@ memory-mapped shards with nothing but numpy: one slice copy per row into a padde
 int64 matrix, then the mask and the shifted labels. The per-row copy is the
 fastest plain gather measured here (88 M tokens/s against 45 M for a flat fancy
 index and 55 M for a clipped (rows, width) gather, 64k-token batches, 2-core VM),
-so the reference is the fastest numpy recipe, not a straw man. Rounds alternate
-between the two; the ratio is of medians.
+so the reference gathers as fast as numpy can; its mask and labels are the plain
+broadcast compare and shifted ``where``. TextLoader builds the same arrays in one
+C pass over the rows (``dataio/text/_collate.c``), which is where its lead comes
+from. Rounds alternate between the two; the ratio is of medians.
+
+Both run entirely in the calling thread, so each is timed in that thread's CPU
+seconds (``time.thread_time``): on a machine shared with other processes, wall
+time would also count the waits for a core, which land on either side at random.
+
+The mixture row splits the corpus into five sources (every fifth document each,
+tokenised with the same tokenizer) and reads them blended, against one source
+holding the same documents: the same tokens in the same amount of mapped memory.
 """
 
 from __future__ import annotations
@@ -20,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from dataio.formats.text.text_convert import ConvertTextConfig, convert_text
+from dataio.formats.text.tokenizer_setup import TokenizerConfig
 from dataio.text.loader import TextLoader
 
 IGNORE = -100
@@ -44,9 +56,10 @@ def reference_batches(loader: TextLoader):
 
 
 def _tokens_per_s(batches) -> float:
-    start = time.perf_counter()
+    """Batch tokens (rows x width) per CPU second of this thread."""
+    start = time.thread_time()
     tokens = sum(int(batch["input_ids"].shape[0]) * int(batch["input_ids"].shape[1]) for batch in batches)
-    return tokens / (time.perf_counter() - start)
+    return tokens / max(time.thread_time() - start, 1e-9)
 
 
 def memory_reference(folder: Path, budgets: tuple[int, ...], rounds: int, log=print) -> list[dict[str, Any]]:
@@ -71,16 +84,27 @@ def memory_reference(folder: Path, budgets: tuple[int, ...], rounds: int, log=pr
     return out
 
 
-def mixture_cost(folder: Path, budget: int, rounds: int, sources: int = 5, log=print) -> dict[str, Any]:
-    """Batch tokens/s of a ``sources``-way mixture (the same shards under each name, equal weights, budget
-    mode) against the single-source loader over the same shards, in alternating rounds."""
-    names = [f"source{i}" for i in range(sources)]
-    single = TextLoader(folder, mode="budget", max_tokens=budget, seed=0)
-    batches = len(single.plan())
-    mixed = TextLoader(dict.fromkeys(names, folder), mode="budget", max_tokens=budget, seed=0,
-                       weights=dict.fromkeys(names, 1.0), epoch_length=batches)  # as many batches as one pass
-    log(f"mixture of {sources} sources against one, budget {budget:,} tokens ...")
-    _tokens_per_s(iter(mixed))
+def split_sources(texts: list[str], tokenizer: Path, max_length: int, out: Path,
+                  sources: int = 5) -> dict[str, Path]:
+    """``sources`` token folders under ``out``: source ``i`` holds documents ``i, i + sources, ...`` of ``texts``,
+    tokenised with ``tokenizer`` (so together they hold exactly the tokens of the whole corpus)."""
+    folders = {}
+    for i in range(sources):
+        part = out / f"part{i}.txt"
+        part.write_text("".join(text.replace("\n", " ") + "\n" for text in texts[i::sources]), encoding="utf-8")
+        folders[f"source{i}"] = out / f"source{i}"
+        convert_text(ConvertTextConfig(sources=(part,), out=folders[f"source{i}"], max_length=max_length,
+                                       tokenizer=TokenizerConfig(path=tokenizer), progress=False))
+    return folders
+
+
+def mixture_cost(whole: Path, parts: dict[str, Path], budget: int, rounds: int, log=print) -> dict[str, Any]:
+    """Batch tokens/s of the mixture of ``parts`` (equal weights, budget mode, one pass of each per epoch)
+    against the single-source loader over ``whole`` (the same documents), in alternating rounds."""
+    single = TextLoader(whole, mode="budget", max_tokens=budget, seed=0)
+    mixed = TextLoader(parts, mode="budget", max_tokens=budget, seed=0, weights=dict.fromkeys(parts, 1.0))
+    log(f"mixture of {len(parts)} sources against one over the same documents, budget {budget:,} tokens ...")
+    _tokens_per_s(iter(mixed))  # warm the page cache and the plans
     _tokens_per_s(iter(single))
     one, many = [], []
     for _ in range(rounds):
@@ -88,8 +112,9 @@ def mixture_cost(folder: Path, budget: int, rounds: int, sources: int = 5, log=p
         one.append(_tokens_per_s(iter(single)))
         mixed.set_epoch(0)
         many.append(_tokens_per_s(iter(mixed)))
+    batches = (len(single.plan()), len(mixed.plan()))
     single.close()
     mixed.close()
     rate, ref = statistics.median(many), statistics.median(one)
-    return {"sources": sources, "budget": budget, "batches": batches, "mixture_tok_s": rate, "single_tok_s": ref,
-            "ratio": rate / ref}
+    return {"sources": len(parts), "budget": budget, "batches": batches[0], "mixture_batches": batches[1],
+            "mixture_tok_s": rate, "single_tok_s": ref, "ratio": rate / ref}

@@ -1,11 +1,11 @@
 """``python -m dataio.check_install``: what this install of torch-dataio uses, and what each missing piece costs.
 
 One line each for the PIL in use (pillow-simd or plain pillow, and the distributions that own ``PIL``),
-the three optional C extensions (the region decoder ``dataio.formats.jpeg._jpeg_codec``, the RandAugment kernel
-``dataio.augment._randaugment_cpu``, the mixture blend ``dataio.sampling._blend``; a ``pip install`` without a compiler or libjpeg headers succeeds
-without them) and NVIDIA DALI (which build, or which extra fits this torch). Exits 1 on a broken install
+the four optional C extensions (the region decoder ``dataio.formats.jpeg._jpeg_codec``, the RandAugment kernel
+``dataio.augment._randaugment_cpu``, the mixture blend ``dataio.sampling._blend``, the padded text batches
+``dataio.text._collate``; a ``pip install`` without a compiler or libjpeg headers succeeds without them) and NVIDIA DALI (which build, or which extra fits this torch). Exits 1 on a broken install
 (two distributions owning ``PIL``, or two DALI builds); with ``--strict`` (the Makefile's venv), also when
-a fast CPU path is missing: pillow-simd with libjpeg-turbo and all three extensions.
+a fast CPU path is missing: pillow-simd with libjpeg-turbo and all four extensions.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataio.formats.images import image_prepare
 from dataio.formats.pil_build import SWAP, describe_pil, pil_build, pil_owners
 from dataio.images import turbo_decode
 from dataio.sampling import blend
+from dataio.text import collate
 from dataio.images.dali_install import BUILDS, install_hint, installed_builds, torch_cuda_major
 
 DISTRIBUTION = "torch-dataio"  # the name on the package index; the import name is dataio
@@ -60,6 +61,11 @@ def report() -> tuple[list[str], list[str], list[str]]:
     else:
         lines.append(blend.WITHOUT_EXTENSION)
         slow.append("the mixture blend dataio.sampling._blend is not built")
+    if collate._collate is not None:
+        lines.append("padded text batches dataio.text._collate: built")
+    else:
+        lines.append(collate.WITHOUT_EXTENSION)
+        slow.append("the padded text batches dataio.text._collate is not built")
     dali = installed_builds()
     if not dali:
         lines.append(f"NVIDIA DALI: not installed (decoder='dali' unavailable, 'auto' decodes on the CPU); "
@@ -78,7 +84,7 @@ def report() -> tuple[list[str], list[str], list[str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dataio.check_install", description=__doc__.splitlines()[0])
     parser.add_argument("--strict", action="store_true",
-                        help="exit 1 unless pillow-simd with libjpeg-turbo and the three C extensions are in use")
+                        help="exit 1 unless pillow-simd with libjpeg-turbo and the four C extensions are in use")
     args = parser.parse_args(argv)
     lines, broken, slow = report()
     for line in lines:

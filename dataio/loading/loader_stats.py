@@ -61,6 +61,11 @@ class SourceCounts(Mapping):
         self.counts[:, 0] += samples.astype(np.int64)  # bincount with weights counts in float64
         self.counts[:, 1] += tokens.astype(np.int64)
 
+    def add_one(self, source: int, samples: int, tokens: int) -> None:
+        """A batch of one source (bucket and budget mixtures): two scalar additions."""
+        self.counts[source, 0] += samples
+        self.counts[source, 1] += tokens
+
     def __getitem__(self, name: str) -> dict[str, int]:
         row = self.counts[self.names.index(name)]
         return {"samples": int(row[0]), "tokens": int(row[1])}

@@ -8,12 +8,31 @@ sequence, and across document boundaries in packed rows.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
+from dataio.formats.fallback_log import warn_once
 from dataio.text.batch_plans import PackStream, round_up
 
+try:  # the padded batch in one pass in C (dataio/text/_collate.c); optional like the other extensions
+    from dataio.text import _collate
+except ImportError:  # reported by check_install, and once per process when a padded batch is built
+    _collate = None
+
 IGNORE = -100
+WITHOUT_EXTENSION = ("padded text batches: dataio.text._collate is not built, so budget, bucket and fixed batches "
+                     "are padded with numpy (~3.7x the time per batch: 62 us against 17 for an 8k-token batch)")
+
+
+class TokenArrays(NamedTuple):
+    """Where every sample's token ids lie: the chunks (1-D unsigned arrays), and per sample its chunk, first
+    token and length (``TokenShards.arrays``)."""
+
+    values: list[np.ndarray]
+    chunk_of: np.ndarray  # int32
+    starts: np.ndarray  # int64
+    lengths: np.ndarray  # int64
 
 
 def padded_width(lengths: np.ndarray, pad_multiple: int) -> int:
@@ -29,6 +48,34 @@ def padded_batch(input_ids: np.ndarray, lengths: np.ndarray) -> dict[str, np.nda
     labels = np.full_like(input_ids, IGNORE)
     labels[:, :-1] = np.where(mask[:, 1:], input_ids[:, 1:], IGNORE)
     return {"input_ids": input_ids, "attention_mask": mask.astype(np.int64), "labels": labels, "lengths": lengths}
+
+
+def padded_rows(tokens: TokenArrays, rows: np.ndarray, pad_multiple: int,
+                pad_id: int) -> tuple[dict[str, np.ndarray], int]:
+    """The padded batch of samples ``rows`` (``padded_width`` columns; ``padded_batch``'s arrays), and
+    the largest token id of the samples (padding aside; -1 when none), so the vocabulary check is one
+    comparison.
+
+    With the C extension every element is written once in one pass over the rows; without it, numpy: a slice
+    copy per row (the cheapest gather of contiguous ids: 88M tokens/s against 45M for whole-batch fancy
+    indexing, 64k-token batches, 2-core VM), then ``padded_batch``.
+    """
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    lengths = tokens.lengths[rows]
+    width = padded_width(lengths, pad_multiple)
+    if _collate is not None:
+        ids, mask, labels = (np.empty((len(rows), width), dtype=np.int64) for _ in range(3))
+        largest = _collate.padded_rows(tokens.values, tokens.chunk_of, tokens.starts, tokens.lengths, rows, pad_id,
+                                       IGNORE, ids, mask, labels)
+        return {"input_ids": ids, "attention_mask": mask, "labels": labels, "lengths": lengths}, largest
+    warn_once("collate", WITHOUT_EXTENSION)
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    values, chunk_of, starts = tokens.values, tokens.chunk_of, tokens.starts
+    for row, sample in enumerate(rows.tolist()):
+        start = starts[sample]
+        ids[row, :lengths[row]] = values[chunk_of[sample]][start:start + lengths[row]]
+    batch = padded_batch(ids, lengths)
+    return batch, int(np.where(batch["attention_mask"] == 1, ids, -1).max(initial=-1))
 
 
 def pack_rows(starts: np.ndarray, stream: PackStream, tokens: Callable[[int], np.ndarray | None], *,

@@ -19,6 +19,7 @@ mid-epoch, on the same or another world size.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import logging
 import tempfile
@@ -47,7 +48,7 @@ from dataio.sampling.epoch_sampler import EpochBatchSampler, EpochSampler
 from dataio.sampling.world import resolve_world
 from dataio.text import batch_plans as plans
 from dataio.text.batch_plans import BatchPlan
-from dataio.text.collate import pack_rows, padded_batch, padded_width
+from dataio.text.collate import pack_rows, padded_rows, padded_width
 from dataio.text.config import TextLoaderConfig
 from dataio.text.local_copy import local_token_folder
 from dataio.text.mixture_plans import TextMixture
@@ -276,8 +277,9 @@ class TextLoader(ResumableLoader):
     def numpy_batch(self, index: int) -> dict[str, np.ndarray]:
         """Batch ``index`` of this rank's current pass, as numpy arrays (bad samples per ``on_error``).
 
-        Timed in ``stats.stages``: ``read`` (each sample's tokens from its
-        shard, checked) and ``collate`` (padding or packing, reads excluded).
+        Timed in ``stats.stages``: padded modes ``read`` (the batch gathered, padded, masked, labelled and
+        checked in one pass, ``collate.padded_rows``); packing ``read`` (each sample's tokens, checked) and
+        ``collate`` (the packing, reads excluded).
         """
         stream, _ = self.global_plan()
         plan = self.plan()
@@ -289,22 +291,22 @@ class TextLoader(ResumableLoader):
         else:
             batch = self._padded_batch(rows, lap)
         batch["repeated"] = np.full(len(batch["input_ids"]), bool(plan.repeated[index]))
-        if self.mixture is not None:
-            self._count_sources(batch, rows, stream)
         lap.items = len(batch["input_ids"])
         lap.flush()
         return batch
 
-    def _count_sources(self, batch: dict[str, np.ndarray], rows: np.ndarray, stream: plans.PackStream | None) -> None:
-        """A mixture's per-source samples and tokens in ``stats.sources`` (packed rows: per document piece)."""
+    def _count_sources(self, batch: dict[str, np.ndarray], rows: np.ndarray, real: int,
+                       stream: plans.PackStream | None) -> None:
+        """A mixture's per-source samples and tokens (``real``: the batch's) in ``stats.sources`` (packed rows:
+        per document piece). A bucket or budget batch is one source's: two scalar additions, ~1 us."""
         mixture, k = self.mixture, len(self.mixture.names)
-        if mixture.by_batches:  # bucket, budget: every batch is one source's
+        if mixture.by_batches:
             samples = batch["sample_ids"]
-            begun, tokens = np.zeros(k, dtype=np.int64), np.zeros(k, dtype=np.int64)
             if len(samples):
-                source = int(np.searchsorted(mixture.offsets, samples[0], side="right")) - 1
-                begun[source], tokens[source] = len(samples), int(batch["lengths"].sum())
-        elif stream is None:  # whole samples: counted with two bincounts, not per sample
+                self.stats.sources.add_one(bisect.bisect_right(mixture.offset_list, int(samples[0])) - 1,
+                                           len(samples), real)
+            return
+        if stream is None:  # whole samples: counted with two bincounts, not per sample
             samples = batch["sample_ids"]
             source = mixture.source_of(samples)
             begun = np.bincount(source, minlength=k)
@@ -333,23 +335,20 @@ class TextLoader(ResumableLoader):
         return {name: entry["passes"] for name, entry in self.mixture.plan.counts(self.epoch, units).items()}
 
     def _padded_batch(self, rows: np.ndarray, lap: Lap) -> dict[str, np.ndarray]:
-        """Padded rows of the samples ``rows``: read and checked as one batch, the bad rows (an id past the
-        vocabulary) handled by the error policy and dropped."""
-        multiple = self.config.pad_multiple
+        """Padded rows of the samples ``rows``: read, padded and checked as one batch (``collate.padded_rows``),
+        the bad rows (an id past the vocabulary) handled by the error policy and dropped."""
         with lap("read"):
-            lengths = self.shards.lengths[rows]
-            ids = self.shards.padded(rows, padded_width(lengths, multiple), self.pad_id)
-            bad = self.shards.past_vocabulary(rows, ids)
+            batch, largest = padded_rows(self.shards.arrays, rows, self.config.pad_multiple, self.pad_id)
+            bad = self.shards.past_vocabulary(rows, batch["input_ids"], largest)
         for _, error in bad:
             self.stats.handle(self.config.on_error, error)
         if bad:
             keep = np.ones(len(rows), dtype=bool)
             keep[[row for row, _ in bad]] = False
-            rows, lengths, ids = rows[keep], lengths[keep], ids[keep]
-            ids = ids[:, :padded_width(lengths, multiple)]
+            rows = rows[keep]
+            width = padded_width(batch["lengths"][keep], self.config.pad_multiple)
+            batch = {name: array[keep][:, :width] if array.ndim == 2 else array[keep] for name, array in batch.items()}
         self.stats.samples_ok += len(rows)
-        with lap("collate"):
-            batch = padded_batch(ids, lengths)
         batch["sample_ids"] = np.asarray(rows, dtype=np.int64)
         return batch
 
@@ -382,11 +381,15 @@ class TextLoader(ResumableLoader):
 
     def _numpy_batches(self) -> Iterator[dict[str, np.ndarray]]:
         self._follow_sampler_epoch()
-        self.position.begin(len(self.global_plan()[1]))
-        for index in range(len(self.plan())):
+        stream, full = self.global_plan()
+        self.position.begin(len(full))
+        plan = self.plan()
+        for index in range(len(plan)):
             batch = self.numpy_batch(index)
             mask = batch["attention_mask"]
             real = int(batch["lengths"].sum()) if "lengths" in batch else int(mask.sum())  # padded: from lengths
+            if self.mixture is not None:
+                self._count_sources(batch, plan.batch(index), real, stream)
             self.real_tokens += real
             self.padding_tokens += mask.size - real
             self.position.advance(1)  # before the yield: state_dict() then covers this batch

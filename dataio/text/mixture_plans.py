@@ -40,6 +40,7 @@ class TextMixture:
                  config: TextLoaderConfig) -> None:
         self.names, self.lengths, self.config = names, lengths, config
         self.offsets = np.concatenate([[0], np.cumsum([len(x) for x in lengths])[:-1]]).astype(np.int64)
+        self.offset_list = self.offsets.tolist()  # for bisect: a source per batch in 0.3 us, not 1.5
         self.all_lengths = np.concatenate(lengths)
         self.by_batches = config.mode in BATCH_UNITS
         self._pass_plans: dict[tuple[int, int], BatchPlan] = {}

@@ -1,0 +1,147 @@
+/* Padded text batches in one pass over the rows (dataio/text/token_shards.py has the same in numpy).
+ *
+ * padded_rows(values, chunk_of, starts, lengths, rows, pad_id, ignore, ids, mask, labels) -> largest id
+ *
+ * values: a list of 1-D C-contiguous unsigned token arrays (uint8, uint16 or uint32: the memory-mapped Arrow
+ * chunks); chunk_of int32, starts int64, lengths int64: per sample, its chunk, first token and length;
+ * rows int64 (B,): the samples of the batch; ids, mask, labels: int64 (B, W) C-contiguous, written whole.
+ * Row r gets sample rows[r]'s ids then pad_id; mask 1 on its tokens, else 0; labels the ids shifted by one,
+ * `ignore` on the row's last token and on padding (causal LM, as dataio.text.collate.padded_batch).
+ * Returns the largest id written (-1 for an empty batch), so the vocabulary check needs no second pass.
+ *
+ * Why: numpy builds the same batch with a slice copy per row, then the mask (a broadcast compare and an
+ * int64 cast) and the labels (a full, a shifted where): four passes over the (B, W) matrix, ten calls and
+ * their temporaries. Here every element is written once, from the cache line just read, with the GIL
+ * released: measured on 8k-token budget batches (28 rows, uint16 ids) 17 us against 62 us for the numpy
+ * recipe, CPU time of the thread (2-core Xeon VM, other processes running).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const void *src;
+    Py_ssize_t length;
+    int itemsize;
+} Row;
+
+static int simple_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, int writable, const char *what) {
+    if (PyObject_GetBuffer(obj, view, (writable ? PyBUF_WRITABLE : 0) | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    if (view->itemsize != itemsize) {
+        PyErr_Format(PyExc_TypeError, "%s: items of %zd bytes, expected %zd", what, view->itemsize, itemsize);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+#define FILL_ROW(T)                                                                              \
+    do {                                                                                         \
+        const T *src = (const T *)row->src;                                                      \
+        for (Py_ssize_t t = 0; t < n; t++) {                                                     \
+            int64_t id = (int64_t)src[t];                                                        \
+            out_ids[t] = id;                                                                     \
+            if (id > largest) largest = id;                                                      \
+        }                                                                                        \
+        for (Py_ssize_t t = 0; t + 1 < n; t++) out_labels[t] = (int64_t)src[t + 1];             \
+    } while (0)
+
+static PyObject *padded_rows(PyObject *self, PyObject *args) {
+    PyObject *values;
+    Py_buffer chunk_of, starts, lengths, rows, ids, mask, labels;
+    long long pad_id, ignore;
+    if (!PyArg_ParseTuple(args, "O!OOOOLLOOO:padded_rows", &PyList_Type, &values, &chunk_of.obj, &starts.obj,
+                          &lengths.obj, &rows.obj, &pad_id, &ignore, &ids.obj, &mask.obj, &labels.obj))
+        return NULL;
+    PyObject *objects[7] = {chunk_of.obj, starts.obj, lengths.obj, rows.obj, ids.obj, mask.obj, labels.obj};
+    Py_buffer *views[7] = {&chunk_of, &starts, &lengths, &rows, &ids, &mask, &labels};
+    const Py_ssize_t sizes[7] = {4, 8, 8, 8, 8, 8, 8};
+    const char *names[7] = {"chunk_of", "starts", "lengths", "rows", "ids", "mask", "labels"};
+    int held = 0;
+    Row *table = NULL;
+    PyObject *result = NULL;
+    for (; held < 7; held++)
+        if (simple_buffer(objects[held], views[held], sizes[held], held >= 4, names[held]) < 0) goto done;
+    const Py_ssize_t batch = rows.len / 8, samples = lengths.len / 8;
+    if (chunk_of.len / 4 != samples || starts.len / 8 != samples) {
+        PyErr_SetString(PyExc_ValueError, "chunk_of, starts and lengths differ in length");
+        goto done;
+    }
+    const Py_ssize_t width = batch ? ids.len / 8 / batch : 0;
+    if (ids.len != batch * width * 8 || mask.len != ids.len || labels.len != ids.len) {
+        PyErr_SetString(PyExc_ValueError, "ids, mask and labels must be (len(rows), width) int64 matrices");
+        goto done;
+    }
+    table = (Row *)calloc(batch ? batch : 1, sizeof(Row));
+    if (!table) { PyErr_NoMemory(); goto done; }
+    const int64_t *sample_of = (const int64_t *)rows.buf;
+    const int32_t *chunks = (const int32_t *)chunk_of.buf;
+    const int64_t *first = (const int64_t *)starts.buf, *count = (const int64_t *)lengths.buf;
+    for (Py_ssize_t r = 0; r < batch; r++) { /* with the GIL: find each row's tokens, bounds checked */
+        int64_t s = sample_of[r];
+        if (s < 0 || s >= samples) {
+            PyErr_Format(PyExc_IndexError, "row %zd: sample %lld is not below %zd", r, (long long)s, samples);
+            goto done;
+        }
+        int32_t c = chunks[s];
+        if (c < 0 || c >= PyList_GET_SIZE(values)) {
+            PyErr_Format(PyExc_IndexError, "sample %lld: chunk %d out of range", (long long)s, c);
+            goto done;
+        }
+        Py_buffer chunk;
+        if (PyObject_GetBuffer(PyList_GET_ITEM(values, c), &chunk, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
+        const char *format = chunk.format ? chunk.format : "B";
+        if (*format == '<' || *format == '=' || *format == '@') format++;
+        int unsigned_ids = (*format == 'B' || *format == 'H' || *format == 'I' || *format == 'L');
+        Py_ssize_t itemsize = chunk.itemsize, items = itemsize ? chunk.len / itemsize : 0;
+        const char *base = (const char *)chunk.buf;
+        PyBuffer_Release(&chunk); /* the list holds the array, and the array its memory map */
+        if (!unsigned_ids || (itemsize != 1 && itemsize != 2 && itemsize != 4)) {
+            PyErr_Format(PyExc_TypeError, "chunk %d: token ids of format '%s', expected uint8/16/32", c, format);
+            goto done;
+        }
+        if (first[s] < 0 || count[s] < 0 || first[s] + count[s] > items || count[s] > width) {
+            PyErr_Format(PyExc_IndexError, "sample %lld: tokens %lld..%lld outside its chunk of %zd or wider "
+                         "than %zd", (long long)s, (long long)first[s], (long long)(first[s] + count[s]), items,
+                         width);
+            goto done;
+        }
+        table[r].src = base + first[s] * itemsize;
+        table[r].length = (Py_ssize_t)count[s];
+        table[r].itemsize = (int)itemsize;
+    }
+    int64_t largest = -1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < batch; r++) {
+        const Row *row = &table[r];
+        const Py_ssize_t n = row->length;
+        int64_t *out_ids = (int64_t *)ids.buf + r * width;
+        int64_t *out_mask = (int64_t *)mask.buf + r * width;
+        int64_t *out_labels = (int64_t *)labels.buf + r * width;
+        if (row->itemsize == 1) FILL_ROW(uint8_t);
+        else if (row->itemsize == 2) FILL_ROW(uint16_t);
+        else FILL_ROW(uint32_t);
+        for (Py_ssize_t t = n; t < width; t++) out_ids[t] = pad_id;
+        for (Py_ssize_t t = 0; t < n; t++) out_mask[t] = 1;
+        for (Py_ssize_t t = n; t < width; t++) out_mask[t] = 0;
+        for (Py_ssize_t t = n > 0 ? n - 1 : 0; t < width; t++) out_labels[t] = ignore;
+    }
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromLongLong(largest);
+done:
+    free(table);
+    for (int i = 0; i < held; i++) PyBuffer_Release(views[i]);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"padded_rows", padded_rows, METH_VARARGS, "Fill a padded batch's ids, mask and labels; the largest id."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_collate", "Padded text batches in C.", -1, methods};
+
+PyMODINIT_FUNC PyInit__collate(void) { return PyModule_Create(&module); }

@@ -1,0 +1,80 @@
+"""The padded text batch of ``dataio.text._collate`` against numpy, for every token dtype and shape."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dataio.text import collate
+from dataio.text.collate import IGNORE, TokenArrays, padded_rows
+
+
+def _arrays(rng: np.random.Generator, dtype: type, samples: int = 60) -> TokenArrays:
+    top = np.iinfo(dtype).max
+    lengths = rng.integers(0, 40, size=samples)
+    lengths[:3] = [0, 1, 2]  # an empty sample, a single token, two
+    chunk_of = rng.integers(0, 3, size=samples).astype(np.int32)
+    values, starts = [], np.zeros(samples, dtype=np.int64)
+    for chunk in range(3):
+        mine = np.flatnonzero(chunk_of == chunk)
+        starts[mine] = np.concatenate([[0], np.cumsum(lengths[mine])[:-1]]) + 5  # 5 ids of slack before
+        values.append(rng.integers(0, top, size=int(lengths[mine].sum()) + 9, endpoint=True).astype(dtype))
+    return TokenArrays(values, chunk_of, starts, lengths.astype(np.int64))
+
+
+def _expected(tokens: TokenArrays, rows: np.ndarray, multiple: int, pad_id: int) -> dict[str, np.ndarray]:
+    """Written out element by element: nothing shared with either implementation."""
+    lengths = tokens.lengths[rows]
+    width = max(1, -(-max(int(lengths.max(initial=0)), 1) // multiple) * multiple)
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    mask = np.zeros_like(ids)
+    labels = np.full_like(ids, IGNORE)
+    for r, sample in enumerate(rows):
+        start, n = tokens.starts[sample], tokens.lengths[sample]
+        seq = tokens.values[tokens.chunk_of[sample]][start:start + n].astype(np.int64)
+        for t in range(n):
+            ids[r, t], mask[r, t] = seq[t], 1
+            if t + 1 < n:
+                labels[r, t] = seq[t + 1]
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels, "lengths": lengths}
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32])
+@pytest.mark.parametrize("multiple", [1, 8])
+@pytest.mark.parametrize("compiled", [True, False])
+def test_padded_rows_match_the_definition(dtype, multiple, compiled, monkeypatch):
+    if compiled:
+        assert collate._collate is not None, "dataio.text._collate was not built (the Makefile's venv builds it)"
+    else:
+        monkeypatch.setattr(collate, "_collate", None)
+    rng = np.random.default_rng(int(np.dtype(dtype).itemsize) * 10 + multiple)
+    tokens = _arrays(rng, dtype)
+    for rows in (np.array([5, 0, 7, 7, 1]), rng.permutation(60)[:17], np.array([0]), np.array([2, 1])):
+        batch, largest = padded_rows(tokens, rows, multiple, pad_id=3)
+        want = _expected(tokens, rows, multiple, 3)
+        assert batch.keys() == want.keys()
+        for name in want:
+            assert batch[name].dtype == np.int64 and np.array_equal(batch[name], want[name]), (name, rows)
+        real = want["input_ids"][want["attention_mask"] == 1]
+        assert largest == (int(real.max()) if real.size else -1)
+
+
+def test_an_empty_batch_is_empty():
+    tokens = _arrays(np.random.default_rng(0), np.uint16)
+    batch, largest = padded_rows(tokens, np.zeros(0, dtype=np.int64), 8, pad_id=0)
+    assert batch["input_ids"].shape == (0, 8) and largest == -1
+
+
+def test_the_kernel_refuses_out_of_bounds_positions():
+    assert collate._collate is not None
+    tokens = _arrays(np.random.default_rng(1), np.uint16)
+    out = [np.empty((1, 40), dtype=np.int64) for _ in range(3)]
+    with pytest.raises(IndexError, match="sample 60 is not below 60"):
+        collate._collate.padded_rows(tokens.values, tokens.chunk_of, tokens.starts, tokens.lengths,
+                                     np.array([60]), 0, IGNORE, *out)
+    starts = tokens.starts.copy()
+    starts[4] = len(tokens.values[tokens.chunk_of[4]])  # past its chunk's end
+    with pytest.raises(IndexError, match="sample 4: tokens"):
+        padded_rows(tokens._replace(starts=starts), np.array([4]), 1, pad_id=0)
+    with pytest.raises(TypeError, match="expected uint8/16/32"):
+        padded_rows(tokens._replace(values=[v.astype(np.int64) for v in tokens.values]), np.array([3]), 1, pad_id=0)
