@@ -52,17 +52,18 @@ docs: $(STAMP)
 fuzz: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests -m fuzz --hypothesis-profile=long
 
-# The two C extensions rebuilt with AddressSanitizer + UndefinedBehaviorSanitizer, their tests and a
+# The region decoder, RandAugment and padded-text C extensions rebuilt with AddressSanitizer + UndefinedBehaviorSanitizer, their tests and a
 # long fuzzing run against them, then the normal build put back (whatever the tests said).
 SAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -shared -fPIC
 sanitize: $(STAMP)
 	$(eval INCLUDE := $(shell $(PY) -c "import sysconfig; print(sysconfig.get_paths()['include'])"))
 	$(eval SUFFIX := $(shell $(PY) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))"))
 	gcc $(SAN_FLAGS) -I$(INCLUDE) augment/_randaugment_cpu.c -o augment/_randaugment_cpu$(SUFFIX)
+	gcc $(SAN_FLAGS) -I$(INCLUDE) dataio/text/_collate.c -o dataio/text/_collate$(SUFFIX)
 	gcc $(SAN_FLAGS) -I$(INCLUDE) formats/jpeg/_jpeg_codec.c formats/jpeg/jpeg_restart.c formats/jpeg/jpeg_splice.c -ljpeg -o formats/jpeg/_jpeg_codec$(SUFFIX)
 	ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 		$(PY) -m pytest -q -p no:cacheprovider tests/augment/test_randaugment_kernel.py tests/images/test_region_decode.py tests/formats/test_jpeg_splice.py \
-		tests/test_fuzz.py -k "kernel or region or decoder or pack or shifts or match or splice" --hypothesis-profile=long; \
+		tests/text/test_padded_rows.py tests/test_fuzz.py -k "kernel or region or decoder or pack or shifts or match or splice or padded or refuses or empty" --hypothesis-profile=long; \
 		status=$$?; $(PIP) install -q --no-deps --no-build-isolation -e . && $(PY) -m dataio.check_install --strict; exit $$status
 
 clean:
