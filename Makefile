@@ -63,7 +63,7 @@ sanitize: $(STAMP)
 	gcc $(SAN_FLAGS) -I$(INCLUDE) formats/jpeg/_jpeg_codec.c formats/jpeg/jpeg_restart.c formats/jpeg/jpeg_splice.c -ljpeg -o formats/jpeg/_jpeg_codec$(SUFFIX)
 	ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 		$(PY) -m pytest -q -p no:cacheprovider tests/augment/test_randaugment_kernel.py tests/images/test_region_decode.py tests/formats/test_jpeg_splice.py \
-		tests/text/test_padded_rows.py tests/test_fuzz.py -k "kernel or region or decoder or pack or shifts or match or splice or padded or refuses or empty" --hypothesis-profile=long; \
+		tests/text/test_collate_kernels.py tests/test_fuzz.py -k "kernel or region or decoder or pack or shifts or match or splice or padded or packed or refuses or empty" --hypothesis-profile=long; \
 		status=$$?; $(PIP) install -q --no-deps --no-build-isolation -e . && $(PY) -m dataio.check_install --strict; exit $$status
 
 clean:

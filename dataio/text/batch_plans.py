@@ -163,6 +163,40 @@ class PackStream:
                                min(stop, doc_stop) - doc_start))
         return pieces
 
+    def pieces(self, starts: np.ndarray) -> "Pieces":
+        """Every document piece of the rows starting at ``starts``, in row order: ``segments`` for a whole
+        batch at once, in numpy (a Python loop per piece cost ~8 us; a batch of 16 rows of 1,024 tokens
+        holds ~70 pieces)."""
+        starts = np.asarray(starts, dtype=np.int64)
+        offsets = self.stream_offsets
+        stops = np.minimum(starts + self.block_size, self.num_tokens)
+        first = np.searchsorted(offsets, starts, side="right") - 1
+        last = np.searchsorted(offsets, stops, side="left") - 1  # the document holding each row's last token
+        counts = np.maximum(last - first + 1, 0)
+        row = np.repeat(np.arange(len(starts), dtype=np.int64), counts)
+        position = np.repeat(first - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+        doc_start, doc_stop = offsets[position], offsets[position + 1]
+        keep = doc_stop > doc_start  # empty documents hold no piece
+        row, position, doc_start, doc_stop = row[keep], position[keep], doc_start[keep], doc_stop[keep]
+        begin = np.maximum(starts[row], doc_start)
+        end = np.minimum(stops[row], doc_stop)
+        return Pieces(sample=self.order[position], lo=begin - doc_start, hi=end - doc_start, row=row,
+                      column=begin - starts[row])
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """Document pieces of packed rows: tokens ``lo .. hi - 1`` of ``sample``, at ``row``, ``column``."""
+
+    sample: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    row: np.ndarray
+    column: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.sample)
+
 
 def pack_plan(lengths: np.ndarray, *, block_size: int, batch_size: int, rng: np.random.Generator | None,
               drop_last: bool, order: np.ndarray | None = None) -> tuple[PackStream, BatchPlan]:

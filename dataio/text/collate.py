@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from dataio.formats.fallback_log import warn_once
-from dataio.text.batch_plans import PackStream, round_up
+from dataio.text.batch_plans import Pieces
 
 try:  # the padded batch in one pass in C (dataio/text/_collate.c); optional like the other extensions
     from dataio.text import _collate
@@ -78,37 +78,52 @@ def padded_rows(tokens: TokenArrays, rows: np.ndarray, pad_multiple: int,
     return batch, int(np.where(batch["attention_mask"] == 1, ids, -1).max(initial=-1))
 
 
-def pack_rows(starts: np.ndarray, stream: PackStream, tokens: Callable[[int], np.ndarray | None], *,
-              pad_id: int) -> dict[str, np.ndarray]:
-    """Rows of ``block_size`` tokens cut from the document stream, with per-document boundaries.
+def pack_rows(pieces: Pieces, rows: int, block: int, tokens: TokenArrays, *,
+              pad_id: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """``rows`` rows of ``block`` tokens filled with document ``pieces`` (``PackStream.pieces``), with
+    per-document boundaries; and each piece's largest id (for the vocabulary check).
 
     Adds ``position_ids`` (restarting at each document piece) and, for
     variable-length attention over the flattened batch, ``cu_seqlens`` (int32
     piece boundaries, padding counted as one last piece per row) and
-    ``max_seqlen``. A sample whose ``tokens`` are None (dropped by the error
-    policy) leaves its piece as padding: masked, no labels, boundaries kept.
+    ``max_seqlen``. Labels stop at each piece's last token: never across a document
+    boundary. A piece the error policy drops is blanked by ``blank_piece``.
     """
-    block = stream.block_size
-    input_ids = np.full((len(starts), block), pad_id, dtype=np.int64)
-    labels = np.full_like(input_ids, IGNORE)
-    positions = np.zeros_like(input_ids)
-    mask = np.zeros_like(input_ids)
-    boundaries = [0]
-    for r, start in enumerate(starts.tolist()):
-        column = 0
-        for sample, lo, hi in stream.segments(start):
-            ids = tokens(sample)
+    ids = np.empty((rows, block), dtype=np.int64)
+    labels, positions, mask = np.empty_like(ids), np.empty_like(ids), np.empty_like(ids)
+    largest = np.empty(len(pieces), dtype=np.int64)
+    if _collate is not None:
+        _collate.packed_rows(tokens.values, tokens.chunk_of, tokens.starts, tokens.lengths, pieces.sample,
+                             pieces.lo, pieces.hi, pieces.row, pieces.column, pad_id, IGNORE, ids, mask, labels,
+                             positions, largest)
+    else:
+        warn_once("collate", WITHOUT_EXTENSION)
+        ids.fill(pad_id), labels.fill(IGNORE), positions.fill(0), mask.fill(0)
+        for p, (sample, lo, hi, r, column) in enumerate(zip(*(a.tolist() for a in (
+                pieces.sample, pieces.lo, pieces.hi, pieces.row, pieces.column)))):
+            start = tokens.starts[sample]
+            piece = tokens.values[tokens.chunk_of[sample]][start + lo:start + hi]
             n = hi - lo
-            if ids is not None:
-                piece = ids[lo:hi]
-                input_ids[r, column:column + n] = piece
-                labels[r, column:column + n - 1] = piece[1:]
-                positions[r, column:column + n] = np.arange(n)
-                mask[r, column:column + n] = 1
-            column += n
-            boundaries.append(r * block + column)
-        if column < block:
-            boundaries.append((r + 1) * block)  # the row's padding as its own piece
-    cu = np.array(boundaries, dtype=np.int32)
-    return {"input_ids": input_ids, "attention_mask": mask, "labels": labels, "position_ids": positions,
-            "cu_seqlens": cu, "max_seqlen": np.array(int(np.diff(cu).max(initial=0)))}
+            ids[r, column:column + n] = piece
+            labels[r, column:column + n - 1] = piece[1:]
+            positions[r, column:column + n] = np.arange(n)
+            mask[r, column:column + n] = 1
+            largest[p] = int(piece.max()) if n else -1
+    ends = pieces.row * block + pieces.column + (pieces.hi - pieces.lo)
+    filled = np.zeros(rows, dtype=np.int64)
+    np.maximum.at(filled, pieces.row, pieces.column + (pieces.hi - pieces.lo))
+    padding = (np.flatnonzero(filled < block) + 1) * block  # each row's padding as its own piece
+    cu = np.concatenate([[0], np.sort(np.concatenate([ends, padding]))]).astype(np.int32)
+    batch = {"input_ids": ids, "attention_mask": mask, "labels": labels, "position_ids": positions,
+             "cu_seqlens": cu, "max_seqlen": np.array(int(np.diff(cu).max(initial=0)))}
+    return batch, largest
+
+
+def blank_piece(batch: dict[str, np.ndarray], pieces: Pieces, index: int, pad_id: int) -> None:
+    """Piece ``index`` of ``pack_rows``'s batch as padding (masked, no labels); the boundaries stay."""
+    r, column = int(pieces.row[index]), int(pieces.column[index])
+    stop = column + int(pieces.hi[index] - pieces.lo[index])
+    batch["input_ids"][r, column:stop] = pad_id
+    batch["labels"][r, column:stop] = IGNORE
+    batch["position_ids"][r, column:stop] = 0
+    batch["attention_mask"][r, column:stop] = 0

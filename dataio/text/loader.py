@@ -48,7 +48,7 @@ from dataio.sampling.epoch_sampler import EpochBatchSampler, EpochSampler
 from dataio.sampling.world import resolve_world
 from dataio.text import batch_plans as plans
 from dataio.text.batch_plans import BatchPlan
-from dataio.text.collate import pack_rows, padded_rows, padded_width
+from dataio.text.collate import blank_piece, pack_rows, padded_rows, padded_width
 from dataio.text.config import TextLoaderConfig
 from dataio.text.local_copy import local_token_folder
 from dataio.text.mixture_plans import TextMixture
@@ -286,8 +286,7 @@ class TextLoader(ResumableLoader):
         rows = plan.batch(index)
         lap = self.stats.stages.lap()
         if stream is not None:
-            with lap("collate"):
-                batch = pack_rows(rows, stream, lambda sample: self._checked_tokens(sample, lap), pad_id=self.pad_id)
+            batch = self._packed_batch(rows, stream, lap)
         else:
             batch = self._padded_batch(rows, lap)
         batch["repeated"] = np.full(len(batch["input_ids"]), bool(plan.repeated[index]))
@@ -312,11 +311,10 @@ class TextLoader(ResumableLoader):
             begun = np.bincount(source, minlength=k)
             tokens = np.bincount(source, weights=self.shards.lengths[samples], minlength=k)
         else:  # packed rows: each document piece, the document counted where it starts
-            pieces = np.array([(sample, hi - lo, lo == 0) for start in rows.tolist()
-                               for sample, lo, hi in stream.segments(start)], dtype=np.int64).reshape(-1, 3)
-            source = mixture.source_of(pieces[:, 0])
-            begun = np.bincount(source, weights=pieces[:, 2], minlength=k)
-            tokens = np.bincount(source, weights=pieces[:, 1], minlength=k)
+            pieces = stream.pieces(rows)
+            source = mixture.source_of(pieces.sample)
+            begun = np.bincount(source, weights=pieces.lo == 0, minlength=k)
+            tokens = np.bincount(source, weights=pieces.hi - pieces.lo, minlength=k)
         self.stats.sources.add(begun, tokens)
 
     def mixture_passes(self) -> dict[str, int]:
@@ -352,16 +350,21 @@ class TextLoader(ResumableLoader):
         batch["sample_ids"] = np.asarray(rows, dtype=np.int64)
         return batch
 
-    def _checked_tokens(self, sample: int, lap: Lap) -> np.ndarray | None:
-        """Sample ``sample``'s token ids, or None when the error policy drops it (``raise`` raises)."""
-        try:
-            with lap("read"):
-                tokens = self.shards.checked_tokens(sample)
-        except SampleError as error:
+    def _packed_batch(self, rows: np.ndarray, stream: plans.PackStream, lap: Lap) -> dict[str, np.ndarray]:
+        """Packed rows starting at ``rows``: each document piece read and checked in one pass
+        (``collate.pack_rows``); a piece with an id past the vocabulary is handled by the error policy and
+        left as padding (masked, no labels, its boundaries kept)."""
+        with lap("collate"):
+            pieces = stream.pieces(rows)
+        with lap("read"):
+            batch, largest = pack_rows(pieces, len(rows), stream.block_size, self.shards.arrays, pad_id=self.pad_id)
+        bad = np.flatnonzero(largest >= self.shards.vocab_size) if self.shards.vocab_size else ()
+        for index in bad:
+            error = self.shards.past_vocabulary_error(int(pieces.sample[index]), int(largest[index]))
             self.stats.handle(self.config.on_error, error)
-            return None
-        self.stats.samples_ok += 1
-        return tokens
+            blank_piece(batch, pieces, int(index), self.pad_id)
+        self.stats.samples_ok += len(pieces) - len(bad)
+        return batch
 
     def _move(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         """One batch on the device: one staging buffer and one copy on CUDA, zero-copy views on the CPU;

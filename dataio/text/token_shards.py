@@ -111,7 +111,7 @@ class TokenShards:
         """
         tokens = self.tokens(sample)
         if self.vocab_size and len(tokens) and int(tokens.max()) >= self.vocab_size:
-            raise self._past_vocabulary_error(sample, int(tokens.max()))
+            raise self.past_vocabulary_error(sample, int(tokens.max()))
         return tokens
 
     @property
@@ -128,10 +128,10 @@ class TokenShards:
         if not self.vocab_size or largest < self.vocab_size:
             return []
         largest = ids.max(axis=1)
-        return [(int(row), self._past_vocabulary_error(int(samples[row]), int(largest[row])))
+        return [(int(row), self.past_vocabulary_error(int(samples[row]), int(largest[row])))
                 for row in np.flatnonzero(largest >= self.vocab_size)]
 
-    def _past_vocabulary_error(self, sample: int, largest: int) -> SampleError:
+    def past_vocabulary_error(self, sample: int, largest: int) -> SampleError:
         shard = self.shard_names[int(self.shard_of[sample])]
         return SampleError(shard, self.key(sample), f"token id {largest} is not below the vocabulary size "
                                                     f"{self.vocab_size}")

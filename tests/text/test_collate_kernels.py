@@ -1,4 +1,5 @@
-"""The padded text batch of ``dataio.text._collate`` against numpy, for every token dtype and shape."""
+"""The padded and packed text batches of ``dataio.text._collate`` against their definitions and the numpy
+fallback, for every token dtype and shape."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import numpy as np
 import pytest
 
 from dataio.text import collate
-from dataio.text.collate import IGNORE, TokenArrays, padded_rows
+from dataio.text.batch_plans import pack_plan
+from dataio.text.collate import IGNORE, TokenArrays, pack_rows, padded_rows
 
 
 def _arrays(rng: np.random.Generator, dtype: type, samples: int = 60) -> TokenArrays:
@@ -78,3 +80,61 @@ def test_the_kernel_refuses_out_of_bounds_positions():
         padded_rows(tokens._replace(starts=starts), np.array([4]), 1, pad_id=0)
     with pytest.raises(TypeError, match="expected uint8/16/32"):
         padded_rows(tokens._replace(values=[v.astype(np.int64) for v in tokens.values]), np.array([3]), 1, pad_id=0)
+
+
+def _expected_packed(tokens: TokenArrays, stream, starts: np.ndarray, pad_id: int) -> dict[str, np.ndarray]:
+    """Packed rows written out piece by piece from ``PackStream.segments``."""
+    block = stream.block_size
+    ids = np.full((len(starts), block), pad_id, dtype=np.int64)
+    labels = np.full_like(ids, IGNORE)
+    positions, mask = np.zeros_like(ids), np.zeros_like(ids)
+    boundaries = [0]
+    for r, start in enumerate(starts.tolist()):
+        column = 0
+        for sample, lo, hi in stream.segments(start):
+            first = tokens.starts[sample]
+            seq = tokens.values[tokens.chunk_of[sample]][first + lo:first + hi].astype(np.int64)
+            for t in range(hi - lo):
+                ids[r, column + t], mask[r, column + t], positions[r, column + t] = seq[t], 1, t
+                if t + 1 < hi - lo:
+                    labels[r, column + t] = seq[t + 1]
+            column += hi - lo
+            boundaries.append(r * block + column)
+        if column < block:
+            boundaries.append((r + 1) * block)
+    cu = np.array(boundaries, dtype=np.int32)
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels, "position_ids": positions, "cu_seqlens": cu,
+            "max_seqlen": np.array(int(np.diff(cu).max(initial=0)))}
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32])
+@pytest.mark.parametrize("compiled", [True, False])
+def test_packed_rows_match_the_definition(dtype, compiled, monkeypatch):
+    if not compiled:
+        monkeypatch.setattr(collate, "_collate", None)
+    rng = np.random.default_rng(int(np.dtype(dtype).itemsize))
+    tokens = _arrays(rng, dtype)  # empty samples included: they hold no piece
+    for block, batch_size, drop_last in ((7, 3, False), (64, 2, True), (1, 5, False), (500, 1, False)):
+        stream, plan = pack_plan(tokens.lengths, block_size=block, batch_size=batch_size, rng=rng, drop_last=drop_last)
+        assert len(plan) >= 1
+        for index in range(len(plan)):
+            starts = plan.batch(index)
+            pieces = stream.pieces(starts)
+            batch, largest = pack_rows(pieces, len(starts), block, tokens, pad_id=2)
+            want = _expected_packed(tokens, stream, starts, 2)
+            assert batch.keys() == want.keys()
+            for name in want:
+                assert np.array_equal(batch[name], want[name]), (name, block, index)
+                assert batch[name].dtype == want[name].dtype
+            for p in range(len(pieces)):
+                first = tokens.starts[pieces.sample[p]]
+                seq = tokens.values[tokens.chunk_of[pieces.sample[p]]][first + pieces.lo[p]:first + pieces.hi[p]]
+                assert largest[p] == (int(seq.max()) if len(seq) else -1)
+
+
+def test_the_packed_kernel_refuses_pieces_outside_the_batch():
+    tokens = _arrays(np.random.default_rng(2), np.uint16)
+    stream, plan = pack_plan(tokens.lengths, block_size=16, batch_size=2, rng=None, drop_last=False)
+    pieces = stream.pieces(plan.batch(0))
+    with pytest.raises(IndexError, match="lies outside"):
+        pack_rows(pieces, 1, 16, tokens, pad_id=0)  # pieces of row 1 in a batch of one row
