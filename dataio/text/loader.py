@@ -44,6 +44,7 @@ from dataio.loading.stage_times import Lap, StageTimes
 from dataio.sampling import partition
 from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
 from dataio.sampling.epoch_sampler import EpochBatchSampler, EpochSampler
+from dataio.sampling.mixture_options import mixture_sources
 from dataio.sampling.world import resolve_world
 from dataio.text import batch_plans as plans
 from dataio.text.batch_plans import BatchPlan
@@ -119,12 +120,10 @@ class TextLoader(ResumableLoader):
         self.config = dataclasses.replace(base, **fields)
         self._copy_dirs: list[tempfile.TemporaryDirectory] = []  # remote sources' temporary copies
         self.mixture: TextMixture | None = None
-        if isinstance(source, Mapping):  # a mixture: {name: folder or URL}
-            self.shards, fingerprint = self._open_mixture(source)
+        sources = mixture_sources(source, self.config.weights)
+        if sources is not None:  # a mixture: {name: folder or URL}
+            self.shards, fingerprint = self._open_mixture(sources)
         else:
-            if self.config.weights is not None:
-                raise ConfigError("{0} needs a mixture: pass the sources as a dict {{name: folder or URL}}",
-                                  "weights")
             self.shards = self._token_shards(source)
             fingerprint = self.shards.manifest.fingerprint()
         check_sampler_size(options.get("sampler"), len(self.shards), str(source))
@@ -147,10 +146,6 @@ class TextLoader(ResumableLoader):
 
     def _open_mixture(self, sources: Mapping[str, str | Path]) -> tuple[TokenShards, str]:
         """The sources' shards end to end, and the mixture plans; the fingerprint of both."""
-        if self.config.weights is None:
-            raise ConfigError("a dict of sources is a mixture: give {0} (e.g. {{name: share}})", "weights")
-        if not sources:
-            raise ConfigError("{0} is an empty dict of sources", "source")
         parts: dict[str, TokenShards] = {}
         for name, folder in sources.items():
             parts[str(name)] = self._token_shards(folder)
