@@ -35,10 +35,11 @@ class ImageSource:
     folder: Path | str
 
 
-def open_image_source(source: str | Path, config: ImageLoaderConfig) -> ImageSource:
-    """Open ``source`` with ``config``'s storage, retry and checksum options; raises naming the source."""
+def open_image_source(source: str | Path, config: ImageLoaderConfig, storage_options: dict | None) -> ImageSource:
+    """Open ``source`` with ``storage_options`` and ``config``'s retry, cache and checksum options; raises naming
+    the source."""
     c = config
-    location, manifest = open_dataset(source, c.storage_options, retry_policy(c.retries, c.retry_backoff),
+    location, manifest = open_dataset(source, storage_options, retry_policy(c.retries, c.retry_backoff),
                                       c.remote_timeout)
     folder = location.root if not location.remote else location.display()
     if manifest.kind != "images":

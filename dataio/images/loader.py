@@ -27,7 +27,7 @@ from dataio.sampling import partition
 from dataio.images.batches_view import BatchesWithIds
 from dataio.images.buffer_pool import BufferPool
 from dataio.images.device_transfer import DeviceTransfer
-from dataio.sampling.mixture_options import mixture_sources
+from dataio.sampling.mixture_options import mixture_sources, source_storage_options
 from dataio.sampling.world import resolve_world
 from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
 from dataio.formats.errors import ConfigError, SampleError, ShardError
@@ -196,7 +196,7 @@ class ImageLoader(ResumableLoader):
         self.files: ShardFiles | RemoteShardFiles | MixedShardFiles
         sources = mixture_sources(source, c.weights)
         if sources is None:
-            one = open_image_source(source, c)
+            one = open_image_source(source, c, c.storage_options)
             self.location, self.manifest, self.table, self.files = one.location, one.manifest, one.table, one.files
             self._faults, self.folder = one.faults, one.folder
             fingerprint = self.manifest.fingerprint()
@@ -206,6 +206,10 @@ class ImageLoader(ResumableLoader):
             self._faults, self.folder = self.mixture.faults, self.mixture.describe()
             fingerprint = self.mixture.fingerprint
         check_sampler_size(options.get("sampler"), len(self.table), str(self.folder))
+        if c.mix is not None and c.mix.num_classes < len(self.manifest.classes):  # else: a one-hot past its end
+            raise ConfigError(f"{{0}}.num_classes is {c.mix.num_classes}, fewer than the "
+                              f"{len(self.manifest.classes)} classes of {self.folder}"
+                              f"{' (combined)' if self.mixture else ''}", "mix")
         self._checksums = self.table.checksum if self.config.verify_samples else None
         threads = self.config.threads
         # auto: tuned for turbo's decode threads; DALI's own threads take the budget as it is
@@ -245,7 +249,8 @@ class ImageLoader(ResumableLoader):
         opened: dict[str, ImageSource] = {}
         try:
             for name, where in sources.items():
-                opened[name] = open_image_source(where, self.config)
+                options = source_storage_options(self.config.storage_options, sources, name)
+                opened[name] = open_image_source(where, self.config, options)
             return ImageMixture(opened, self.config)
         except BaseException:
             for one in opened.values():
@@ -397,10 +402,12 @@ class ImageLoader(ResumableLoader):
 
     def _share(self) -> tuple[np.ndarray, np.ndarray]:
         """This rank's positions of the order in the pass from ``position.consumed`` (its sampler's), and
-        repeat flags."""
+        repeat flags; a mixture's a batch at a time (``partition.rank_share``'s ``block``), so that each batch
+        is a contiguous span of the blend."""
         return partition.rank_share(self._epoch_size(), world_size=self.world_size, rank=self.rank,
                                     consumed=self.position.consumed, drop_last=False,
-                                    drop_tail=self.config.drops_tail)
+                                    drop_tail=self.config.drops_tail,
+                                    block=self.batch_size if self.mixture is not None else 1)
 
     def _make_batch(self, samples: np.ndarray, repeated: np.ndarray, bounds: list[tuple[int, int]],
                     consumed: int, readahead: Readahead | None = None) -> Callable:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dataio.formats.errors import ConfigError
+from dataio.formats.remote.storage import is_remote
 from dataio.sampling.mixture import EpochRule
 from dataio.sampling.weight_schedule import WeightSchedule
 
@@ -59,6 +60,17 @@ def check_names(schedule: WeightSchedule, names: tuple[str, ...]) -> None:
         differ = set(names) ^ set(schedule.names)
         raise ValueError(f"weights name {sorted(schedule.names)}, the sources are {sorted(names)}"
                          f"{f' (differ: {sorted(differ)})' if differ else ' (give them in the same order)'}")
+
+
+def source_storage_options(storage_options: dict | None, sources: Mapping[str, Any], name: str) -> dict | None:
+    """The ``storage_options`` of source ``name`` of a mixture: none for a local folder; for a URL, the entry
+    ``storage_options[name]`` when every key of ``storage_options`` names a source (options per source: an S3
+    bucket and an HTTP server need different ones), else ``storage_options`` itself (shared by every URL)."""
+    if not storage_options or not is_remote(sources[name]):
+        return None
+    if all(key in sources for key in storage_options):
+        return storage_options.get(name)
+    return storage_options
 
 
 def epoch_rule(epoch_length: int | None, epoch_until: str | None, one_pass: int) -> EpochRule:
