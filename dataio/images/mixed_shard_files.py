@@ -5,7 +5,8 @@ Local and remote sources mix: ``read`` goes to the source's ``ShardFiles``
 loader calls ahead of the decoders when any source is remote, sends each
 source's ranges in one call to that source and reads a local source's ranges
 with preads (on the read-ahead threads). The route is one list lookup per
-read, ~0.1 us beside a decode's milliseconds.
+read: measured 0.55 us a small read against ShardFiles' 0.50, beside a decode's
+milliseconds.
 """
 
 from __future__ import annotations
