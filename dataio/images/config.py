@@ -46,6 +46,12 @@ class ImageLoaderConfig:
     Float``): pass ``normalize=True`` for float32 normalised batches, as a
     torchvision pipeline gives (``dataio.DataLoader`` does so by default).
 
+    Mixtures: with a dict of sources, ``weights`` (``{name: weight}``, a schedule
+    ``[(position, {name: weight}), ...]`` or a ``WeightSchedule``) blends them,
+    exact to one sample at every prefix; an epoch is one pass of every source,
+    ``epoch_length`` samples, or until ``epoch_until`` (a source, or "all") has
+    finished a pass (``dataio.images.image_mixture``).
+
     Hooks: ``transform`` runs per sample on the decode threads, on the
     uint8 (3, S, S) crop, returning the same (``dataio.images.sample_transform``);
     ``batch_transform(images, labels) -> (images, labels)`` runs per batch on
