@@ -266,7 +266,7 @@ class ShardDataset(torch.utils.data.Dataset):
         such a data set; without, ``dataio.DataLoader`` runs the threaded ``ImageLoader`` over its source."""
         return self.transform is not None or self.target_transform is not None or self.config.to_pil
 
-    def loader_source(self) -> str | Path:
+    def loader_source(self) -> str | Path | dict[str, str | Path]:
         """What ``ImageLoader`` reads for this data set."""
         return self.source
 

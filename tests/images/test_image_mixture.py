@@ -147,6 +147,15 @@ def test_every_ranks_batches_hold_the_shares(sources, world_size):
                 assert np.abs(counts - 10 * np.array([0.5, 0.3, 0.2])).max() <= 2, (rank, counts)
 
 
+def test_drop_last_gives_every_rank_full_batches_of_distinct_samples(sources):
+    options = dict(OPTIONS, weights={"big": 0.5, "mid": 0.3, "small": 0.2}, epoch_length=70, drop_last=True)
+    ranks = [list(ImageLoader(sources, world_size=2, rank=r, **options).batches()) for r in range(2)]
+    assert [[len(b.labels) for b in batches] for batches in ranks] == [[8] * 4, [8] * 4]
+    samples = [b.samples.tolist() for batches in zip(*ranks) for b in batches]  # round by round: the order
+    whole = np.concatenate([b.samples for b in ImageLoader(sources, **options).batches()]).tolist()
+    assert [s for batch in samples for s in batch] == whole[:64]
+
+
 def test_one_class_map_for_sources_with_different_class_lists(sources):
     loader = ImageLoader(sources, weights={"big": 1, "mid": 1, "small": 1}, epoch_until="all", train=False,
                          **OPTIONS)
@@ -248,10 +257,10 @@ def test_eval_mode_reads_each_source_in_order(sources):
     batches = list(loader.batches())
     samples = np.concatenate([b.samples for b in batches])
     source = loader.mixture.source_of(samples)
+    assert sorted(samples.tolist()) == list(range(45 + 18 + 5))  # weights as the sizes, until all: each once
     for i, name in enumerate(loader.mixture.names):  # unshuffled passes: each source's samples in table order
         drawn = samples[source == i] - loader.mixture.offsets[i]
-        size = len(loader.mixture.sources[name].table)
-        assert drawn[:size].tolist() == list(range(size))
+        assert drawn.tolist() == list(range(len(loader.mixture.sources[name].table)))
     again = list(ImageLoader(sources, **options).batches())
     assert all(torch.equal(a.images, b.images) for a, b in zip(batches, again))
 
