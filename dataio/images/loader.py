@@ -30,7 +30,7 @@ from dataio.images.device_transfer import DeviceTransfer
 from dataio.sampling.mixture_options import mixture_sources, source_storage_options
 from dataio.sampling.world import resolve_world
 from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
-from dataio.formats.errors import ConfigError, SampleError, ShardError
+from dataio.formats.errors import ConfigError, SampleError
 from dataio.loading.error_policy import DATA_EXCEPTIONS
 from dataio.loading.exit_close import close_at_exit
 from dataio.loading.dataloader_args import (Capabilities, check_sampler_size, constructor_defaults, dataloader_fields,
@@ -194,6 +194,7 @@ class ImageLoader(ResumableLoader):
         self.mixture: ImageMixture | None = None
         self.location: Location | None = None  # one source's; None for a mixture (see mixture.sources)
         self.files: ShardFiles | RemoteShardFiles | MixedShardFiles
+        self.table: SampleTable  # a mixture's: the sources' end to end, labels in the combined classes
         sources = mixture_sources(source, c.weights)
         if sources is None:
             one = open_image_source(source, c, c.storage_options)
