@@ -14,6 +14,8 @@
   PIL images with ``to_pil=True``) with the standard recipe's very transform,
   under the same ``DataLoader(num_workers=cores)``: the path of a script whose
   transforms dataio does not implement.
+- ``dataio_mixture``: ``dataio.ImageLoader`` over a mixture of three sources, the
+  same shards under three names with equal weights, against ``dataio``.
 - ``machine_limit``: bare single-thread read + full decode + crop-resize of the
   same files, in memory; times the core count it is the machine's limit.
 
@@ -212,6 +214,17 @@ def make_dali_cpu(shards: list[Path], *, batch_size: int, size: int, num_workers
 def make_dataio(shards_folder: Path, *, batch_size: int, size: int, num_workers: int | str,
                 **options: object) -> Epoch:
     loader = ImageLoader(shards_folder, batch_size=batch_size, image_size=size, num_workers=num_workers, **options)
+    return Epoch(lambda: loader, lambda b: len(b[1]), loader.close, loader.stats)
+
+
+def make_dataio_mixture(shards_folder: Path, *, batch_size: int, size: int, num_workers: int,
+                        sources: int = 3) -> Epoch:
+    """dataio over a mixture of ``sources`` sources, each the same shards under another name, equal weights, an
+    epoch as many samples as one source holds: the mixture's cost against the single source (row ``dataio``)."""
+    names = [f"source{i}" for i in range(sources)]
+    samples = read_manifest(shards_folder)[1].num_samples
+    loader = ImageLoader(dict.fromkeys(names, shards_folder), weights=dict.fromkeys(names, 1.0), epoch_length=samples,
+                         batch_size=batch_size, image_size=size, num_workers=num_workers)
     return Epoch(lambda: loader, lambda b: len(b[1]), loader.close, loader.stats)
 
 

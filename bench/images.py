@@ -43,6 +43,7 @@ COMPARISONS = {
     "of_machine_limit": ("(d) dataio.ImageLoader", "the machine limit (full decode + crop-resize x cores)"),
     "shard_dataset_vs_standard": ("(h) dataio.ShardDataset", "(a), under the same transform and DataLoader"),
     "dali_gpu_vs_turbo": ("(e) dataio.ImageLoader, DALI on the GPU", "(d) dataio.ImageLoader, CPU threads"),
+    "mixture_vs_single": ("(i) dataio.ImageLoader, a mixture of 3 sources", "(d), one source, over the same images"),
 }
 
 
@@ -99,6 +100,9 @@ _RUNNERS = {
     "dataio_remote": ("(f) dataio.ImageLoader, remote shards", "remote", "make_dataio_remote"),
     "dataio_remote_cached": ("(f') dataio.ImageLoader, remote shards, epochs from the cache", "remote",
                              "make_dataio_remote"),
+    # the same shards under three names, equal weights, an epoch of one source's samples: the mixture's cost
+    "dataio_mixture": ("(i) dataio.ImageLoader, a 3-source mixture of the same shards", "folder",
+                       "make_dataio_mixture"),
     # num_workers="auto" against fixed thread counts (dataio_t1, dataio_t2, ...): the auto-tune check
     "dataio_auto": ("(g) dataio.ImageLoader, num_workers=auto", "folder", "make_dataio_auto"),
     **{f"dataio_t{n}": (f"(g{n}) dataio.ImageLoader, {n} thread{'s' * (n > 1)}", "folder", "make_dataio")
@@ -112,7 +116,8 @@ STAGES = ("read", "decode", "resize", "plan", "decode_wait", "copy", "augment", 
 def default_loaders() -> tuple[str, ...]:
     """The CPU loaders (DALI twice: dataio's packing and the original bytes; dataio with and without its
     sample checksums), plus DALI GPU on a GPU machine; the DALI rows only where DALI is installed (an extra)."""
-    base = ("standard", "webdataset", "shard_dataset", "dali_cpu", "dali_cpu_plain", "dataio", "dataio_unchecked")
+    base = ("standard", "webdataset", "shard_dataset", "dali_cpu", "dali_cpu_plain", "dataio", "dataio_unchecked",
+            "dataio_mixture")
     rows = base + ("dataio_dali_gpu",) if torch.cuda.is_available() else base
     return rows if dali_installed() else tuple(row for row in rows if row not in DALI_ROWS)
 
@@ -135,19 +140,25 @@ def _threads_group(loaders: tuple[str, ...]) -> list[str]:
     return group if "dataio_auto" in group and len(group) > 1 else []
 
 
+# Rows measured in turns with the row whose ratio checks them: the same transform under the same DataLoader
+# (shard_dataset), the same images through one source and through a mixture (dataio_mixture).
+PAIRS = (("standard", "shard_dataset"), ("dataio", "dataio_mixture"))
+
+
 def _sequence(loaders: tuple[str, ...]) -> list[list[str]]:
     """The loaders in the order they run, those measured together as one group: the threads group last,
-    and ``shard_dataset`` with ``standard``, whose ratio is its check (the same transform under the same
-    DataLoader; run one after the other on the shared 2-core VM, the ratio moved from 0.57 to 1.13 between
-    rounds, taken in turns it stayed within 1.02-1.21). A DataLoader's persistent workers idle between its
-    epochs, so the two do not slow each other."""
+    and each of ``PAIRS`` whose rows are both asked for, in turns (run one after the other on the shared 2-core
+    VM, the ratio of shard_dataset to standard moved from 0.57 to 1.13 between rounds, taken in turns it stayed
+    within 1.02-1.21). A DataLoader's persistent workers idle between its epochs, and so do dataio's threads, so
+    the two of a pair do not slow each other."""
     threads = _threads_group(loaders)
-    pair = ["standard", "shard_dataset"] if {"standard", "shard_dataset"} <= set(loaders) else []
-    sequence = []
+    pairs = [list(pair) for pair in PAIRS if set(pair) <= set(loaders)]
+    sequence: list[list[str]] = []
     for name in loaders:
-        if name in threads or (name in pair and name != pair[0]):
+        pair = next((p for p in pairs if name in p), None)
+        if name in threads or (pair is not None and name != pair[0]):
             continue
-        sequence.append(pair if name in pair else [name])
+        sequence.append(pair if pair is not None else [name])
     return sequence + ([threads] if threads else [])
 
 
@@ -313,6 +324,9 @@ def _checks(by_name: dict[str, dict], limit: float) -> dict[str, dict[str, Any]]
     dataset = by_name.get("shard_dataset", {}).get("img_s")
     if dataset and "standard" in by_name:  # the same transform and DataLoader: it must still beat (a)
         measured["shard_dataset_vs_standard"] = dataset / by_name["standard"]["img_s"]
+    mixture = by_name.get("dataio_mixture", {}).get("img_s")
+    if mixture and ours:  # the same images through three sources and through one, taken in turns
+        measured["mixture_vs_single"] = mixture / ours
     gpu = by_name.get("dataio_dali_gpu", {}).get("img_s")
     if gpu:
         measured["dali_gpu_vs_turbo"] = gpu / ours if ours else None

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,9 @@ def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = 
                **options: Any) -> ImageLoader | TextLoader | torch.utils.data.DataLoader:  # the class it replaces)
     """The loader for the shard folder (or URL) ``dataset``, with DataLoader's keywords and the loader's own options.
 
+    A dict ``{name: folder or URL}`` with ``weights=`` is a mixture of sources of one kind (``ImageLoader``'s
+    or ``TextLoader``'s ``weights``, ``epoch_length``, ``epoch_until``).
+
     DataLoader's defaults and positional order are kept: ``batch_size=1``,
     not shuffled unless ``shuffle=True`` or a shuffling sampler says so, text
     in fixed-size batches (``mode="fixed"``); ``DataLoader(folder, 256, True, num_workers=8)``.
@@ -63,8 +67,18 @@ def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = 
     sampler = options.get("sampler")
     if shuffle is not None or sampler is None:
         options["shuffle"] = bool(shuffle)
-    source = _shard_folder(dataset)
-    manifest = _manifest(source, options)
+    if isinstance(dataset, Mapping):  # a mixture {name: folder or URL}, with weights= (the loaders check them)
+        if not dataset:
+            raise ConfigError("{0} is an empty dict of sources", "dataset")
+        source: Any = {name: _shard_folder(folder) for name, folder in dataset.items()}
+        manifests = {name: _manifest(folder, options) for name, folder in source.items()}
+        kinds = {name: m.kind for name, m in manifests.items()}
+        if len(set(kinds.values())) > 1:
+            raise UsageError(f"the sources of a mixture hold one kind of shards; these differ: {kinds}")
+        manifest = next(iter(manifests.values()))
+    else:
+        source = _shard_folder(dataset)
+        manifest = _manifest(source, options)
     if manifest.kind == "images":
         if options.get("config") is None:  # an explicit config keeps its own train and normalize
             options.setdefault("normalize", True)
@@ -73,12 +87,12 @@ def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = 
     if manifest.kind == "text":
         options.setdefault("mode", "fixed")
         return TextLoader(source, batch_size=batch_size, **options)
-    raise UsageError(f"{source}: holds {manifest.kind!r} shards; dataio.DataLoader reads images or text")
+    raise UsageError(f"{redact(str(source))}: holds {manifest.kind!r} shards; dataio.DataLoader reads images or text")
 
 
-def _choose_mode(source: str | Path, options: dict[str, Any], shuffles: bool) -> None:
+def _choose_mode(source: str | Path | dict[str, str | Path], options: dict[str, Any], shuffles: bool) -> None:
     """``train`` from whether the loader shuffles, unless given; logged either way."""
-    where = redact(str(source))
+    where = ", ".join(redact(str(s)) for s in source.values()) if isinstance(source, dict) else redact(str(source))
     if "train" in options:
         why = "as train= says"
     elif shuffles:

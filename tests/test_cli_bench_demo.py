@@ -58,7 +58,7 @@ def test_bench_images_writes_table_json_and_png(image_folder, tmp_path):
     report = json.loads((tmp_path / "images.json").read_text())
     rows = {row["loader"]: row["img_s"] for row in report["rows"]}
     assert set(rows) == {"standard", "webdataset", "shard_dataset", "dali_cpu", "dali_cpu_plain", "dataio",
-                         "dataio_unchecked"}
+                         "dataio_unchecked", "dataio_mixture"}
     assert all(rate > 0 for rate in rows.values())
     # ShardDataset under the standard recipe's transform and DataLoader, against the recipe itself
     assert report["checks"]["shard_dataset_vs_standard"]["value"] == pytest.approx(rows["shard_dataset"] / rows["standard"])
@@ -66,6 +66,12 @@ def test_bench_images_writes_table_json_and_png(image_folder, tmp_path):
     assert f"  (h) dataio.ShardDataset vs (a), under the same transform and DataLoader: {ratio:.2f}x" in result.stdout
     _for_users(result.stdout)
     assert "running (a) standard: ImageFolder + PIL + DataLoader, (h) dataio.ShardDataset" in result.stdout  # in turns
+    # three sources of the same shards against one, in turns, and the ratio printed
+    assert "running (d) dataio.ImageLoader (turbo), (i) dataio.ImageLoader, a 3-source mixture" in result.stdout
+    mixture = report["checks"]["mixture_vs_single"]["value"]
+    assert mixture == pytest.approx(rows["dataio_mixture"] / rows["dataio"])
+    assert f"  (i) dataio.ImageLoader, a mixture of 3 sources vs (d), one source, over the same images: {mixture:.2f}x" \
+        in result.stdout
     # dataio is compared with the faster DALI row, and the report says so
     expected = rows["dataio"] / max(rows["dali_cpu"], rows["dali_cpu_plain"])
     assert report["checks"]["vs_dali_cpu"]["value"] == pytest.approx(expected)

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -18,6 +18,7 @@ from dataio.loading.device_check import checked_device
 from dataio.loading.error_policy import ErrorPolicy
 from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, DEFAULT_TIMEOUT, check_remote_options
 from dataio.loading.thread_tuner import thread_budget
+from dataio.sampling.mixture_options import checked_weights
 from dataio.sampling.partition import DEFAULT_WINDOW
 from dataio.sampling.world import check_rank_args
 
@@ -44,6 +45,12 @@ class ImageLoaderConfig:
     refuses at its first layer (``expected scalar type Byte but found
     Float``): pass ``normalize=True`` for float32 normalised batches, as a
     torchvision pipeline gives (``dataio.DataLoader`` does so by default).
+
+    Mixtures: with a dict of sources, ``weights`` (``{name: weight}``, a schedule
+    ``[(position, {name: weight}), ...]`` or a ``WeightSchedule``) blends them,
+    exact to one sample at every prefix; an epoch is one pass of every source,
+    ``epoch_length`` samples, or until ``epoch_until`` (a source, or "all") has
+    finished a pass (``dataio.images.image_mixture``).
 
     Hooks: ``transform`` runs per sample on the decode threads, on the
     uint8 (3, S, S) crop, returning the same (``dataio.images.sample_transform``);
@@ -101,6 +108,10 @@ class ImageLoaderConfig:
     readahead_batches: int = 4  # batches whose ranges are fetched ahead of the decoders
     readahead_threads: int = 4  # batches fetched at once
     profile: bool = False  # stage ranges as torch.profiler record_function (and NVTX on CUDA) ranges
+    # Mixtures (the source a dict of name -> folder or URL; dataio.images.image_mixture):
+    weights: Any = None  # {name: weight}, or [(position, {name: weight}), ...] (a schedule), or a WeightSchedule
+    epoch_length: int | None = None  # samples per epoch; default: one pass of every source
+    epoch_until: str | None = None  # or: the epoch ends when this source (or "all") finishes a pass
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "on_error", ErrorPolicy(self.on_error))
@@ -153,6 +164,7 @@ class ImageLoaderConfig:
                 raise ConfigError(f"{{0}} must be >= 1, got {getattr(self, name)}", name)
         if self.decode_size is not None and self.decode_size < 8:
             raise ValueError(f"decode_size must be >= 8, got {self.decode_size}")
+        object.__setattr__(self, "weights", checked_weights(self.weights, self.epoch_length, self.epoch_until))
         self._check_hooks()
 
     def _check_hooks(self) -> None:

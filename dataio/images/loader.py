@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -27,14 +27,15 @@ from dataio.sampling import partition
 from dataio.images.batches_view import BatchesWithIds
 from dataio.images.buffer_pool import BufferPool
 from dataio.images.device_transfer import DeviceTransfer
+from dataio.sampling.mixture_options import mixture_sources, source_storage_options
 from dataio.sampling.world import resolve_world
 from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
-from dataio.formats.errors import ConfigError, SampleError, ShardError
+from dataio.formats.errors import ConfigError, SampleError
 from dataio.loading.error_policy import DATA_EXCEPTIONS
 from dataio.loading.exit_close import close_at_exit
 from dataio.loading.dataloader_args import (Capabilities, check_sampler_size, constructor_defaults, dataloader_fields,
                                             given_options, keyword_checked)
-from dataio.loading.loader_stats import LoaderStats
+from dataio.loading.loader_stats import LoaderStats, SourceCounts
 from dataio.loading.stage_times import Lap, StageTimes
 from dataio.loading.thread_tuner import ThreadGate, ThreadTuner
 from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig
@@ -45,15 +46,15 @@ from dataio.images.sample_transform import SampleTransform
 from dataio.sampling.epoch_sampler import EpochBatchSampler, EpochSampler
 from dataio.images.dali_decode import DaliDecoder
 from dataio.images.readahead import Readahead
+from dataio.images.image_mixture import ImageMixture
+from dataio.images.image_source import ImageSource, open_image_source
+from dataio.images.mixed_shard_files import MixedShardFiles
 from dataio.images.remote_shard_files import RemoteShardFiles
 from dataio.images.shard_files import ShardFiles
-from dataio.loading.range_cache import RangeCache
-from dataio.loading.remote_options import retry_policy
 from dataio.images.threaded_batches import BatchTimeout, ThreadedBatches
 from dataio.images.turbo_decode import REGION_DECODE, decode_crop_into
-from dataio.formats.dataset.manifest import open_dataset
-from dataio.formats.remote.storage import describe, redact, remote_errors
-from dataio.formats.dataset.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
+from dataio.formats.remote.storage import Location, redact
+from dataio.formats.dataset.sample_table import SampleTable, sample_checksum
 from dataio.formats.fallback_log import info_once
 from dataio.formats.pil_build import describe_pil
 
@@ -110,7 +111,7 @@ class ImageLoader(ResumableLoader):
     """
 
     @keyword_checked
-    def __init__(self, source: str | Path, config: ImageLoaderConfig | None = None, *,
+    def __init__(self, source: str | Path | Mapping[str, str | Path], config: ImageLoaderConfig | None = None, *,
                  batch_size: int = 256,
                  image_size: int = 224,
                  train: bool = True,
@@ -160,6 +161,9 @@ class ImageLoader(ResumableLoader):
                  readahead_batches: int = 4,
                  readahead_threads: int = 4,
                  profile: bool = False,
+                 weights: Any = None,
+                 epoch_length: int | None = None,
+                 epoch_until: str | None = None,
                  sampler: Any = None,
                  batch_sampler: Any = None,
                  collate_fn: Any = None,
@@ -170,7 +174,8 @@ class ImageLoader(ResumableLoader):
                  persistent_workers: bool | None = None,
                  pin_memory_device: str = "",
                  in_order: bool | None = None) -> None:
-        """Open the shard folder (or URL) ``source``; every keyword is a field of :class:`ImageLoaderConfig`
+        """Open the shard folder (or URL) ``source`` (a dict ``{name: folder or URL}`` with ``weights`` is a
+        mixture, ``dataio.images.image_mixture``); every keyword is a field of :class:`ImageLoaderConfig`
         (documented there, one line each) or one of ``torch.utils.data.DataLoader``'s.
 
         ``config=`` gives them all at once; a keyword then replaces that field (one passed with its default
@@ -186,31 +191,39 @@ class ImageLoader(ResumableLoader):
         fields, self._follow = dataloader_fields(options, FIELDS, FACE, base)
         self.config = dataclasses.replace(base, **fields)
         c = self.config
-        self.location, self.manifest = open_dataset(source, c.storage_options, retry_policy(c.retries, c.retry_backoff),
-                                                    c.remote_timeout)
-        self.folder = self.location.root if not self.location.remote else self.location.display()
-        if self.manifest.kind != "images":
-            raise ShardError(str(self.folder), f"holds {self.manifest.kind!r} shards, not images "
-                                               "(convert with `dataio convert images`)")
-        self.table: SampleTable = self._read_table()
-        if len(self.table) != self.manifest.num_samples:
-            raise ValueError(f"{self.folder}: sample table has {len(self.table)} rows, manifest {self.manifest.num_samples}")
+        self.mixture: ImageMixture | None = None
+        self.location: Location | None = None  # one source's; None for a mixture (see mixture.sources)
+        self.files: ShardFiles | RemoteShardFiles | MixedShardFiles
+        self.table: SampleTable  # a mixture's: the sources' end to end, labels in the combined classes
+        sources = mixture_sources(source, c.weights)
+        if sources is None:
+            one = open_image_source(source, c, c.storage_options)
+            self.location, self.manifest, self.table, self.files = one.location, one.manifest, one.table, one.files
+            self._faults, self.folder = one.faults, one.folder
+            fingerprint = self.manifest.fingerprint()
+        else:
+            self.mixture = self._open_mixture(sources)
+            self.manifest, self.table, self.files = self.mixture.manifest, self.mixture.table, self.mixture.files
+            self._faults, self.folder = self.mixture.faults, self.mixture.describe()
+            fingerprint = self.mixture.fingerprint
         check_sampler_size(options.get("sampler"), len(self.table), str(self.folder))
-        self.files: ShardFiles | RemoteShardFiles = self._open_files()
-        self._faults = table_faults(self.table, [s.bytes for s in self.manifest.shards], len(self.manifest.classes))
+        if c.mix is not None and c.mix.num_classes < len(self.manifest.classes):  # else: a one-hot past its end
+            raise ConfigError(f"{{0}}.num_classes is {c.mix.num_classes}, fewer than the "
+                              f"{len(self.manifest.classes)} classes of {self.folder}"
+                              f"{' (combined)' if self.mixture else ''}", "mix")
         self._checksums = self.table.checksum if self.config.verify_samples else None
         threads = self.config.threads
         # auto: tuned for turbo's decode threads; DALI's own threads take the budget as it is
         tune = self.config.auto_threads and threads > 1 and self.config.resolved_decoder == "turbo"
         tuner = ThreadTuner(threads) if tune else None
         self.stats = LoaderStats(max_errors=self.config.max_errors, stages=StageTimes(profile=self.config.profile),
-                                 fixed_threads=None if tuner else threads, tuner=tuner)
+                                 fixed_threads=None if tuner else threads, tuner=tuner,
+                                 sources=SourceCounts(self.mixture.names, units=("samples",)) if self.mixture else {})
         self._gate = ThreadGate(tuner.threads) if tuner else None  # auto: the tuner's count of the pool at work
         self.world_size, self.rank = resolve_world(self.config.world_size, self.config.rank)
-        partition.check_world(len(self.table), self.world_size, drop_last=self.config.drop_last,
+        partition.check_world(self._epoch_size(0), self.world_size, drop_last=self.config.drop_last,
                               drop_tail=self.config.drops_tail, multiple=self.config.batch_size_at(0))
-        self.position = EpochPosition(seed=self.config.seed, world_size=self.world_size,
-                                      dataset=self.manifest.fingerprint())
+        self.position = EpochPosition(seed=self.config.seed, world_size=self.world_size, dataset=fingerprint)
         self._order: tuple[int, np.ndarray] | None = None
         self._dali = self._dali_decoder() if self.config.resolved_decoder == "dali" else None
         if self._dali is not None:  # one pipeline run at a time, overlapped with the consumer
@@ -223,35 +236,27 @@ class ImageLoader(ResumableLoader):
         self._pin = self.config.pin_memory and torch.cuda.is_available()
         self._buffers = BufferPool(capacity=self.config.prefetch_batches * max(1, threads) + 4)
         log.info("ImageLoader(%s): %d samples, %s transforms, decoder %s, %s decode threads, rank %d of %d, %s "
-                 "output on %s", redact(str(self.folder)), len(self.table), "training" if c.train else "evaluation",
+                 "output on %s%s", redact(str(self.folder)), len(self.table), "training" if c.train else "evaluation",
                  self.decoder, "auto" if tuner else threads, self.rank, self.world_size,
-                 "float32 normalised" if c.normalize else "uint8", c.device)
+                 "float32 normalised" if c.normalize else "uint8", c.device,
+                 f"; {self._epoch_size(0)} samples in epoch 0, {len(self.manifest.classes)} classes combined"
+                 if self.mixture else "")
         info_once("image-loader", f"ImageLoader decodes with {self.decoder}; {describe_pil()}; region decoder "
                                   f"{'built' if REGION_DECODE else 'not built'}")
         self._readahead: Readahead | None = None  # remote: the current pass's fetches
 
-    def _read_table(self) -> SampleTable:
-        """The sample table: memory-mapped locally, read whole (it is small) from remote storage."""
-        name = self.manifest.sample_table
-        if not self.location.remote:
-            return read_sample_table(self.location.path(name))
+    def _open_mixture(self, sources: dict[str, str | Path]) -> ImageMixture:
+        """Each source opened, then laid end to end; the files of those opened are closed if one fails."""
+        opened: dict[str, ImageSource] = {}
         try:
-            data = self.location.read_bytes(name, retry_policy(self.config.retries, self.config.retry_backoff))
-        except remote_errors() as e:
-            raise ShardError(self.location.display(name), f"cannot read the sample table ({describe(e)})") from None
-        return read_sample_table(self.location.display(name), data)
-
-    def _open_files(self) -> ShardFiles | RemoteShardFiles:
-        """Descriptors of the local shards, or range readers of the remote ones (with the optional cache)."""
-        c = self.config
-        if not self.location.remote:
-            return ShardFiles(self.location.root, self.manifest, c.verify_checksums)
-        cache = None
-        if c.cache_dir is not None:  # one subfolder per data set (URL and manifest)
-            key = f"{self.location.cache_key()}-{self.manifest.fingerprint()}"
-            cache = RangeCache(Path(c.cache_dir) / key, c.cache_limit)
-        return RemoteShardFiles(self.location, self.manifest, retry=retry_policy(c.retries, c.retry_backoff),
-                                cache=cache)
+            for name, where in sources.items():
+                options = source_storage_options(self.config.storage_options, sources, name)
+                opened[name] = open_image_source(where, self.config, options)
+            return ImageMixture(opened, self.config)
+        except BaseException:
+            for one in opened.values():
+                one.files.close()
+            raise
 
     def _dali_decoder(self) -> DaliDecoder:
         c = self.config
@@ -302,7 +307,14 @@ class ImageLoader(ResumableLoader):
 
     @property
     def classes(self) -> tuple[str, ...]:
+        """The class names; a mixture's combined list (``dataio.images.class_map``)."""
         return self.manifest.classes
+
+    @property
+    def class_map(self) -> dict[str, tuple[int, ...]] | None:
+        """A mixture's ``{source: combined index of each of its labels}``; None for one source, or for sources
+        without class names (their labels are kept)."""
+        return self.mixture.class_map.per_source if self.mixture else None
 
     @property
     def prefetch_factor(self) -> int:
@@ -369,16 +381,34 @@ class ImageLoader(ResumableLoader):
         epoch = self.epoch if epoch is None else epoch
         if self._order is None or self._order[0] != epoch:
             c = self.config
-            self._order = (epoch, partition.epoch_order(self.table.shard, seed=c.seed, epoch=epoch,
-                                                        shuffle=c.shuffles, window=c.shuffle_window))
+            if self.mixture is not None:  # the blend of the sources' passes (ids into the combined table)
+                self._order = (epoch, self.mixture.plan.order(epoch))
+            else:
+                self._order = (epoch, partition.epoch_order(self.table.shard, seed=c.seed, epoch=epoch,
+                                                            shuffle=c.shuffles, window=c.shuffle_window))
         return self._order[1]
+
+    def _epoch_size(self, epoch: int | None = None) -> int:
+        """Samples in the epoch's order: the table's, or a mixture's epoch rule's."""
+        if self.mixture is None:
+            return len(self.table)
+        return self.mixture.epoch_size(self.epoch if epoch is None else epoch)
+
+    def mixture_passes(self) -> dict[str, int]:
+        """A mixture's passes each source has finished, by the position of this pass (all ranks together)."""
+        if self.mixture is None:
+            return {}
+        consumed = min(self.position.consumed_now(), self._epoch_size())
+        return {name: entry["passes"] for name, entry in self.mixture.plan.counts(self.epoch, consumed).items()}
 
     def _share(self) -> tuple[np.ndarray, np.ndarray]:
         """This rank's positions of the order in the pass from ``position.consumed`` (its sampler's), and
-        repeat flags."""
-        return partition.rank_share(len(self.table), world_size=self.world_size, rank=self.rank,
+        repeat flags; a mixture's a batch at a time (``partition.rank_share``'s ``block``), so that each batch
+        is a contiguous span of the blend."""
+        return partition.rank_share(self._epoch_size(), world_size=self.world_size, rank=self.rank,
                                     consumed=self.position.consumed, drop_last=False,
-                                    drop_tail=self.config.drops_tail)
+                                    drop_tail=self.config.drops_tail,
+                                    block=self.batch_size if self.mixture is not None else 1)
 
     def _make_batch(self, samples: np.ndarray, repeated: np.ndarray, bounds: list[tuple[int, int]],
                     consumed: int, readahead: Readahead | None = None) -> Callable:
@@ -454,7 +484,7 @@ class ImageLoader(ResumableLoader):
         fault = self._faults.get(sample)
         if fault is not None:
             raise ValueError(f"sample table: {fault}")
-        if fetched is None and isinstance(self.files, RemoteShardFiles):
+        if fetched is None and self.files.remote:
             fetched = self._fetch(np.array([sample]))[0]
         if isinstance(fetched, OSError):
             raise fetched
@@ -551,7 +581,7 @@ class ImageLoader(ResumableLoader):
         samples = self.order()[positions]
         bounds = self._bounds(len(samples))
         readahead = None
-        if isinstance(self.files, RemoteShardFiles):
+        if self.files.remote:
             readahead = Readahead(lambda i: self._fetch(samples[bounds[i][0]:bounds[i][1]]), len(bounds),
                                   depth=self.config.readahead_batches, threads=self.config.readahead_threads)
             self._readahead = readahead
@@ -564,7 +594,7 @@ class ImageLoader(ResumableLoader):
         try:
             yield from self._checked(producer)
         except BatchTimeout as e:  # name the data set, and the read it waits on
-            waiting = self.files.waiting() if isinstance(self.files, RemoteShardFiles) else ""
+            waiting = self.files.waiting() if self.files.remote else ""
             raise BatchTimeout(f"{self.folder}: {e}" + (f"; {waiting}" if waiting else "")) from None
         finally:
             if readahead is not None:  # reads in flight are let go, not waited for
@@ -597,7 +627,7 @@ class ImageLoader(ResumableLoader):
 
     def _batches(self) -> Iterator[ImageBatch]:
         self._follow_sampler_epoch()
-        consumed = self.position.begin(len(self.table))
+        consumed = self.position.begin(self._epoch_size())
         times = self.stats.stages
         times.begin(self.epoch)
         start = time.perf_counter()
@@ -605,6 +635,9 @@ class ImageLoader(ResumableLoader):
         try:
             for images, labels, host in self._transfer(self._host_batches(consumed)):
                 self.position.advance(host.planned)  # before the yield: state_dict() then covers this batch
+                if self.mixture is not None:  # one bincount a batch
+                    self.stats.sources.add(np.bincount(self.mixture.source_of(host.samples),
+                                                       minlength=len(self.mixture.names)))
                 if len(labels):
                     wait, _ = None, wait.__exit__()
                     yield ImageBatch(images, labels, host.samples, host.repeated)

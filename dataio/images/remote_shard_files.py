@@ -31,6 +31,8 @@ Request = tuple[int, int, int]  # (shard number, offset, size)
 class RemoteShardFiles:
     """Range reads from every shard of a remote manifest; ``names`` are the shards' redacted URLs."""
 
+    remote = True  # the loader fetches a batch's ranges ahead with read_many
+
     def __init__(self, location: Location, manifest: Manifest, *, retry: RetryPolicy,
                  cache: RangeCache | None = None) -> None:
         self.location, self.retry, self.cache = location, retry, cache

@@ -143,9 +143,9 @@ class ShardDataset(torch.utils.data.Dataset):
         reader = self._reader(verify_checksums=self.config.verify_checksums)  # a bad source is named here
         self._num_samples, self._fingerprint = len(reader.table), reader.manifest.fingerprint()
 
-    def _setup(self, source: str | Path, transform: Callable | None, target_transform: Callable | None,
-               config: ShardDatasetConfig) -> None:
-        self.source = source if isinstance(source, str) else Path(source)
+    def _setup(self, source: str | Path | dict[str, str | Path], transform: Callable | None,
+               target_transform: Callable | None, config: ShardDatasetConfig) -> None:
+        self.source = source if isinstance(source, (str, dict)) else Path(source)
         self.transform, self.target_transform, self.config = transform, target_transform, config
         self.errors = ErrorStats(max_errors=config.max_errors)  # skip/warn: this process's bad samples
         self._opened: tuple[int, ImageLoader, bool] | None = None  # (pid, reader, whether this data set owns it)
@@ -163,7 +163,7 @@ class ShardDataset(torch.utils.data.Dataset):
             storage_options=c.storage_options, cache_dir=c.cache_dir, cache_limit=c.cache_limit, retries=c.retries,
             retry_backoff=c.retry_backoff)
         dataset = cls.__new__(cls)
-        dataset._setup(loader.location.url if loader.location.remote else loader.location.root, None, None, config)
+        dataset._setup(_source_of(loader), None, None, config)
         dataset._opened = (os.getpid(), loader, False)
         dataset._num_samples, dataset._fingerprint = len(loader.table), loader.manifest.fingerprint()
         return dataset
@@ -178,7 +178,10 @@ class ShardDataset(torch.utils.data.Dataset):
             opened = self._opened
             if opened is not None and opened[0] == os.getpid() and not opened[1].closed:
                 return opened[1]
-            reader = ImageLoader(self.source, config=self.config.reader_config(verify_checksums))
+            config = self.config.reader_config(verify_checksums)
+            if isinstance(self.source, dict):  # a mixture's sources end to end, read by index: any weights do
+                config = dataclasses.replace(config, weights=dict.fromkeys(self.source, 1.0))
+            reader = ImageLoader(self.source, config=config)
             if self._fingerprint and reader.manifest.fingerprint() != self._fingerprint:
                 reader.close()
                 raise ShardError(str(reader.folder), "changed since the ShardDataset was built (its manifest differs):"
@@ -263,7 +266,7 @@ class ShardDataset(torch.utils.data.Dataset):
         such a data set; without, ``dataio.DataLoader`` runs the threaded ``ImageLoader`` over its source."""
         return self.transform is not None or self.target_transform is not None or self.config.to_pil
 
-    def loader_source(self) -> str | Path:
+    def loader_source(self) -> str | Path | dict[str, str | Path]:
         """What ``ImageLoader`` reads for this data set."""
         return self.source
 
@@ -275,5 +278,23 @@ class ShardDataset(torch.utils.data.Dataset):
                 if getattr(self.config, name) != getattr(defaults, name)}
 
     def __repr__(self) -> str:
-        where = redact(self.source) if isinstance(self.source, str) and is_remote(self.source) else str(self.source)
+        if isinstance(self.source, dict):
+            where = "{" + ", ".join(f"{name!r}: {_shown(s)!r}" for name, s in self.source.items()) + "}"
+            return f"ShardDataset({where}, {len(self)} samples, {self.config})"
+        where = _shown(self.source)
         return f"ShardDataset({where!r}, {len(self)} samples, {self.config})"
+
+
+def _source_of(loader: ImageLoader) -> str | Path | dict[str, str | Path]:
+    """What ``loader`` reads: its folder or URL, or a mixture's ``{name: folder or URL}``."""
+    if loader.mixture is not None:
+        return {name: source.location.url if source.location.remote else source.location.root
+                for name, source in loader.mixture.sources.items()}
+    location = loader.location
+    assert location is not None  # one source
+    return location.url if location.remote else location.root
+
+
+def _shown(source: str | Path) -> str:
+    """A source as messages show it (a URL without credentials)."""
+    return redact(source) if isinstance(source, str) and is_remote(source) else str(source)

@@ -23,6 +23,8 @@ from dataio.formats.dataset.manifest import Manifest, check_shard_file
 class ShardFiles:
     """Open descriptors of every shard of a manifest; close with ``close()``."""
 
+    remote = False  # reads are local preads (RemoteShardFiles: range requests)
+
     def __init__(self, folder: Path, manifest: Manifest, verify_checksums: bool = False) -> None:
         self.names = [entry.file for entry in manifest.shards]
         self._fds: list[int] = []

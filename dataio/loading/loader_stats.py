@@ -26,7 +26,7 @@ class LoaderStats(ErrorStats):
     stages: StageTimes = field(default_factory=StageTimes)
     fixed_threads: int | None = None  # a fixed num_workers; None with a tuner
     tuner: ThreadTuner | None = None
-    sources: "SourceCounts | dict" = field(default_factory=dict)  # a mixture: per source samples and tokens
+    sources: "SourceCounts | dict" = field(default_factory=dict)  # a mixture: per source samples (and tokens)
 
     @property
     def threads(self) -> dict[str, Any]:
@@ -47,19 +47,21 @@ class LoaderStats(ErrorStats):
 
 
 class SourceCounts(Mapping):
-    """A mixture's samples and tokens read per source: ``{"web": {"samples": n, "tokens": t}, ...}``.
+    """A mixture's units read per source: ``{"web": {"samples": n, "tokens": t}, ...}`` (text), or
+    ``{"imagenet": {"samples": n}, ...}`` (images: ``units=("samples",)``).
 
-    Counted into one int64 array per batch (two additions), read as a mapping: a dict updated per batch
+    Counted into one int64 array per batch (one addition per unit), read as a mapping: a dict updated per batch
     cost 25-70 us a batch in Python, a tenth of a budget batch's whole time on this VM.
     """
 
-    def __init__(self, names: tuple[str, ...]) -> None:
-        self.names = names
-        self.counts = np.zeros((len(names), 2), dtype=np.int64)
+    def __init__(self, names: tuple[str, ...], units: tuple[str, ...] = ("samples", "tokens")) -> None:
+        self.names, self.units = names, units
+        self.counts = np.zeros((len(names), len(units)), dtype=np.int64)
 
-    def add(self, samples: np.ndarray, tokens: np.ndarray) -> None:
-        self.counts[:, 0] += samples.astype(np.int64)  # bincount with weights counts in float64
-        self.counts[:, 1] += tokens.astype(np.int64)
+    def add(self, *counts: np.ndarray) -> None:
+        """One array per unit, one entry per source."""
+        for column, values in enumerate(counts):
+            self.counts[:, column] += values.astype(np.int64)  # bincount with weights counts in float64
 
     def add_one(self, source: int, samples: int, tokens: int) -> None:
         """A batch of one source (bucket and budget mixtures): two scalar additions."""
@@ -68,7 +70,7 @@ class SourceCounts(Mapping):
 
     def __getitem__(self, name: str) -> dict[str, int]:
         row = self.counts[self.names.index(name)]
-        return {"samples": int(row[0]), "tokens": int(row[1])}
+        return {unit: int(value) for unit, value in zip(self.units, row)}
 
     def __iter__(self) -> Iterator[str]:
         return iter(name for name, row in zip(self.names, self.counts) if row.any())

@@ -141,9 +141,14 @@ class MixturePlan:
         sources, passes, within = self.units(epoch)
         items = np.empty(len(sources), dtype=np.int64)
         for i in range(len(self.names)):
-            for p in np.unique(passes[sources == i]):
-                where = (sources == i) & (passes == p)
-                items[where] = self.pass_order(i, int(p))[within[where]]
+            where = np.flatnonzero(sources == i)
+            numbers = passes[where]  # non-decreasing: a source's draws run through its passes in turn
+            # one slice per pass, not a mask over the epoch per pass (a 100-sample source at weight 0.1 runs
+            # 1,280 passes in an ImageNet epoch: 4.2 s an epoch with masks)
+            cuts = np.concatenate([[0], np.flatnonzero(np.diff(numbers)) + 1, [len(where)]])
+            for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+                at = where[lo:hi]
+                items[at] = self.pass_order(i, int(numbers[lo]))[within[at]]
         return sources, items
 
     def units(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

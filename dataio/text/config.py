@@ -12,8 +12,7 @@ from dataio.loading.device_check import checked_device
 from dataio.loading.error_policy import ErrorPolicy
 from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, DEFAULT_TIMEOUT, check_remote_options
 from dataio.sampling import partition
-from dataio.sampling.mixture import EpochRule
-from dataio.sampling.weight_schedule import WeightSchedule
+from dataio.sampling.mixture_options import checked_weights
 from dataio.sampling.world import check_rank_args
 
 
@@ -70,18 +69,7 @@ class TextLoaderConfig:
         if self.max_errors is not None and self.max_errors < 0:
             raise ValueError(f"max_errors must be >= 0, got {self.max_errors}")
         check_rank_args(self.world_size, self.rank)
-        if self.weights is not None and not isinstance(self.weights, WeightSchedule):
-            try:
-                object.__setattr__(self, "weights", WeightSchedule.of(self.weights))
-            except (TypeError, AttributeError) as e:
-                raise ValueError(f"weights must be {{name: weight}}, [(position, {{name: weight}}), ...] or a "
-                                 f"WeightSchedule, got {self.weights!r:.60} ({e})") from None
-        if self.epoch_length is not None and self.epoch_until is not None:
-            raise ValueError("give one of epoch_length and epoch_until")
-        if (self.epoch_length is not None or self.epoch_until is not None) and self.weights is None:
-            raise ValueError("epoch_length and epoch_until apply to mixtures: give weights= and a dict of sources")
-        if self.epoch_length is not None:
-            EpochRule(samples=self.epoch_length)  # validates it
+        object.__setattr__(self, "weights", checked_weights(self.weights, self.epoch_length, self.epoch_until))
         check_remote_options(storage_options=self.storage_options, cache_dir=self.cache_dir,
                              cache_limit=DEFAULT_CACHE_LIMIT, retries=self.retries, retry_backoff=self.retry_backoff,
                              remote_timeout=self.remote_timeout)

@@ -45,6 +45,7 @@ from dataio.loading.stage_times import Lap, StageTimes
 from dataio.sampling import partition
 from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
 from dataio.sampling.epoch_sampler import EpochBatchSampler, EpochSampler
+from dataio.sampling.mixture_options import mixture_sources, source_storage_options
 from dataio.sampling.world import resolve_world
 from dataio.text import batch_plans as plans
 from dataio.text.batch_plans import BatchPlan
@@ -120,13 +121,11 @@ class TextLoader(ResumableLoader):
         self.config = dataclasses.replace(base, **fields)
         self._copy_dirs: list[tempfile.TemporaryDirectory] = []  # remote sources' temporary copies
         self.mixture: TextMixture | None = None
-        if isinstance(source, Mapping):  # a mixture: {name: folder or URL}
-            self.shards, fingerprint = self._open_mixture(source)
+        sources = mixture_sources(source, self.config.weights)
+        if sources is not None:  # a mixture: {name: folder or URL}
+            self.shards, fingerprint = self._open_mixture(sources)
         else:
-            if self.config.weights is not None:
-                raise ConfigError("{0} needs a mixture: pass the sources as a dict {{name: folder or URL}}",
-                                  "weights")
-            self.shards = self._token_shards(source)
+            self.shards = self._token_shards(source, self.config.storage_options)
             fingerprint = self.shards.manifest.fingerprint()
         check_sampler_size(options.get("sampler"), len(self.shards), str(source))
         self.stats = LoaderStats(max_errors=self.config.max_errors, stages=StageTimes(profile=self.config.profile),
@@ -148,13 +147,10 @@ class TextLoader(ResumableLoader):
 
     def _open_mixture(self, sources: Mapping[str, str | Path]) -> tuple[TokenShards, str]:
         """The sources' shards end to end, and the mixture plans; the fingerprint of both."""
-        if self.config.weights is None:
-            raise ConfigError("a dict of sources is a mixture: give {0} (e.g. {{name: share}})", "weights")
-        if not sources:
-            raise ConfigError("{0} is an empty dict of sources", "source")
         parts: dict[str, TokenShards] = {}
         for name, folder in sources.items():
-            parts[str(name)] = self._token_shards(folder)
+            parts[str(name)] = self._token_shards(folder, source_storage_options(self.config.storage_options,
+                                                                                 sources, name))
             if len(parts[str(name)]) == 0:
                 raise ValueError(f"source {name!r} ({folder}) holds no samples")
         self.mixture = TextMixture(tuple(parts), [p.lengths for p in parts.values()],
@@ -163,12 +159,12 @@ class TextLoader(ResumableLoader):
         fingerprint = self.mixture.fingerprint([p.manifest.fingerprint() for p in parts.values()])
         return TokenShards.concat(parts), fingerprint
 
-    def _token_shards(self, source: str | Path) -> TokenShards:
+    def _token_shards(self, source: str | Path, storage_options: dict | None) -> TokenShards:
         """The token shards of ``source``; a URL's are copied locally first (``local_copy``), their sha256 checked
         once then, not again by ``verify_checksums``."""
         c = self.config
         folder, temporary, verified = local_token_folder(
-            source, storage_options=c.storage_options, retry=retry_policy(c.retries, c.retry_backoff),
+            source, storage_options=storage_options, retry=retry_policy(c.retries, c.retry_backoff),
             cache_dir=c.cache_dir, timeout=c.remote_timeout)
         if temporary is not None:
             self._copy_dirs.append(temporary)

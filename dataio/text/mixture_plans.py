@@ -25,6 +25,7 @@ import zlib
 import numpy as np
 
 from dataio.sampling.mixture import EpochRule, MixturePlan
+from dataio.sampling.mixture_options import check_names, epoch_rule
 from dataio.text import batch_plans as plans
 from dataio.text.batch_plans import BatchPlan, PackStream
 from dataio.text.config import TextLoaderConfig
@@ -45,10 +46,7 @@ class TextMixture:
         self.by_batches = config.mode in BATCH_UNITS
         self._pass_plans: dict[tuple[int, int], BatchPlan] = {}
         schedule = config.weights
-        if tuple(schedule.names) != tuple(names):
-            missing = set(names) ^ set(schedule.names)
-            raise ValueError(f"weights name {sorted(schedule.names)}, the sources are {sorted(names)}"
-                             f"{f' (differ: {sorted(missing)})' if missing else ' (give them in the same order)'}")
+        check_names(schedule, names)
         def mixture(rule: EpochRule) -> MixturePlan:
             return MixturePlan(dict(zip(names, shards)), schedule, seed=config.seed, rule=rule, shuffle=config.shuffle,
                                window=config.shuffle_window,
@@ -59,12 +57,10 @@ class TextMixture:
 
     def _rule(self) -> EpochRule:
         c = self.config
-        if c.epoch_until is not None:
-            return EpochRule(until=c.epoch_until)
-        if c.epoch_length is not None:
-            return EpochRule(samples=c.epoch_length)
+        if c.epoch_until is not None or c.epoch_length is not None:
+            return epoch_rule(c.epoch_length, c.epoch_until, 0)
         one_pass = sum(self._batches_in_pass(i, 0) if self.by_batches else len(x) for i, x in enumerate(self.lengths))
-        return EpochRule(samples=one_pass)  # default: as many units as one pass over every source
+        return epoch_rule(None, None, one_pass)  # default: as many units as one pass over every source
 
     def fingerprint(self, sources: list[str]) -> str:
         """Of the sources (their manifests' fingerprints) and the blend: a state from another mixture is refused."""

@@ -131,3 +131,28 @@ def test_two_level_shuffle_mixes_shards_within_batches():
 def test_batch_bounds():
     assert batch_bounds(10, 4) == [(0, 4), (4, 8), (8, 10)]
     assert batch_bounds(10, 4, True) == [(0, 4), (4, 8)]
+
+
+@pytest.mark.parametrize("total, consumed", [(1, 0), (37, 0), (100, 13), (257, 64), (64, 64)])
+@pytest.mark.parametrize("drop_tail", [False, True])
+def test_runs_of_a_batch_keep_counts_prefixes_and_contiguous_batches(total, consumed, drop_tail):
+    """``block``: the same counts as single positions, every batch a contiguous span, prefixes at whole runs."""
+    for world_size, block in itertools.product((1, 2, 3, 8), (1, 4, 7)):
+        shares = [rank_share(total, world_size=world_size, rank=r, consumed=consumed, drop_last=False,
+                             drop_tail=drop_tail, block=block) for r in range(world_size)]
+        plain = rank_share(total, world_size=world_size, rank=0, consumed=consumed, drop_last=False,
+                           drop_tail=drop_tail)
+        assert {len(p) for p, _ in shares} == {len(plain[0])}
+        read = np.concatenate([p[~rep] for p, rep in shares])
+        assert len(set(read.tolist())) == len(read)  # no position twice, repeats aside
+        covered = len(read) if drop_tail else total - consumed
+        assert sorted(read.tolist()) == list(range(consumed, consumed + covered))
+        for positions, repeated in shares:
+            for lo, hi in batch_bounds(len(positions), block):
+                real = positions[lo:hi][~repeated[lo:hi]]
+                assert (np.diff(real) == 1).all()  # a batch is one span of the order
+        for runs in range(len(plain[0]) // block + 1):  # after every rank read `runs` whole runs: a prefix
+            done = min(runs * block, len(plain[0]))
+            union = np.concatenate([p[:done][~rep[:done]] for p, rep in shares])
+            now = consumed_after(total, world_size=world_size, consumed=consumed, per_rank_done=done)
+            assert set(union.tolist()) == set(range(consumed, min(now, consumed + covered)))
