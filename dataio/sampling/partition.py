@@ -20,7 +20,12 @@ with the same arguments and get the same arrays.
    remainder that does not divide among the ranks is padded by repeating the
    order's first positions, or trimmed with ``drop_tail`` (the sampler's
    ``drop_last``). Unshuffled, a rank's positions are the sampler's indices.
-3. ``batch_bounds``: where each of a rank's batches starts and stops; with
+3. ``balanced_rounds``: for a stream whose units each belong to one class (a
+   mixture's batches in bucket and budget mode, each one source's), the order
+   within each round of ``W`` units that gives every rank its share of each class;
+   strided dealing alone aliases with the blend's period (weights 0.5/0.3/0.2 on
+   two ranks: one rank read only the first source).
+4. ``batch_bounds``: where each of a rank's batches starts and stops; with
    ``drop_last`` (DataLoader's) a short last batch is dropped.
 """
 
@@ -111,6 +116,39 @@ def rank_share(total: int, *, world_size: int, rank: int, consumed: int = 0, dro
     # padding repeats the epoch's first positions, so a resumed pass pads as the uninterrupted one
     positions = np.where(repeated, (index - remaining) % max(total, 1), consumed + index)
     return positions, repeated
+
+
+def balanced_rounds(classes: np.ndarray, world_size: int) -> np.ndarray:
+    """A permutation of ``0..len(classes)-1`` within each round of ``world_size`` positions, so that strided
+    dealing (rank ``r`` takes positions ``r, r + W, ...``) gives each rank its share of every class.
+
+    Greedy, round by round: each unit goes to the free rank (slot) holding the fewest units of its class so
+    far, ties to the slot after the last one chosen (no rank is favoured). A rank's count of a class then
+    stays within a unit or two of every other rank's, at every round. A pure function of (classes,
+    world_size): each rank computes the same permutation, and a resume recomputes it from its position.
+    One numpy step per unit (~4 us at any world size): 0.4 s for an epoch of 100,000 batches.
+    """
+    classes = np.asarray(classes, dtype=np.int64)
+    out = np.arange(len(classes), dtype=np.int64)
+    if world_size == 1 or not len(classes):
+        return out
+    counts = np.zeros((int(classes.max()) + 1, world_size), dtype=np.int64)
+    slots = np.arange(world_size, dtype=np.int64)
+    taken = np.zeros(world_size, dtype=bool)
+    turn = 0
+    for start in range(0, len(classes), world_size):
+        width = min(world_size, len(classes) - start)
+        taken[:] = False
+        taken[width:] = True  # a last, shorter round has fewer slots
+        for position in range(start, start + width):
+            row = counts[classes[position]]
+            rank_of_slot = row * world_size + (slots - turn) % world_size  # fewest of the class, then the turn
+            best = int(np.argmin(np.where(taken, np.iinfo(np.int64).max, rank_of_slot)))
+            taken[best] = True
+            row[best] += 1
+            out[start + best] = position
+            turn = best + 1
+    return out
 
 
 def check_world(total: int, world_size: int, *, drop_last: bool, multiple: int = 1, unit: str = "samples",

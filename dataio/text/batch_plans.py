@@ -31,6 +31,7 @@ class BatchPlan:
     samples: np.ndarray
     offsets: np.ndarray
     repeated: np.ndarray
+    source: np.ndarray | None = None  # a mixture's batches in bucket and budget mode: each batch's source
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -50,12 +51,12 @@ def epoch_rng(seed: int, epoch: int) -> np.random.Generator:
     return np.random.default_rng([seed, epoch, 0x7E47])
 
 
-def from_batches(batches: list[np.ndarray]) -> BatchPlan:
+def from_batches(batches: list[np.ndarray], source: np.ndarray | None = None) -> BatchPlan:
     sizes = np.array([len(b) for b in batches], dtype=np.int64)
     offsets = np.zeros(len(batches) + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
     samples = np.concatenate(batches).astype(np.int64) if batches else np.zeros(0, dtype=np.int64)
-    return BatchPlan(samples, offsets, np.zeros(len(batches), dtype=bool))
+    return BatchPlan(samples, offsets, np.zeros(len(batches), dtype=bool), source)
 
 
 def _base_order(num_samples: int, rng: np.random.Generator | None, order: np.ndarray | None) -> np.ndarray:
@@ -118,7 +119,9 @@ def budget_plan(lengths: np.ndarray, max_tokens: int, *, window: int, pad_multip
 def deal(plan: BatchPlan, *, world_size: int, rank: int, drop_last: bool, consumed: int = 0) -> BatchPlan:
     """Rank ``rank``'s batches of ``plan`` after its first ``consumed`` batches (``partition.rank_share``).
 
-    The remaining batch ``i`` goes to rank ``i % world_size``. All ranks get
+    The remaining batch ``i`` goes to rank ``i % world_size``; a plan whose batches each hold one source (a
+    mixture's, ``plan.source``) is first reordered within each round of ``world_size`` batches
+    (``partition.balanced_rounds``) so every rank reads each source's share. All ranks get
     the same count: the floor with ``drop_last``, otherwise the ceiling, the
     missing ones repeating the epoch's first batches (flagged in ``repeated``).
     A plan that leaves the ranks nothing is an error.
@@ -126,6 +129,9 @@ def deal(plan: BatchPlan, *, world_size: int, rank: int, drop_last: bool, consum
     partition.check_world(len(plan), world_size, drop_last=drop_last, unit="batches")
     indices, repeated = partition.rank_share(len(plan), world_size=world_size, rank=rank, consumed=consumed,
                                              drop_last=drop_last)
+    if plan.source is not None and world_size > 1:
+        rounds = consumed + partition.balanced_rounds(plan.source[consumed:], world_size)
+        indices = np.where(repeated, indices, rounds[np.clip(indices - consumed, 0, max(len(rounds) - 1, 0))])
     batches = [plan.batch(int(i)) for i in indices]
     dealt = from_batches(batches)
     return BatchPlan(dealt.samples, dealt.offsets, repeated | plan.repeated[indices])

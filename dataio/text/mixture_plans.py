@@ -101,7 +101,7 @@ class TextMixture:
             sources, passes, within = self.plan.units(epoch)
             batches = [self.offsets[s] + self._pass_plan(s, p).batch(w)
                        for s, p, w in zip(sources.tolist(), passes.tolist(), within.tolist())]
-            return None, plans.from_batches(batches)
+            return None, plans.from_batches(batches, source=sources.astype(np.int64))
         order = self.plan.order(epoch)
         if c.mode == "pack":
             return plans.pack_plan(self.all_lengths, block_size=c.block_size, batch_size=c.batch_size, rng=None,

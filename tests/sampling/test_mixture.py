@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from dataio.sampling import partition
+from dataio.sampling.blend import blend
 from dataio.sampling.mixture import EpochRule, MixturePlan
 from dataio.sampling.weight_schedule import Targets, WeightSchedule
 
@@ -141,3 +142,20 @@ def test_units_of_passes_of_varying_length_are_drawn_in_order_once():
     for s, seq in sequences.items():
         expected = [(p, w) for p in range(100) for w in range(lengths[(s, p)])][:len(seq)]
         assert seq == expected  # every unit of every pass, in order, once
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4, 5, 8, 13, 64])
+def test_balanced_rounds_give_every_rank_its_share_of_each_source(world):
+    """Mixture batches of one source each, dealt strided after ``balanced_rounds``: a permutation inside each
+    round of ``world`` units, and every rank's count of each source within two of its share at every step."""
+    from dataio.sampling.partition import balanced_rounds
+    for weights in ({"a": 0.5, "b": 0.3, "c": 0.2}, {"a": 0.97, "b": 0.02, "c": 0.01}, {"a": 0.5, "b": 0.5}):
+        sources, _ = blend(WeightSchedule.of(weights), 0, 64 * world + world // 2)  # a last, shorter round
+        perm = balanced_rounds(sources, world)
+        for start in range(0, len(sources), world):
+            assert sorted(perm[start:start + world].tolist()) == list(range(start, min(start + world, len(sources))))
+        share = np.array(list(weights.values()))
+        for rank in range(world):
+            mine = sources[perm[rank::world]]
+            drift = np.eye(len(share))[mine].cumsum(0) - np.arange(1, len(mine) + 1)[:, None] * share
+            assert np.abs(drift).max() <= 2.0, (weights, world, rank)
