@@ -159,8 +159,25 @@ class TextLoader(ResumableLoader):
         self.mixture = TextMixture(tuple(parts), [p.lengths for p in parts.values()],
                                    [p.shard_of for p in parts.values()], self.config)
         self._sources = SourceCounts(self.mixture.names)
-        fingerprint = self.mixture.fingerprint([p.manifest.fingerprint() for p in parts.values()])
-        return TokenShards.concat(parts), fingerprint
+        self._source_fingerprints = [p.manifest.fingerprint() for p in parts.values()]
+        return TokenShards.concat(parts), self.mixture.fingerprint(self._source_fingerprints)
+
+    def set_weights(self, weights: Any) -> None:
+        """Blend a mixture by ``weights`` (as the constructor's) instead: on a fresh loader only, before its
+        first pass or ``load_state_dict``. ``dataio train`` places a schedule given in fractions of the run once
+        the loader knows an epoch's length in units; the sources stay open and each source's batches are kept."""
+        if self.mixture is None:
+            raise ConfigError("{0} needs a mixture: pass the sources as a dict {{name: folder or URL}}", "weights")
+        p = self.position
+        if self._live or p.loaded or p.epoch or p.consumed or p.yielded:
+            raise ValueError("set_weights: the loader has begun (a pass, a set_epoch or a loaded state); set the "
+                             "weights on a fresh loader")
+        self.config = dataclasses.replace(self.config, weights=weights)
+        self.mixture.reschedule(self.config)
+        p.dataset = self.mixture.fingerprint(self._source_fingerprints)
+        self._plan_cache = self._dealt_cache = None
+        partition.check_world(len(self.global_plan(0)[1]), self.world_size, drop_last=self.config.drop_last,
+                              unit="batches")
 
     def _token_shards(self, source: str | Path) -> TokenShards:
         """The token shards of ``source``; a URL's are copied locally first (``local_copy``), their sha256 checked
@@ -304,18 +321,36 @@ class TextLoader(ResumableLoader):
             if len(samples):
                 source = int(np.searchsorted(mixture.offsets, samples[0], side="right")) - 1
                 begun[source], tokens[source] = len(samples), int(batch["lengths"].sum())
-        elif stream is None:  # whole samples: counted with two bincounts, not per sample
-            samples = batch["sample_ids"]
-            source = mixture.source_of(samples)
-            begun = np.bincount(source, minlength=k)
-            tokens = np.bincount(source, weights=self.shards.lengths[samples], minlength=k)
-        else:  # packed rows: each document piece, the document counted where it starts
-            pieces = np.array([(sample, hi - lo, lo == 0) for start in rows.tolist()
-                               for sample, lo, hi in stream.segments(start)], dtype=np.int64).reshape(-1, 3)
-            source = mixture.source_of(pieces[:, 0])
-            begun = np.bincount(source, weights=pieces[:, 2], minlength=k)
-            tokens = np.bincount(source, weights=pieces[:, 1], minlength=k)
+        else:
+            begun, tokens = self._source_arrays(batch["sample_ids"] if stream is None else rows, stream)
         self.stats.sources.add(begun, tokens)
+
+    def _source_arrays(self, rows: np.ndarray, stream: plans.PackStream | None) -> tuple[np.ndarray, np.ndarray]:
+        """(samples, tokens) of each source in ``rows``: sample ids, or packed rows' stream starts."""
+        mixture, k = self.mixture, len(self.mixture.names)
+        if stream is None:  # whole samples: counted with two bincounts, not per sample
+            source = mixture.source_of(rows)
+            return np.bincount(source, minlength=k), np.bincount(source, weights=self.shards.lengths[rows],
+                                                                 minlength=k)
+        # packed rows: each document piece, the document counted where it starts
+        pieces = np.array([(sample, hi - lo, lo == 0) for start in rows.tolist()
+                           for sample, lo, hi in stream.segments(start)], dtype=np.int64).reshape(-1, 3)
+        source = mixture.source_of(pieces[:, 0])
+        return (np.bincount(source, weights=pieces[:, 2], minlength=k),
+                np.bincount(source, weights=pieces[:, 1], minlength=k))
+
+    def source_counts(self, start: int, stop: int, epoch: int | None = None) -> np.ndarray:
+        """A mixture's samples and tokens of each source (int64 ``(sources, 2)``) in batches ``start .. stop - 1``
+        of the epoch's plan over all ranks, the positions ``state_dict`` counts (clipped to the plan; a rank's
+        padding repeats not counted). Samples are documents begun when packing. A pure function of the plan:
+        the same whatever was read ahead, on any rank, after any resume."""
+        if self.mixture is None:
+            raise ValueError("source_counts: the loader is not a mixture")
+        stream, full = self.global_plan(epoch)
+        start, stop = min(max(start, 0), len(full)), min(max(stop, 0), len(full))
+        rows = full.samples[full.offsets[start]:full.offsets[max(start, stop)]]
+        samples, tokens = self._source_arrays(rows, stream)
+        return np.stack([samples, tokens], axis=1).astype(np.int64)
 
     def mixture_passes(self) -> dict[str, int]:
         """A mixture's passes each source has finished, by the position of this pass (all ranks together)."""
