@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from dataio.formats.errors import ConfigError, SampleError
-from dataio.formats.remote.storage import redact
+from dataio.formats.remote.storage import is_remote, redact
 from dataio.loading.dataloader_args import (Capabilities, check_sampler_size, constructor_defaults, dataloader_fields,
                                             given_options, keyword_checked)
 from dataio.loading.error_policy import ErrorPolicy
@@ -152,8 +152,9 @@ class TextLoader(ResumableLoader):
         if not sources:
             raise ConfigError("{0} is an empty dict of sources", "source")
         parts: dict[str, TokenShards] = {}
+        remote = any(is_remote(folder) for folder in sources.values())  # then storage_options are theirs alone
         for name, folder in sources.items():
-            parts[str(name)] = self._token_shards(folder)
+            parts[str(name)] = self._token_shards(folder, local_options=not remote)
             if len(parts[str(name)]) == 0:
                 raise ValueError(f"source {name!r} ({folder}) holds no samples")
         self.mixture = TextMixture(tuple(parts), [p.lengths for p in parts.values()],
@@ -179,12 +180,14 @@ class TextLoader(ResumableLoader):
         partition.check_world(len(self.global_plan(0)[1]), self.world_size, drop_last=self.config.drop_last,
                               unit="batches")
 
-    def _token_shards(self, source: str | Path) -> TokenShards:
+    def _token_shards(self, source: str | Path, local_options: bool = True) -> TokenShards:
         """The token shards of ``source``; a URL's are copied locally first (``local_copy``), their sha256 checked
-        once then, not again by ``verify_checksums``."""
+        once then, not again by ``verify_checksums``. A mixture's local sources take no ``storage_options`` when
+        another is remote (``local_options=False``); otherwise a local one refuses them, as for one folder."""
         c = self.config
+        options = c.storage_options if local_options or is_remote(source) else None
         folder, temporary, verified = local_token_folder(
-            source, storage_options=c.storage_options, retry=retry_policy(c.retries, c.retry_backoff),
+            source, storage_options=options, retry=retry_policy(c.retries, c.retry_backoff),
             cache_dir=c.cache_dir, timeout=c.remote_timeout)
         if temporary is not None:
             self._copy_dirs.append(temporary)

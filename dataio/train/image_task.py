@@ -16,6 +16,7 @@ from dataio.train.config import TrainConfig
 from dataio.train.mixture_counts import ReadTally
 from dataio.train.mixture_schedule import RunUnits
 from dataio.formats.dataset.manifest import open_dataset
+from dataio.formats.remote.storage import is_remote
 
 # ImageLoader takes a dict of sources with weights=, epoch_length=, epoch_until= (and a combined ``classes``) once
 # the image mixtures land; until then an image mixture is refused in one line. Set True to enable.
@@ -46,8 +47,10 @@ class ImageTask:
         if c.mixture and not IMAGE_MIXTURES:
             raise ValueError("train: image mixtures are not yet supported (ImageLoader does not take a dict of "
                              "sources yet); train on one folder")
-        manifests = [open_dataset(folder, c.storage_options)[1]
-                     for folder in (c.train.values() if isinstance(c.train, dict) else [c.train])]
+        folders = list(c.train.values()) if isinstance(c.train, dict) else [c.train]
+        remote = len(folders) > 1 and any(is_remote(folder) for folder in folders)  # storage_options: theirs alone
+        manifests = [open_dataset(folder, c.storage_options if not remote or is_remote(folder) else None)[1]
+                     for folder in folders]
         self.num_classes = len(manifests[0].classes)
         if c.mixture:  # every source's classes, each once
             self.num_classes = len(dict.fromkeys(name for manifest in manifests for name in manifest.classes))
