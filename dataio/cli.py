@@ -22,6 +22,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from dataio.formats.errors import ConfigError, DataioError, UsageError
 from dataio.formats.limits import MAX_PIXELS
@@ -601,7 +602,7 @@ def _mixture_source(value: str) -> tuple[str, float, str | Path] | None:
     return name, weight, folder
 
 
-def _train_data(args: argparse.Namespace) -> dict[str, object]:
+def _train_data(args: argparse.Namespace) -> dict[str, Any]:
     """``train`` (a folder, or a dict of sources), ``weights`` and the epoch rule, from --train, --mixture and
     --epoch-length / --epoch-until (which replace a mixture file's epoch rule)."""
     from dataio.train.mixture_file import read_mixture_file
@@ -614,16 +615,17 @@ def _train_data(args: argparse.Namespace) -> dict[str, object]:
     elif not values:
         raise UsageError("give --train PATH, --train NAME=W:PATH for each source of a mixture, or --mixture FILE")
     else:
-        specs = [_mixture_source(value) for value in values]
-        if all(spec is None for spec in specs):
+        found = [_mixture_source(value) for value in values]
+        specs = [spec for spec in found if spec is not None]
+        if not specs:
             if len(values) > 1:
                 raise UsageError(f"--train is given {len(values)} times: a mixture's sources are NAME=W:PATH")
             if args.epoch_length is not None or args.epoch_until is not None:
                 raise UsageError("--epoch-length and --epoch-until are for a mixture (--train NAME=W:PATH or "
                                  "--mixture FILE)")
             return {"train": _source(values[0])}
-        if any(spec is None for spec in specs):
-            plain = next(v for v, spec in zip(values, specs) if spec is None)
+        if len(specs) < len(found):
+            plain = next(v for v, spec in zip(values, found) if spec is None)
             raise UsageError(f"--train {plain}: a mixture's sources are each NAME=W:PATH")
         names = [name for name, _, _ in specs]
         twice = sorted({n for n in names if names.count(n) > 1})

@@ -130,6 +130,7 @@ class TrainConfig:
             raise ValueError("dynamic_batch needs progressive")
 
     def _check_mixture(self) -> None:
+        assert isinstance(self.train, Mapping)
         sources = {str(name): _folder(folder) for name, folder in self.train.items()}
         if not sources:
             raise ValueError("train: a mixture needs at least one source")

@@ -274,7 +274,7 @@ class Trainer:
             self.step += 1
             clock.step_done(epoch=epoch, wait=wait, samples=samples, loss=loss,
                             lr=self.optimizer.param_groups[0]["lr"])
-            record = clock.steps[-1]
+            record: dict[str, Any] = clock.steps[-1]
             if self.tally is not None:
                 record["sources"] = self.tally.as_dict(self.tally.step())
             if self.logs is not None:
@@ -314,7 +314,8 @@ class Trainer:
         parts = []
         for name, n in sources.items():
             tokens = f" {n['tokens']:,} tokens" if self.task.unit == "tokens" else ""
-            parts.append(f"{name} {n['samples']:,} samples{tokens} {n['passes']} pass{'' if n['passes'] == 1 else 'es'}")
+            passes = f"{n['passes']} pass{'' if n['passes'] == 1 else 'es'}"
+            parts.append(f"{name} {n['samples']:,} samples{tokens} {passes}")
         return " sources: " + ", ".join(parts)
 
     def _loader_times(self) -> dict[str, Any]:
