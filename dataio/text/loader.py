@@ -418,19 +418,22 @@ class TextLoader(ResumableLoader):
             raise ConfigError(f"{{0}} must return the batch dict, got {type(out).__name__}", "batch_transform")
         return out
 
-    def _numpy_batches(self) -> Iterator[dict[str, np.ndarray]]:
+    def _numpy_batches(self) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+        """The pass's batches, each with the positions of the plan it covers: 1, plus the batches before it that
+        the error policy emptied (counted, then skipped)."""
         self._follow_sampler_epoch()
         self.position.begin(len(self.global_plan()[1]))
+        covered = 0
         for index in range(len(self.plan())):
             batch = self.numpy_batch(index)
             mask = batch["attention_mask"]
             real = int(batch["lengths"].sum()) if "lengths" in batch else int(mask.sum())  # padded: from lengths
             self.real_tokens += real
             self.padding_tokens += mask.size - real
-            self.position.advance(1)  # before the yield: state_dict() then covers this batch
-            if len(batch["input_ids"]):  # every row dropped by the error policy: counted, then skipped
-                yield batch
-        self.position.end()
+            covered += 1
+            if len(batch["input_ids"]):
+                yield batch, covered
+                covered = 0
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         """One pass; ``stats.stages`` records ``wait`` (the consumer's time in ``next()``) and ``pass``.
@@ -445,7 +448,10 @@ class TextLoader(ResumableLoader):
         start = time.perf_counter()
         wait: Any = times.range("wait").__enter__()
         try:
-            for moved, _ in self._copy(self._numpy_batches(), self._move):
+            for moved, (_, covered) in self._copy(self._numpy_batches(), lambda item: self._move(item[0])):
+                # counted as it is handed out, after the copy stage, which builds the next batch first on CUDA:
+                # counted when built, a state_dict() taken while the consumer held batch k skipped batch k + 1
+                self.position.advance(covered)
                 wait, _ = None, wait.__exit__()
                 yield moved
                 wait = times.range("wait").__enter__()
@@ -453,6 +459,7 @@ class TextLoader(ResumableLoader):
             if wait is not None:  # a profiler range is never left open, even when the pass raises
                 wait.__exit__()
         times.add("pass", time.perf_counter() - start)
+        self.position.end()
 
     def close(self) -> None:
         """Release the memory-mapped shards (as ``ImageLoader.close`` closes its files); iterating again raises."""
