@@ -234,3 +234,22 @@ def test_a_resumed_run_continues_the_anneal_exactly(corpora, tmp_path):
     moved = dataio(*args, "--epochs", "3", "--out", str(tmp_path / "cut"), "--resume")
     assert moved.returncode == 1 and moved.stderr.count("\n") == 1
     assert "does not fit this run: its mixture differs: the weights: breakpoints at batches" in moved.stderr
+
+
+def test_per_source_counts_are_all_ranks_together_under_torchrun(corpora, tmp_path):
+    args = [a for name, w in WEIGHTS.items() for a in ("--train", f"{name}={w}:{corpora[name]}")]
+    args += ["--model", "tiny_gpt", "--max-tokens", "1024", "--epochs", "1", "--progress-every", "0"]
+    one = dataio("train", *args, "--out", str(tmp_path / "one"))
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
+                          "dataio", "train", *args, "--out", str(tmp_path / "two")], capture_output=True, text=True,
+                         timeout=300, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert one.returncode == 0 and two.returncode == 0, two.stderr[-3000:]
+
+    def sources(out: str) -> str:
+        return next(line for line in out.splitlines() if line.startswith("epoch 1/1")).split(" sources: ")[1]
+
+    assert sources(one.stdout) == sources(two.stdout)  # the epoch's plan, world-size independent
+    (steps_one, _), (steps_two, _) = _rows(tmp_path / "one"), _rows(tmp_path / "two")
+    assert len(steps_two) == (len(steps_one) + 1) // 2  # a step takes a batch on each rank
+    for name in WEIGHTS:
+        assert sum(int(r[f"samples/{name}"]) for r in steps_one) == sum(int(r[f"samples/{name}"]) for r in steps_two)
