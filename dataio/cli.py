@@ -324,7 +324,7 @@ def _parser() -> argparse.ArgumentParser:
     bench_sampler.add_argument("--num-shards", type=_positive, default=1024, help="shards of the simulated data set")
 
     fit = commands.add_parser("train", help="train a model on shards (torchrun for DDP)")
-    fit.add_argument("--train", action="append", metavar="PATH | NAME=W:PATH",
+    fit.add_argument("--train", action="append", metavar="[NAME=W:]PATH",
                      help="train shards (images or text; a folder or URL); repeat NAME=W:PATH for a mixture of "
                           "sources blended by weights W (default: none; give --train or --mixture)")
     fit.add_argument("--mixture", type=Path, metavar="FILE",

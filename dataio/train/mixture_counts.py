@@ -3,7 +3,10 @@
 ``PlanTally`` (text) reads them off the loader's plan (``TextLoader.source_counts``):
 a step's counts are those of the ``world_size`` batches all ranks took in it,
 the same on every rank, whatever the loader read ahead (one batch on CUDA),
-and an epoch resumed midway counts its batches before the resume too.
+and an epoch resumed midway counts its batches before the resume too. It costs
+10 us a step in budget mode and 0.1 ms packing 16 rows of 512 tokens (each
+document piece walked), beside 0.2 and 0.6 ms for the loader's own batch (2-core
+VM, three sources).
 ``ReadTally`` (a loader with only ``stats.sources``) takes the difference of
 what this rank's loader has read: a loader that reads ahead on threads counts a
 batch when it is read, not when the step takes it, and a resumed epoch counts
