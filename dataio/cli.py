@@ -22,6 +22,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from dataio.formats.errors import ConfigError, DataioError, UsageError
 from dataio.formats.limits import MAX_PIXELS
@@ -323,7 +324,19 @@ def _parser() -> argparse.ArgumentParser:
     bench_sampler.add_argument("--num-shards", type=_positive, default=1024, help="shards of the simulated data set")
 
     fit = commands.add_parser("train", help="train a model on shards (torchrun for DDP)")
-    fit.add_argument("--train", type=_source, required=True, help="train shards (images or text; a folder or URL)")
+    fit.add_argument("--train", action="append", metavar="[NAME=W:]PATH",
+                     help="train shards (images or text; a folder or URL); repeat NAME=W:PATH for a mixture of "
+                          "sources blended by weights W (default: none; give --train or --mixture)")
+    fit.add_argument("--mixture", type=Path, metavar="FILE",
+                     help="a mixture file instead of --train: JSON (or YAML with PyYAML) naming the sources, their "
+                          "weights or a schedule in fractions of training or steps, and the epoch rule "
+                          "(docs/mixtures.md; default: none)")
+    fit.add_argument("--epoch-length", type=_positive, metavar="UNITS",
+                     help="a mixture's epoch: UNITS samples (documents when packing text, batches in budget mode) "
+                          "(default: one pass of every source)")
+    fit.add_argument("--epoch-until", metavar="NAME",
+                     help="a mixture's epoch ends when source NAME (or all: every source) finishes a pass "
+                          "(default: one pass of every source)")
     fit.add_argument("--val", type=_source, help="validation shards (default: none, no validation)")
     _add_storage(fit)
     fit.add_argument("--model", default="small_cnn", help="resnet18, resnet50, small_cnn, small_gpt, tiny_gpt")
@@ -567,11 +580,70 @@ def _world_from_environment() -> dict[str, int]:
     return world
 
 
+def _mixture_source(value: str) -> tuple[str, float, str | Path] | None:
+    """``NAME=W:PATH`` as (name, weight, folder or URL); None for a plain folder (its name has a '/' or ':' before
+    any '='; write ``./x=1:y`` for a folder named so)."""
+    name, sep, rest = value.partition("=")
+    if not sep or "/" in name or ":" in name:
+        return None
+    weight_text, sep, path = rest.partition(":")
+    if not name or not sep or not path.strip():
+        raise UsageError(f"--train {value}: a mixture source is NAME=WEIGHT:PATH (the "
+                         f"{'name' if not name else 'path'} is missing)")
+    try:
+        weight = float(weight_text)
+    except ValueError:
+        raise UsageError(f"--train {value}: the weight {weight_text!r} is not a number") from None
+    if not (weight >= 0 and weight != float("inf")):
+        raise UsageError(f"--train {value}: the weight must be a finite number >= 0, got {weight_text}")
+    folder = _source(path)
+    if isinstance(folder, Path) and not folder.exists():
+        raise UsageError(f"--train {value}: {folder} does not exist")
+    return name, weight, folder
+
+
+def _train_data(args: argparse.Namespace) -> dict[str, Any]:
+    """``train`` (a folder, or a dict of sources), ``weights`` and the epoch rule, from --train, --mixture and
+    --epoch-length / --epoch-until (which replace a mixture file's epoch rule)."""
+    from dataio.train.mixture_file import read_mixture_file
+
+    values = args.train or []
+    if args.mixture is not None and values:
+        raise UsageError("give --train or --mixture, not both")
+    if args.mixture is not None:
+        fields = read_mixture_file(args.mixture)
+    elif not values:
+        raise UsageError("give --train PATH, --train NAME=W:PATH for each source of a mixture, or --mixture FILE")
+    else:
+        found = [_mixture_source(value) for value in values]
+        specs = [spec for spec in found if spec is not None]
+        if not specs:
+            if len(values) > 1:
+                raise UsageError(f"--train is given {len(values)} times: a mixture's sources are NAME=W:PATH")
+            if args.epoch_length is not None or args.epoch_until is not None:
+                raise UsageError("--epoch-length and --epoch-until are for a mixture (--train NAME=W:PATH or "
+                                 "--mixture FILE)")
+            return {"train": _source(values[0])}
+        if len(specs) < len(found):
+            plain = next(v for v, spec in zip(values, found) if spec is None)
+            raise UsageError(f"--train {plain}: a mixture's sources are each NAME=W:PATH")
+        names = [name for name, _, _ in specs]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise UsageError(f"--train: source {', '.join(twice)} is given twice")
+        fields = {"train": {name: folder for name, _, folder in specs},
+                  "weights": {name: weight for name, weight, _ in specs}}
+    if args.epoch_length is not None or args.epoch_until is not None:
+        fields = {key: value for key, value in fields.items() if key not in ("epoch_length", "epoch_until")}
+        fields.update(_given(epoch_length=args.epoch_length, epoch_until=args.epoch_until))
+    return fields
+
+
 def _train(args: argparse.Namespace) -> int:
     from dataio.train.config import TrainConfig
 
     config = TrainConfig(
-        train=args.train, val=args.val, model=args.model, out=args.out, epochs=args.epochs,
+        **_train_data(args), val=args.val, model=args.model, out=args.out, epochs=args.epochs,
         image_size=args.image_size, batch_size=args.batch_size, max_tokens=args.max_tokens,
         block_size=args.block_size, pack=args.pack, optimizer=args.optimizer, lr=args.lr,
         weight_decay=args.weight_decay, warmup=args.warmup, label_smoothing=args.label_smoothing,

@@ -156,12 +156,30 @@ class TextLoader(ResumableLoader):
         self.mixture = TextMixture(tuple(parts), [p.lengths for p in parts.values()],
                                    [p.shard_of for p in parts.values()], self.config)
         self._sources = SourceCounts(self.mixture.names)
-        fingerprint = self.mixture.fingerprint([p.manifest.fingerprint() for p in parts.values()])
-        return TokenShards.concat(parts), fingerprint
+        self._source_fingerprints = [p.manifest.fingerprint() for p in parts.values()]
+        return TokenShards.concat(parts), self.mixture.fingerprint(self._source_fingerprints)
+
+    def set_weights(self, weights: Any) -> None:
+        """Blend a mixture by ``weights`` (as the constructor's) instead: on a fresh loader only, before its
+        first pass or ``load_state_dict``. ``dataio train`` places a schedule given in fractions of the run once
+        the loader knows an epoch's length in units; the sources stay open and each source's batches are kept."""
+        if self.mixture is None:
+            raise ConfigError("{0} needs a mixture: pass the sources as a dict {{name: folder or URL}}", "weights")
+        p = self.position
+        if self._live or p.loaded or p.epoch or p.consumed or p.yielded:
+            raise ValueError("set_weights: the loader has begun (a pass, a set_epoch or a loaded state); set the "
+                             "weights on a fresh loader")
+        self.config = dataclasses.replace(self.config, weights=weights)
+        self.mixture.reschedule(self.config)
+        p.dataset = self.mixture.fingerprint(self._source_fingerprints)
+        self._plan_cache = self._dealt_cache = None
+        partition.check_world(len(self.global_plan(0)[1]), self.world_size, drop_last=self.config.drop_last,
+                              unit="batches")
 
     def _token_shards(self, source: str | Path, storage_options: dict | None) -> TokenShards:
         """The token shards of ``source``; a URL's are copied locally first (``local_copy``), their sha256 checked
-        once then, not again by ``verify_checksums``."""
+        once then, not again by ``verify_checksums``. ``storage_options``: this source's
+        (``mixture_options.source_storage_options`` gives a mixture's local sources none)."""
         c = self.config
         folder, temporary, verified = local_token_folder(
             source, storage_options=storage_options, retry=retry_policy(c.retries, c.retry_backoff),
@@ -294,24 +312,39 @@ class TextLoader(ResumableLoader):
                        stream: plans.PackStream | None) -> None:
         """A mixture's per-source samples and tokens (``real``: the batch's) in ``stats.sources`` (packed rows:
         per document piece). A bucket or budget batch is one source's: two scalar additions, ~1 us."""
-        mixture, k = self.mixture, len(self.mixture.names)
+        mixture = self.mixture
         if mixture.by_batches:
             samples = batch["sample_ids"]
             if len(samples):
                 self.stats.sources.add_one(bisect.bisect_right(mixture.offset_list, int(samples[0])) - 1,
                                            len(samples), real)
             return
+        self.stats.sources.add(*self._source_arrays(batch["sample_ids"] if stream is None else rows, stream))
+
+    def _source_arrays(self, rows: np.ndarray, stream: plans.PackStream | None) -> tuple[np.ndarray, np.ndarray]:
+        """(samples, tokens) of each source in ``rows``: sample ids, or packed rows' stream starts."""
+        mixture, k = self.mixture, len(self.mixture.names)
         if stream is None:  # whole samples: counted with two bincounts, not per sample
-            samples = batch["sample_ids"]
-            source = mixture.source_of(samples)
-            begun = np.bincount(source, minlength=k)
-            tokens = np.bincount(source, weights=self.shards.lengths[samples], minlength=k)
-        else:  # packed rows: each document piece, the document counted where it starts
-            pieces = stream.pieces(rows)
-            source = mixture.source_of(pieces.sample)
-            begun = np.bincount(source, weights=pieces.lo == 0, minlength=k)
-            tokens = np.bincount(source, weights=pieces.hi - pieces.lo, minlength=k)
-        self.stats.sources.add(begun, tokens)
+            source = mixture.source_of(rows)
+            return np.bincount(source, minlength=k), np.bincount(source, weights=self.shards.lengths[rows],
+                                                                 minlength=k)
+        pieces = stream.pieces(rows)  # packed rows: each document piece, the document counted where it starts
+        source = mixture.source_of(pieces.sample)
+        return (np.bincount(source, weights=pieces.lo == 0, minlength=k),
+                np.bincount(source, weights=pieces.hi - pieces.lo, minlength=k))
+
+    def source_counts(self, start: int, stop: int, epoch: int | None = None) -> np.ndarray:
+        """A mixture's samples and tokens of each source (int64 ``(sources, 2)``) in batches ``start .. stop - 1``
+        of the epoch's plan over all ranks, the positions ``state_dict`` counts (clipped to the plan; a rank's
+        padding repeats not counted). Samples are documents begun when packing. A pure function of the plan:
+        the same whatever was read ahead, on any rank, after any resume."""
+        if self.mixture is None:
+            raise ValueError("source_counts: the loader is not a mixture")
+        stream, full = self.global_plan(epoch)
+        start, stop = min(max(start, 0), len(full)), min(max(stop, 0), len(full))
+        rows = full.samples[full.offsets[start]:full.offsets[max(start, stop)]]
+        samples, tokens = self._source_arrays(rows, stream)
+        return np.stack([samples, tokens], axis=1).astype(np.int64)
 
     def mixture_passes(self) -> dict[str, int]:
         """A mixture's passes each source has finished, by the position of this pass (all ranks together)."""
@@ -378,11 +411,14 @@ class TextLoader(ResumableLoader):
             raise ConfigError(f"{{0}} must return the batch dict, got {type(out).__name__}", "batch_transform")
         return out
 
-    def _numpy_batches(self) -> Iterator[dict[str, np.ndarray]]:
+    def _numpy_batches(self) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+        """The pass's batches, each with the positions of the plan it covers: 1, plus the batches before it that
+        the error policy emptied (counted, then skipped)."""
         self._follow_sampler_epoch()
         stream, full = self.global_plan()
         self.position.begin(len(full))
         plan = self.plan()
+        covered = 0
         for index in range(len(plan)):
             batch = self.numpy_batch(index)
             mask = batch["attention_mask"]
@@ -391,10 +427,10 @@ class TextLoader(ResumableLoader):
                 self._count_sources(batch, plan.batch(index), real, stream)
             self.real_tokens += real
             self.padding_tokens += mask.size - real
-            self.position.advance(1)  # before the yield: state_dict() then covers this batch
-            if len(batch["input_ids"]):  # every row dropped by the error policy: counted, then skipped
-                yield batch
-        self.position.end()
+            covered += 1
+            if len(batch["input_ids"]):
+                yield batch, covered
+                covered = 0
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         """One pass; ``stats.stages`` records ``wait`` (the consumer's time in ``next()``) and ``pass``.
@@ -409,7 +445,10 @@ class TextLoader(ResumableLoader):
         start = time.perf_counter()
         wait: Any = times.range("wait").__enter__()
         try:
-            for moved, _ in self._copy(self._numpy_batches(), self._move):
+            for moved, (_, covered) in self._copy(self._numpy_batches(), lambda item: self._move(item[0])):
+                # counted as it is handed out, after the copy stage, which builds the next batch first on CUDA:
+                # counted when built, a state_dict() taken while the consumer held batch k skipped batch k + 1
+                self.position.advance(covered)
                 wait, _ = None, wait.__exit__()
                 yield moved
                 wait = times.range("wait").__enter__()
@@ -417,6 +456,7 @@ class TextLoader(ResumableLoader):
             if wait is not None:  # a profiler range is never left open, even when the pass raises
                 wait.__exit__()
         times.add("pass", time.perf_counter() - start)
+        self.position.end()
 
     def close(self) -> None:
         """Release the memory-mapped shards (as ``ImageLoader.close`` closes its files); iterating again raises."""

@@ -44,16 +44,23 @@ class TextMixture:
         self.offset_list = self.offsets.tolist()  # for bisect: a source per batch in 0.3 us, not 1.5
         self.all_lengths = np.concatenate(lengths)
         self.by_batches = config.mode in BATCH_UNITS
+        self.shards = shards
         self._pass_plans: dict[tuple[int, int], BatchPlan] = {}
-        schedule = config.weights
-        check_names(schedule, names)
-        def mixture(rule: EpochRule) -> MixturePlan:
-            return MixturePlan(dict(zip(names, shards)), schedule, seed=config.seed, rule=rule, shuffle=config.shuffle,
-                               window=config.shuffle_window,
-                               pass_length=self._batches_in_pass if self.by_batches else None)
+        self.plan = self._mixture(EpochRule(samples=1))  # the passes' orders, which the default rule counts
+        self.plan = self._mixture(self._rule())
 
-        self.plan = mixture(EpochRule(samples=1))  # the passes' orders, which the default rule counts
-        self.plan = mixture(self._rule())
+    def _mixture(self, rule: EpochRule) -> MixturePlan:
+        c, names = self.config, self.names
+        schedule = c.weights
+        check_names(schedule, names)
+        return MixturePlan(dict(zip(names, self.shards)), schedule, seed=c.seed, rule=rule, shuffle=c.shuffle,
+                           window=c.shuffle_window, pass_length=self._batches_in_pass if self.by_batches else None)
+
+    def reschedule(self, config: TextLoaderConfig) -> None:
+        """Blend by ``config.weights`` from now on: the passes' orders and batches (which no weight changes)
+        are kept; the epochs' spans are computed anew."""
+        self.config = config
+        self.plan = self._mixture(self._rule())
 
     def _rule(self) -> EpochRule:
         c = self.config

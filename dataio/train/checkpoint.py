@@ -97,3 +97,31 @@ def reason(error: BaseException) -> str:
     if "weights_only" in full or "Weights only" in full or isinstance(error, pickle.UnpicklingError):
         return "it holds objects other than tensors and plain values, which are refused, never unpickled as code"
     return f"corrupted ({type(error).__name__}: {text[:160]})" if text else f"corrupted ({type(error).__name__})"
+
+
+def mixture_mismatch(saved: dict | None, now: dict | None) -> str | None:
+    """What differs between the mixture a checkpoint was written with and this run's (``TextTask.mixture_record``),
+    or None when they agree. The breakpoints are compared in the loader's units, so a schedule in fractions of
+    training moves with the epochs (and steps with the batch size and world size)."""
+    if saved == now:
+        return None
+    if saved is None or now is None:
+        which = "a mixture of " + ", ".join(now["sources"]) if now is not None else "one folder"
+        was = "a mixture of " + ", ".join(saved["sources"]) if saved is not None else "one folder"
+        return f"it was written by a run on {was}, this run trains on {which}"
+    parts = []
+    if saved["sources"] != now["sources"]:
+        parts.append(f"the sources ({', '.join(saved['sources'])} then, {', '.join(now['sources'])} now)")
+    if saved["unit"] != now["unit"]:
+        parts.append(f"the blend's unit ({saved['unit']} then, {now['unit']} now: another batching mode)")
+    if saved["points"] != now["points"] or saved["interpolation"] != now["interpolation"]:
+        then = [p for p, _ in saved["points"]]
+        positions = [p for p, _ in now["points"]]
+        moved = f": breakpoints at {saved['unit']} {then} then, {positions} now" if then != positions else ""
+        if then != positions and len(then) == len(positions):
+            moved += " (fractions of training move with the epochs, steps with the batch size and world size)"
+        parts.append(f"the weights{moved}")
+    if (saved["epoch_length"], saved["epoch_until"]) != (now["epoch_length"], now["epoch_until"]):
+        parts.append(f"the epoch rule (epoch_length={saved['epoch_length']}, epoch_until={saved['epoch_until']} then; "
+                     f"{now['epoch_length']}, {now['epoch_until']} now)")
+    return "its mixture differs: " + "; ".join(parts or ["its description"])

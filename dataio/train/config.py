@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from dataio.formats.errors import ConfigError
 from dataio.formats.remote.storage import is_remote
+from dataio.train.mixture_schedule import RunSchedule
 
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")  # the devices the trainer knows how to run on
+SOURCE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # a mixture's source: a log.csv column and a TensorBoard tag
 
 
 def _folder(source: str | Path) -> str | Path:
@@ -31,9 +34,16 @@ class TrainConfig:
     ``lr`` is the OneCycle peak; ``warmup`` the share of steps rising to it
     (``dataio.train.schedule``). ``progress_every``: seconds between progress
     lines when stdout is not a terminal (a bar when it is; 0: neither).
+
+    A mixture: ``train={"web": folder, "code": folder}`` and ``weights``, a blend
+    ``{name: weight}`` or breakpoints ``[(at, {name: weight}), ...]`` with ``at`` a
+    fraction of the planned run (``"90%"``, ``0.9``) or a step (an int), placed in
+    the loader's units by ``dataio.train.mixture_schedule``; ``epoch_length`` (the
+    loader's units: samples, documents when packing, batches in budget mode) or
+    ``epoch_until`` (a source, or "all", finishing a pass) as the loaders'.
     """
 
-    train: Path | str  # a folder, or an fsspec URL (s3://..., https://...) kept as a string
+    train: Path | str | Mapping[str, Path | str]  # a folder or fsspec URL (kept a string); a dict: a mixture
     val: Path | str | None = None
     model: str = "small_cnn"
     out: Path = Path("runs/train")
@@ -71,9 +81,18 @@ class TrainConfig:
     rank: int = 0
     local_rank: int = 0
     storage_options: dict | None = None  # for URL train/val folders: passed to the fsspec backend, never printed
+    weights: Any = None  # a mixture's blend or schedule (above); held as a RunSchedule
+    epoch_length: int | None = None  # a mixture's epoch in the loader's units (default: one pass of every source)
+    epoch_until: str | None = None  # or: the epoch ends when this source (or "all") finishes a pass
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "train", _folder(self.train))
+        if isinstance(self.train, Mapping):
+            self._check_mixture()
+        else:
+            object.__setattr__(self, "train", _folder(self.train))
+            for name in ("weights", "epoch_length", "epoch_until"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} applies to a mixture: give train as a dict {{name: folder or URL}}")
         object.__setattr__(self, "out", Path(self.out))
         if self.val is not None:
             object.__setattr__(self, "val", _folder(self.val))
@@ -109,6 +128,37 @@ class TrainConfig:
             raise ValueError(f"rank {self.rank} is not in 0..{self.world_size - 1}")
         if self.dynamic_batch and not self.progressive:
             raise ValueError("dynamic_batch needs progressive")
+
+    def _check_mixture(self) -> None:
+        assert isinstance(self.train, Mapping)
+        sources = {str(name): _folder(folder) for name, folder in self.train.items()}
+        if not sources:
+            raise ValueError("train: a mixture needs at least one source")
+        for name, folder in sources.items():
+            if not SOURCE_NAME.fullmatch(name):
+                raise ValueError(f"train: source name {name!r} must be letters, digits, '_', '.' or '-' (it names "
+                                 "log columns)")
+            if not str(folder):
+                raise ValueError(f"train: source {name!r} has no folder")
+        object.__setattr__(self, "train", sources)
+        if self.weights is None:
+            raise ValueError("weights: a mixture (train as a dict of sources) needs weights, e.g. {name: share}")
+        object.__setattr__(self, "weights", RunSchedule.of(self.weights, tuple(sources)))
+        if self.epoch_length is not None and self.epoch_until is not None:
+            raise ValueError("give one of epoch_length and epoch_until")
+        if self.epoch_length is not None and (isinstance(self.epoch_length, bool) or self.epoch_length < 1):
+            raise ValueError(f"epoch_length must be >= 1, got {self.epoch_length}")
+        if self.epoch_until is not None and self.epoch_until != "all" and self.epoch_until not in sources:
+            raise ValueError(f"epoch_until: {self.epoch_until!r} is not a source ({', '.join(sources)}) or 'all'")
+        if self.epoch_until is not None and self.weights.uses_fractions:
+            raise ValueError("weights: breakpoints in fractions of training need epochs of a known length, and with "
+                             "epoch_until an epoch's length depends on the blend: give breakpoints in steps, or "
+                             "epoch_length")
+
+    @property
+    def mixture(self) -> bool:
+        """Whether ``train`` is a mixture of named sources."""
+        return isinstance(self.train, dict)
 
     @property
     def peak_lr(self) -> float:

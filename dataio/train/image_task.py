@@ -13,7 +13,14 @@ from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
 from dataio.images.loader import ImageLoader
 from dataio.train.models import build_image_model
 from dataio.train.config import TrainConfig
+from dataio.train.mixture_counts import ReadTally
+from dataio.train.mixture_schedule import RunUnits
 from dataio.formats.dataset.manifest import open_dataset
+from dataio.formats.remote.storage import is_remote
+
+# ImageLoader takes a dict of sources with weights=, epoch_length=, epoch_until= (and a combined ``classes``) once
+# the image mixtures land; until then an image mixture is refused in one line. Set True to enable.
+IMAGE_MIXTURES = False
 
 
 def _schedule(c: TrainConfig) -> ResolutionSchedule | None:
@@ -37,7 +44,17 @@ class ImageTask:
                       device=str(device), normalize=True, channels_last=c.channels_last,
                       pin_memory=device.type == "cuda", world_size=c.world_size, rank=c.rank, seed=c.seed,
                       storage_options=c.storage_options)
-        self.num_classes = len(open_dataset(c.train, c.storage_options)[1].classes)
+        if c.mixture and not IMAGE_MIXTURES:
+            raise ValueError("train: image mixtures are not yet supported (ImageLoader does not take a dict of "
+                             "sources yet); train on one folder")
+        folders = list(c.train.values()) if isinstance(c.train, dict) else [c.train]
+        remote = len(folders) > 1 and any(is_remote(folder) for folder in folders)  # storage_options: theirs alone
+        manifests = [open_dataset(folder, c.storage_options if not remote or is_remote(folder) else None)[1]
+                     for folder in folders]
+        self.num_classes = len(manifests[0].classes)
+        if c.mixture:  # every source's classes, each once
+            self.num_classes = len(dict.fromkeys(name for manifest in manifests for name in manifest.classes))
+        mixture = self._mixture(sum(manifest.num_samples for manifest in manifests)) if c.mixture else {}
         mix = None
         if c.mixup or c.cutmix:
             mix = MixConfig(num_classes=self.num_classes, mixup_alpha=c.mixup, cutmix_alpha=c.cutmix,
@@ -45,9 +62,34 @@ class ImageTask:
         self.schedule = _schedule(c)
         self.train_loader = ImageLoader(
             c.train, batch_size=c.batch_size, image_size=c.image_size, train=True, schedule=self.schedule,
-            randaugment=RandAugmentConfig(magnitude=c.randaugment) if c.randaugment else None, mix=mix, **common)
+            randaugment=RandAugmentConfig(magnitude=c.randaugment) if c.randaugment else None, mix=mix, **mixture,
+            **common)
         self.val_loader = ImageLoader(c.val, batch_size=c.batch_size, image_size=c.image_size, train=False,
                                       **common) if c.val else None
+        self.tally = ReadTally(self.train_loader, c.weights.names) if c.mixture else None
+        if c.mixture and len(self.train_loader.classes) != self.num_classes:
+            raise ValueError(f"train: the mixture's sources hold {self.num_classes} classes, the loader maps "
+                             f"{len(self.train_loader.classes)}")
+
+    def _mixture(self, samples: int) -> dict:
+        """ImageLoader's mixture keywords: the schedule placed in samples (a step takes ``world_size x
+        batch_size``; with ``dynamic_batch`` the batch varies, so steps are placed at the base batch size)."""
+        c = self.config
+        units = RunUnits(epochs=c.epochs, epoch_units=None if c.epoch_until else c.epoch_length or samples,
+                         per_step=c.world_size * c.batch_size, unit="samples")
+        weights = c.weights.first_blend() if c.weights.constant else c.weights.resolve(units)
+        self.mixture_units = units
+        return dict(weights=weights, epoch_length=c.epoch_length, epoch_until=c.epoch_until)
+
+    def mixture_record(self) -> dict | None:
+        """What a resume must find unchanged: the sources' names, the placed schedule and the epoch rule."""
+        c = self.config
+        if not c.mixture:
+            return None
+        schedule = c.weights.resolve(self.mixture_units)
+        return {"sources": list(schedule.names), "points": [[p, list(w)] for p, w in schedule.points],
+                "interpolation": schedule.interpolation, "unit": "samples", "epoch_length": c.epoch_length,
+                "epoch_until": c.epoch_until}
 
     def build_model(self) -> nn.Module:
         model = build_image_model(self.config.model, self.num_classes)

@@ -9,9 +9,17 @@ does. Rows are appended as steps finish and flushed with every checkpoint and
 epoch, so ``tail -f`` follows a run; a resumed run rewrites the file from its
 checkpoint's steps, so rows a killed run wrote past its checkpoint are gone.
 
+A mixture adds a column per source after these: ``samples/NAME`` (and
+``tokens/NAME`` for text) in step rows, the step's samples (documents when
+packing) and tokens of each source, all ranks together
+(``dataio.train.mixture_counts``); ``passes/NAME`` in epoch rows, the passes
+the source has finished by the epoch's end.
+
 TensorBoard gets ``train/loss``, ``train/lr`` and ``train/per_second`` per
-step and ``val/<metric>`` per epoch, against the step; a resumed run purges
-the events past its checkpoint's step (``SummaryWriter(purge_step=...)``).
+step and ``val/<metric>`` per epoch, against the step (a mixture: the same
+``samples/NAME``, ``tokens/NAME`` per step and ``passes/NAME`` per epoch); a
+resumed run purges the events past its checkpoint's step
+(``SummaryWriter(purge_step=...)``).
 The writer's queue holds 1,000 events, not 10: with 10, three scalars a step
 blocked on the writer thread (0.26 ms a step back to back); between 2 ms
 steps a step's rows cost about 0.02 ms (CSV) and 0.1 ms (CSV and
@@ -33,27 +41,55 @@ CSV_NAME = "log.csv"
 TENSORBOARD = "tensorboard"
 
 
-def _step_row(step: int, record: dict[str, Any]) -> list[Any]:
+class SourceColumns:
+    """A mixture's columns: ``samples/NAME``, ``tokens/NAME`` (``tokens=True``) per step, ``passes/NAME`` per epoch."""
+
+    def __init__(self, names: tuple[str, ...] = (), tokens: bool = False) -> None:
+        self.names, self.tokens = tuple(names), tokens
+        self.step_kinds = ("samples", "tokens") if tokens else ("samples",)
+
+    @property
+    def header(self) -> list[str]:
+        return [f"{kind}/{name}" for kind in (*self.step_kinds, "passes") for name in self.names]
+
+    def step_values(self, record: dict[str, Any]) -> list[Any]:
+        """The step's counts (``record["sources"]``: ``{name: [samples, tokens]}``), then blank passes."""
+        counts = record.get("sources", {})
+        values = [counts[name][i] if name in counts else "" for i in range(len(self.step_kinds))
+                  for name in self.names]
+        return values + [""] * len(self.names)
+
+    def epoch_values(self, record: dict[str, Any]) -> list[Any]:
+        """Blank counts, then the passes by the epoch's end (``record["sources"]``: ``{name: {"passes": n}}``)."""
+        totals = record.get("sources", {})
+        return [""] * len(self.step_kinds) * len(self.names) + [totals[name]["passes"] if name in totals else ""
+                                                              for name in self.names]
+
+
+def _step_row(step: int, record: dict[str, Any], sources: SourceColumns) -> list[Any]:
     seconds = record["wait"] + record["compute"]
     return [step, record["epoch"], f"{record['time']:.3f}", f"{record['loss']:.6g}", f"{record['lr']:.6g}",
-            record["samples"], f"{record['samples'] / max(seconds, 1e-9):.1f}", "", "", ""]
+            record["samples"], f"{record['samples'] / max(seconds, 1e-9):.1f}", "", "", "",
+            *sources.step_values(record)]
 
 
-def _epoch_row(step: int, record: dict[str, Any]) -> list[Any]:
+def _epoch_row(step: int, record: dict[str, Any], sources: SourceColumns) -> list[Any]:
     metrics = [f"{record[name]:.6g}" if name in record else "" for name in COLUMNS[7:]]
     return [step, record["epoch"], f"{record['time']:.3f}", f"{record.get('train_loss', float('nan')):.6g}",
-            "", "", "", *metrics]
+            "", "", "", *metrics, *sources.epoch_values(record)]
 
 
-def rows(steps: list[dict[str, Any]], epochs: list[dict[str, Any]]) -> list[list[Any]]:
+def rows(steps: list[dict[str, Any]], epochs: list[dict[str, Any]],
+         sources: SourceColumns | None = None) -> list[list[Any]]:
     """The rows of a run's steps and epochs (a Chronometer's), each epoch after its last step."""
+    sources = sources or SourceColumns()
     out: list[list[Any]] = []
     finished = {e["epoch"]: e for e in epochs}
     for i, record in enumerate(steps):
-        out.append(_step_row(i + 1, record))
+        out.append(_step_row(i + 1, record, sources))
         last_of_epoch = i + 1 == len(steps) or steps[i + 1]["epoch"] != record["epoch"]
         if last_of_epoch and record["epoch"] in finished:
-            out.append(_epoch_row(i + 1, finished.pop(record["epoch"])))
+            out.append(_epoch_row(i + 1, finished.pop(record["epoch"]), sources))
     return out
 
 
@@ -77,31 +113,37 @@ class StepLogs:
     """The CSV (always) and TensorBoard (``tensorboard=True``) of one rank-0 process."""
 
     def __init__(self, out: Path, *, tensorboard: bool, steps: list[dict[str, Any]],
-                 epochs: list[dict[str, Any]]) -> None:
+                 epochs: list[dict[str, Any]], sources: SourceColumns | None = None) -> None:
         self.path = out / CSV_NAME
+        self.sources = sources or SourceColumns()
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(COLUMNS)
-        writer.writerows(rows(steps, epochs))
+        writer.writerow([*COLUMNS, *self.sources.header])
+        writer.writerows(rows(steps, epochs, self.sources))
         write_atomic(self.path, buffer.getvalue().encode())  # the checkpoint's rows, nothing past them
         self._file = open(self.path, "a", newline="", encoding="utf-8")
         self._csv = csv.writer(self._file, lineterminator="\n")
         self.writer = open_tensorboard(out / TENSORBOARD, len(steps) + 1 if steps else None) if tensorboard else None
 
     def step(self, step: int, record: dict[str, Any]) -> None:
-        row = _step_row(step, record)
+        row = _step_row(step, record, self.sources)
         self._csv.writerow(row)
         if self.writer is not None:
             self.writer.add_scalar("train/loss", record["loss"], step)
             self.writer.add_scalar("train/lr", record["lr"], step)
             self.writer.add_scalar("train/per_second", float(row[6]), step)
+            for name, counts in record.get("sources", {}).items():
+                for kind, value in zip(self.sources.step_kinds, counts):
+                    self.writer.add_scalar(f"{kind}/{name}", value, step)
 
     def epoch(self, step: int, record: dict[str, Any]) -> None:
-        self._csv.writerow(_epoch_row(step, record))
+        self._csv.writerow(_epoch_row(step, record, self.sources))
         if self.writer is not None:
             for name, value in record.items():
                 if name.startswith("val_"):
                     self.writer.add_scalar(f"val/{name[4:]}", value, step)
+            for name, totals in record.get("sources", {}).items():
+                self.writer.add_scalar(f"passes/{name}", totals["passes"], step)
         self.flush()
 
     def flush(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -14,25 +15,66 @@ from dataio.train.models import build_text_model
 from dataio.text.collate import IGNORE
 from dataio.text.loader import TextLoader
 from dataio.train.config import TrainConfig
+from dataio.train.mixture_counts import PlanTally
+from dataio.train.mixture_schedule import RunUnits
 
 Batch = dict[str, torch.Tensor]
 
 
 class TextTask:
-    """Next-token prediction on ``config.train``; mean token loss on ``config.val``."""
+    """Next-token prediction on ``config.train`` (a folder, or a mixture); mean token loss on ``config.val``."""
 
     unit = "tokens"
 
     def __init__(self, config: TrainConfig, device: torch.device) -> None:
         c = config
         self.config, self.device = c, device
-        common = dict(mode="pack" if c.pack else "budget", max_tokens=c.max_tokens, block_size=c.block_size,
-                      batch_size=c.batch_size, seed=c.seed, world_size=c.world_size, rank=c.rank, device=str(device),
-                      pin_memory=device.type == "cuda", storage_options=c.storage_options)
-        self.train_loader = TextLoader(c.train, profile=c.profile_steps > 0, **common)
+        common: dict[str, Any] = dict(
+            mode="pack" if c.pack else "budget", max_tokens=c.max_tokens, block_size=c.block_size,
+            batch_size=c.batch_size, seed=c.seed, world_size=c.world_size, rank=c.rank, device=str(device),
+            pin_memory=device.type == "cuda", storage_options=c.storage_options)
+        self.train_loader = self._train_loader(common)
         self.val_loader = TextLoader(c.val, shuffle=False, **common) if c.val else None
         self.vocab_size = int(self.train_loader.shards.tokenizer["vocab_size"])
         self.max_length = max(c.block_size, int(self.train_loader.shards.lengths.max()))
+        self.tally = PlanTally(self.train_loader, c.world_size) if c.mixture else None
+
+    def _train_loader(self, common: dict[str, Any]) -> TextLoader:
+        """One folder, or a mixture. A schedule in fractions of training (or steps) is placed once the loader knows
+        an epoch's length in its units: it starts with equal weights (every source drawn, whatever the epoch
+        rule) and is given the placed schedule before its first batch (``TextLoader.set_weights``)."""
+        c = self.config
+        options: dict[str, Any] = dict(profile=c.profile_steps > 0, **common)
+        if not c.mixture:
+            return TextLoader(c.train, **options)
+        options.update(epoch_length=c.epoch_length, epoch_until=c.epoch_until)
+        if c.weights.constant:
+            return TextLoader(c.train, weights=c.weights.first_blend(), **options)
+        loader = TextLoader(c.train, weights={name: 1.0 for name in c.weights.names}, **options)
+        loader.set_weights(c.weights.resolve(self.run_units(loader)))
+        return loader
+
+    def run_units(self, loader: TextLoader) -> RunUnits:
+        """The planned run in the loader's units: batches in budget mode (a step takes one per rank), documents
+        when packing (a step's rows hold ``rows x block_size / mean length`` of them, on average)."""
+        c = self.config
+        assert loader.mixture is not None
+        if c.pack:
+            per_step = c.world_size * c.batch_size * c.block_size / float(loader.shards.lengths.mean())
+            return RunUnits(epochs=c.epochs, epoch_units=loader.mixture.plan.rule.samples, per_step=per_step,
+                            unit="documents")
+        return RunUnits(epochs=c.epochs, epoch_units=loader.mixture.plan.rule.samples, per_step=c.world_size,
+                        unit="batches")
+
+    def mixture_record(self) -> dict | None:
+        """What a resume must find unchanged: the sources' names, the placed schedule and the epoch rule."""
+        if not self.config.mixture:
+            return None
+        loader_config = self.train_loader.config
+        schedule = loader_config.weights
+        return {"sources": list(schedule.names), "points": [[p, list(w)] for p, w in schedule.points],
+                "interpolation": schedule.interpolation, "unit": "documents" if self.config.pack else "batches",
+                "epoch_length": loader_config.epoch_length, "epoch_until": loader_config.epoch_until}
 
     def build_model(self) -> nn.Module:
         return build_text_model(self.config.model, self.vocab_size, self.max_length)

@@ -13,6 +13,9 @@ a checkpoint at the next step boundary and ends the run with
 ``TrainingInterrupted``, a second one interrupts at once. A ``Chronometer``
 splits each step into waiting for data and computing; ``Progress`` shows the
 steps as they go, ``StepLogs`` writes ``OUT/log.csv`` (and TensorBoard scalars).
+A mixture's samples, tokens and passes per source (``mixture_counts``) go into
+each step's record, the epoch lines and the logs; its checkpoint records the
+placed schedule, and a resume with another one is refused, saying what differs.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from dataio.train.image_task import ImageTask
 from dataio.train.models import is_text_model
 from dataio.train.profiling import StepProfiler
 from dataio.train.progress import Progress
-from dataio.train.step_logs import StepLogs
+from dataio.train.step_logs import SourceColumns, StepLogs
 from dataio.train.text_task import TextTask
 
 
@@ -128,14 +131,16 @@ class Trainer:
         self.amp_dtype = _amp_dtype(c, self.device)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.amp_dtype is torch.float16)
         self.chronometer = Chronometer(unit=self.task.unit)
+        self.tally = self.task.tally  # a mixture's per-source counts; None for one folder
         self.profiler: StepProfiler | None = None  # --profile: started with the first epoch
         self.progress: Progress | None = None  # rank 0, while fit() runs
         self.step = 0
         self._stop_asked = False  # a first Ctrl-C: checkpoint and stop at the next step boundary
         if c.resume:
             self._restore()
+        columns = SourceColumns(self.tally.names, tokens=self.task.unit == "tokens") if self.tally else None
         self.logs = (StepLogs(c.out, tensorboard=c.tensorboard, steps=self.chronometer.steps,
-                              epochs=self.chronometer.epochs) if self.is_main else None)
+                              epochs=self.chronometer.epochs, sources=columns) if self.is_main else None)
         self.network: nn.Module = torch.compile(self.model) if c.compile else self.model
         if c.world_size > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
@@ -154,7 +159,8 @@ class Trainer:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "schedule": schedule.state(self.schedule, self.step), "scaler": self.scaler.state_dict(),
                 "rng": checkpoint.rng_state(), "loader": self.task.train_loader.state_dict(), "step": self.step,
-                "chronometer": json.dumps(self.chronometer.as_dict())}
+                "chronometer": json.dumps(self.chronometer.as_dict()),
+                "mixture": json.dumps(self.task.mixture_record())}
 
     def _save(self) -> None:
         if self.is_main:
@@ -183,8 +189,17 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
         checkpoint.set_rng_state(state["rng"])
+        path = self.config.out / checkpoint.NAME
+        mismatch = checkpoint.mixture_mismatch(json.loads(state.get("mixture", "null")), self._mixture_record())
+        if mismatch:
+            raise CheckpointError(f"checkpoint {path} does not fit this run: {mismatch}; resume with the options "
+                                  "that wrote it, or move it away to start afresh")
         loader = self.task.train_loader
-        loader.load_state_dict(state["loader"])
+        try:
+            loader.load_state_dict(state["loader"])
+        except ValueError as e:  # another data set (its manifests' fingerprints), seed or batching
+            raise CheckpointError(f"checkpoint {path} does not fit this run's data: {e}; resume with the options "
+                                  "that wrote it, or move it away to start afresh") from None
         self.step = int(state["step"])
         self.chronometer = Chronometer.from_dict(json.loads(state["chronometer"]))
         # the plan from here: the steps done, the rest of this epoch (at this run's batch size), the later epochs
@@ -196,6 +211,10 @@ class Trainer:
         replanned = (f"; LR schedule re-planned for {self.total_steps} steps"
                      if isinstance(self.schedule, schedule.Resumed) and self.schedule.start == self.step else "")
         self._print(f"resumed from step {self.step}: epoch {epoch}, {consumed} samples of it consumed{replanned}")
+
+    def _mixture_record(self) -> dict | None:
+        """This run's mixture as a checkpoint holds it (JSON's lists and floats, to compare with a saved one)."""
+        return json.loads(json.dumps(self.task.mixture_record()))
 
     # -- the loop ----------------------------------------------------------------------------
     def _print(self, line: str) -> None:
@@ -246,6 +265,8 @@ class Trainer:
         c, loader, clock = self.config, self.task.train_loader, self.chronometer
         epoch = loader.epoch
         self.network.train()
+        if self.tally is not None:
+            self.tally.begin_pass()
         clock.start_wait()
         for batch in self.task.train_batches():
             wait = clock.got_batch()
@@ -253,7 +274,9 @@ class Trainer:
             self.step += 1
             clock.step_done(epoch=epoch, wait=wait, samples=samples, loss=loss,
                             lr=self.optimizer.param_groups[0]["lr"])
-            record = clock.steps[-1]
+            record: dict[str, Any] = clock.steps[-1]
+            if self.tally is not None:
+                record["sources"] = self.tally.as_dict(self.tally.step())
             if self.logs is not None:
                 self.logs.step(self.step, record)
             if self.progress is not None:
@@ -272,14 +295,28 @@ class Trainer:
         recent = [s for s in clock.steps if s["epoch"] == epoch]
         rate = sum(s["samples"] for s in recent) / max(sum(s["wait"] + s["compute"] for s in recent), 1e-9)
         clock.epoch_done(epoch, {**metrics, "train_loss": recent[-1]["loss"] if recent else float("nan")})
+        sources = self.tally.epoch_summary() if self.tally is not None else {}
+        if sources:
+            clock.epochs[-1]["sources"] = sources
         if self.logs is not None:
             self.logs.epoch(self.step, clock.epochs[-1])
         shown = " ".join(f"{k}={v:.4f}" for k, v in metrics.items())
         self._print(f"epoch {epoch + 1}/{c.epochs} step={self.step} loss={recent[-1]['loss'] if recent else 0:.4f} "
-                    f"{shown} {rate:,.0f} {self.task.unit}/s")
+                    f"{shown} {rate:,.0f} {self.task.unit}/s{self._sources_text(sources)}")
         self._save()
         if self._stop_now():  # asked during the evaluation: the checkpoint is written
             raise TrainingInterrupted(self.step, self.config.out / checkpoint.NAME)
+
+    def _sources_text(self, sources: dict[str, dict[str, int]]) -> str:
+        """`` sources: web 1,200 samples 301,344 tokens 0 passes, ...`` (empty for one folder)."""
+        if not sources:
+            return ""
+        parts = []
+        for name, n in sources.items():
+            tokens = f" {n['tokens']:,} tokens" if self.task.unit == "tokens" else ""
+            passes = f"{n['passes']} pass{'' if n['passes'] == 1 else 'es'}"
+            parts.append(f"{name} {n['samples']:,} samples{tokens} {passes}")
+        return " sources: " + ", ".join(parts)
 
     def _loader_times(self) -> dict[str, Any]:
         """The train loader's stage seconds over this process's epochs, and its decode threads."""
@@ -287,6 +324,17 @@ class Trainer:
         threads = stats.threads
         return {"stages": bottleneck.totals(stats.stages.as_dict()),
                 "threads": threads.get("chosen") or threads.get("current") or 1}
+
+    def _source_totals(self) -> dict[str, dict[str, int]]:
+        """A mixture's samples and tokens of each source over the run's epochs, and the passes by the last."""
+        totals: dict[str, dict[str, int]] = {}
+        for record in self.chronometer.epochs:
+            for name, counts in record.get("sources", {}).items():
+                entry = totals.setdefault(name, {"samples": 0, "tokens": 0, "passes": 0})
+                entry["samples"] += counts["samples"]
+                entry["tokens"] += counts["tokens"]
+                entry["passes"] = counts["passes"]
+        return totals
 
     def fit(self) -> dict[str, Any]:
         """Train to ``config.epochs``; returns the summary (also in OUT/log.json).
@@ -314,6 +362,9 @@ class Trainer:
             summary = self.chronometer.summary(peak, self._loader_times())
             summary.update({k: v for k, v in (self.chronometer.epochs[-1] if self.chronometer.epochs else {}).items()
                             if k.startswith("val_")})
+            totals = self._source_totals()
+            if totals:
+                summary["sources"] = totals
             self._print("summary: " + Chronometer.summary_line(summary) +
                         "".join(f" {k}={v:.4f}" for k, v in summary.items() if k.startswith("val_")))
             for line in Chronometer.breakdown_lines(summary):

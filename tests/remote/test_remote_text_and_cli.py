@@ -11,8 +11,11 @@ from dataio.formats.errors import UsageError
 from dataio.formats.dataset.manifest import MANIFEST_NAME, read_manifest
 from dataio.formats.remote.remote_output import upload_dataset
 from dataio.formats.remote.storage import Location, RetryPolicy, open_location
+from dataio.formats.text.synthetic_text import synthetic_documents
+from dataio.formats.text.tokenizer_setup import TokenizerConfig
 from dataio.train.config import TrainConfig
 from tests.remote.conftest import KEY, SECRET
+from tests.text_fixtures import convert
 
 
 def _batches(loader: TextLoader) -> list[dict[str, np.ndarray]]:
@@ -32,6 +35,25 @@ def test_text_loader_from_s3_gives_the_local_batches(s3, text_shards, tmp_path):
             assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
     copies = list((tmp_path / "cache").iterdir())
     assert len(copies) == 1 and (copies[0] / MANIFEST_NAME).is_file()  # kept for the next run
+
+
+def test_a_mixture_of_a_local_and_an_s3_source_reads_as_two_local_ones(s3, text_shards, tmp_path):
+    code = tmp_path / "code.txt"
+    code.write_text("\n".join(synthetic_documents(80, seed=7, mean_words=15)) + "\n")
+    local_code = convert([code], tmp_path / "code", tokenizer=TokenizerConfig(path=text_shards / "tokenizer.json"))
+    url = s3.upload(local_code)
+    schedule = [(0, {"web": 0.7, "code": 0.3}), (40, {"web": 0.2, "code": 0.8})]
+    options = dict(mode="fixed", batch_size=8, weights=schedule, epoch_until="code", seed=2)
+    with TextLoader({"web": text_shards, "code": local_code}, **options) as local:
+        expected = _batches(local)
+        counts = dict(local.stats.sources)
+    with TextLoader({"web": text_shards, "code": url}, storage_options=s3.options(), **options) as mixed:
+        got = _batches(mixed)
+        assert dict(mixed.stats.sources) == counts and mixed.mixture_passes()["code"] == 1
+    assert len(got) == len(expected) > 10
+    for a, b in zip(got, expected):
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    assert counts["code"]["samples"] == len(TextLoader(local_code).shards)  # the epoch ended with code's pass
 
 
 def test_verify_cli_on_s3_with_the_usual_environment(s3, image_shards, monkeypatch, capsys):

@@ -10,6 +10,7 @@ import torch
 
 from dataio import TextLoader
 from dataio.errors import ShardError
+from dataio.loading.device_copy import DeviceCopy
 from dataio.text.collate import IGNORE
 from tests.loading.state_shape import torchdata_keys
 
@@ -80,6 +81,39 @@ def test_resume_mid_epoch_reproduces_the_rest(text_shards):
     resumed.load_state_dict(state)
     rest = [b["input_ids"] for b in resumed]
     assert len(rest) == len(full) - 3 and all(torch.equal(a, b) for a, b in zip(full[3:], rest))
+
+
+class OneAhead(DeviceCopy):
+    """DeviceCopy's CUDA order on the CPU: batch k + 1 is built and moved before batch k is handed out."""
+
+    def __call__(self, batches, move):
+        ready = None
+        for batch in batches:
+            moved = move(batch)
+            if ready is not None:
+                yield ready
+            ready = (moved, batch)
+        if ready is not None:
+            yield ready
+
+
+@pytest.mark.parametrize("mode", ["budget", "pack"])
+def test_a_state_covers_the_batches_handed_out_when_the_copy_runs_ahead(text_shards, mode):
+    """On CUDA the copy stage builds the next batch before it hands one out; the state taken while the consumer
+    holds batch k must resume at k + 1, not k + 2 (it did, when batches were counted as they were built)."""
+    options = dict(mode=mode, max_tokens=512, batch_size=4, block_size=64, seed=4)
+    full = [b["input_ids"] for b in TextLoader(text_shards, **options)]
+    ahead = TextLoader(text_shards, **options)
+    ahead._copy = OneAhead("cpu")
+    iterator = iter(ahead)
+    held = [next(iterator)["input_ids"] for _ in range(3)]
+    state = ahead.state_dict()
+    assert state["_num_yielded"] == 3 and state["samples_consumed"] == int(ahead.global_plan()[1].offsets[3])
+    resumed = TextLoader(text_shards, **options)
+    resumed.load_state_dict(state)
+    rest = [b["input_ids"] for b in resumed]
+    assert len(held) + len(rest) == len(full) and all(torch.equal(a, b) for a, b in zip(full, held + rest))
+    assert len(list(iterator)) == len(full) - 3 and ahead.epoch == 1  # the pass ends, the epoch moves on
 
 
 def test_ranks_get_equal_batch_counts_and_partition_the_data(text_shards):

@@ -11,6 +11,7 @@ from dataio.formats.text.synthetic_text import synthetic_documents
 from dataio.formats.text.tokenizer_setup import TokenizerConfig
 from dataio.sampling.blend import slack
 from dataio.sampling.weight_schedule import Targets, WeightSchedule
+from dataio.train.mixture_counts import PlanTally, ReadTally
 from tests.text_fixtures import convert
 
 
@@ -159,3 +160,49 @@ def test_until_a_source_finishes_and_passes_are_reported(sources):
     assert books == len(TextLoader(sources["books"], mode="fixed").shards)  # the epoch ended with its pass
     assert total >= books
     assert loader.mixture_passes()["books"] == 1
+
+
+@pytest.mark.parametrize("mode", ["fixed", "budget", "pack"])
+def test_set_weights_is_the_constructor_s_blend(sources, mode):
+    schedule = [(0, {"web": 0.2, "code": 0.2, "books": 0.6}), (30, {"web": 0.8, "code": 0.1, "books": 0.1})]
+    options = dict(mode=mode, batch_size=6, max_tokens=700, block_size=96, seed=5, epoch_length=90)
+    direct = TextLoader(sources, weights=schedule, **options)
+    later = TextLoader(sources, weights={"web": 1, "code": 1, "books": 1}, **options)
+    before = later.state_dict()["dataset"]
+    later.set_weights(schedule)
+    assert later.state_dict()["dataset"] == direct.state_dict()["dataset"] != before  # the fingerprint follows
+    for epoch in (0, 1):
+        direct.set_epoch(epoch)
+        later.set_epoch(epoch)
+        assert [b["input_ids"].tolist() for b in later] == [b["input_ids"].tolist() for b in direct]
+    with pytest.raises(ValueError, match="fresh loader"):
+        later.set_weights(schedule)
+    with pytest.raises(ValueError, match="needs a mixture"):
+        TextLoader(sources["web"]).set_weights({"web": 1})
+
+
+@pytest.mark.parametrize("mode", ["fixed", "budget", "pack"])
+def test_source_counts_are_what_the_pass_reads(sources, mode):
+    loader = TextLoader(sources, mode=mode, weights=WEIGHTS, batch_size=5, max_tokens=600, block_size=80, seed=3,
+                        epoch_length=150)
+    steps = [loader.source_counts(i, i + 1) for i in range(len(loader.global_plan(0)[1]))]
+    read = []
+    for _ in loader:
+        read.append(loader.stats.sources.counts.copy())
+    per_batch = np.diff(np.stack([np.zeros_like(read[0]), *read]), axis=0)
+    assert np.array_equal(np.stack(steps), per_batch)
+    assert np.array_equal(loader.source_counts(0, 10**9, epoch=0), loader.stats.sources.counts)
+    assert loader.source_counts(7, 3, epoch=0).sum() == 0  # an empty range
+
+
+def test_plan_and_read_tallies_agree_on_one_rank(sources):
+    """dataio train's per-source counts: from the plan (text), or as read (a loader with only stats.sources)."""
+    loader = TextLoader(sources, mode="budget", weights=WEIGHTS, max_tokens=600, seed=1, epoch_until="books")
+    plan, read = PlanTally(loader, batches_per_step=1), ReadTally(loader, loader.mixture.names)
+    for epoch in range(2):
+        plan.begin_pass()
+        read.begin_pass()
+        for _ in loader:
+            assert np.array_equal(plan.step(), read.step())
+        assert plan.epoch_summary() == read.epoch_summary()
+        assert plan.epoch_summary()["books"]["passes"] == epoch + 1  # each epoch ends with a pass of books
