@@ -16,11 +16,7 @@ from dataio.train.config import TrainConfig
 from dataio.train.mixture_counts import ReadTally
 from dataio.train.mixture_schedule import RunUnits
 from dataio.formats.dataset.manifest import open_dataset
-from dataio.formats.remote.storage import is_remote
-
-# ImageLoader takes a dict of sources with weights=, epoch_length=, epoch_until= (and a combined ``classes``) once
-# the image mixtures land; until then an image mixture is refused in one line. Set True to enable.
-IMAGE_MIXTURES = False
+from dataio.sampling.mixture_options import source_storage_options
 
 
 def _schedule(c: TrainConfig) -> ResolutionSchedule | None:
@@ -44,13 +40,9 @@ class ImageTask:
                       device=str(device), normalize=True, channels_last=c.channels_last,
                       pin_memory=device.type == "cuda", world_size=c.world_size, rank=c.rank, seed=c.seed,
                       storage_options=c.storage_options)
-        if c.mixture and not IMAGE_MIXTURES:
-            raise ValueError("train: image mixtures are not yet supported (ImageLoader does not take a dict of "
-                             "sources yet); train on one folder")
-        folders = list(c.train.values()) if isinstance(c.train, dict) else [c.train]
-        remote = len(folders) > 1 and any(is_remote(folder) for folder in folders)  # storage_options: theirs alone
-        manifests = [open_dataset(folder, c.storage_options if not remote or is_remote(folder) else None)[1]
-                     for folder in folders]
+        sources = c.train if isinstance(c.train, dict) else {"train": c.train}
+        manifests = [open_dataset(folder, source_storage_options(c.storage_options, sources, name)
+                                  if c.mixture else c.storage_options)[1] for name, folder in sources.items()]
         self.num_classes = len(manifests[0].classes)
         if c.mixture:  # every source's classes, each once
             self.num_classes = len(dict.fromkeys(name for manifest in manifests for name in manifest.classes))
@@ -70,6 +62,21 @@ class ImageTask:
         if c.mixture and len(self.train_loader.classes) != self.num_classes:
             raise ValueError(f"train: the mixture's sources hold {self.num_classes} classes, the loader maps "
                              f"{len(self.train_loader.classes)}")
+        self.val_labels = self._val_labels() if self.val_loader is not None else None
+
+    def _val_labels(self) -> torch.Tensor | None:
+        """The model's class of each validation label, by class name: a mixture's model predicts the combined
+        class map (``train_loader.classes``), which need not number the validation folder's classes as it
+        does. None when they coincide (one source; or the first source's classes, which keep their numbers)."""
+        train, val = self.train_loader.classes, self.val_loader.classes
+        if not self.config.mixture or tuple(val) == tuple(train[:len(val)]):
+            return None
+        index = {name: i for i, name in enumerate(train)}
+        missing = [name for name in val if name not in index]
+        if missing or not val:
+            raise ValueError(f"val: classes {missing[:5] or '(unnamed)'} are in no train source of the mixture "
+                             f"({len(train)} classes): the model cannot predict them")
+        return torch.tensor([index[name] for name in val], dtype=torch.int64, device=self.device)
 
     def _mixture(self, samples: int) -> dict:
         """ImageLoader's mixture keywords: the schedule placed in samples (a step takes ``world_size x
@@ -122,8 +129,9 @@ class ImageTask:
         for batch in self.val_loader.batches():
             keep = torch.from_numpy(~batch.repeated).to(self.device)
             logits = model(batch.images).float()
-            losses = F.cross_entropy(logits, batch.labels, reduction="none")
-            totals += torch.stack([((logits.argmax(1) == batch.labels) & keep).sum().double(),
+            labels = batch.labels if self.val_labels is None else self.val_labels[batch.labels]
+            losses = F.cross_entropy(logits, labels, reduction="none")
+            totals += torch.stack([((logits.argmax(1) == labels) & keep).sum().double(),
                                    keep.sum().double(), (losses * keep).sum().double()])
         if dist.is_initialized():
             dist.all_reduce(totals)

@@ -152,10 +152,46 @@ def test_a_bad_spec_from_the_shell_has_no_traceback(corpora):
     assert done.stderr == f"dataio train: error: --train code=x:{corpora['code']}: the weight 'x' is not a number\n"
 
 
-def test_an_image_mixture_is_refused_until_image_loader_takes_one(tmp_path, capsys):
-    assert main(["train", "--train", f"a=1:{tmp_path}", "--train", f"b=1:{tmp_path}", "--out",
-                 str(tmp_path / "run")]) == 2
-    assert "image mixtures are not yet supported" in capsys.readouterr().err
+def _image_folder(root: Path, classes: list[str], seed: int) -> Path:
+    """Small photos in class folders named ``classes``, converted to shards with the CLI."""
+    photos = root / f"photos-{seed}"
+    assert dataio("synth", str(photos), "--classes", str(len(classes)), "--per-class", "6", "--seed",
+                  str(seed)).returncode == 0
+    for i, name in enumerate(classes):  # synth names classes n00000000, ...: give each source its own list
+        (photos / f"n{i:08d}").rename(photos / name)
+    done = dataio("convert", "images", str(photos), str(root / f"shards-{seed}"), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    return root / f"shards-{seed}"
+
+
+def test_an_image_mixture_of_different_class_lists_trains_and_validates(tmp_path):
+    """Two image sources with overlapping class lists: one combined class map for the model, the validation
+    folder's labels (the second source's classes) mapped to it by name, per-source counts in log.csv."""
+    first = _image_folder(tmp_path, ["cat", "dog"], seed=1)
+    second = _image_folder(tmp_path, ["dog", "fox", "owl"], seed=2)
+    val = _image_folder(tmp_path, ["dog", "fox", "owl"], seed=3)
+    out = tmp_path / "run"
+    done = dataio("train", "--train", f"pets=0.25:{first}", "--train", f"wild=0.75:{second}", "--val", str(val),
+                  "--image-size", "32", "--batch-size", "4", "--epochs", "1", "--epoch-length", "16",
+                  "--progress-every", "0", "--out", str(out))
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-3000:]
+    steps, epochs = _rows(out)
+    counts = np.array([[int(r["samples/pets"]), int(r["samples/wild"])] for r in steps])
+    assert counts.sum() == 16 and counts.sum(0).tolist() == [4, 12]  # the weights, exactly over the epoch
+    assert np.abs(np.cumsum(counts, 0) - np.cumsum(counts.sum(1))[:, None] * [0.25, 0.75]).max() < 1
+    summary = json.loads((out / "log.json").read_text())
+    assert "val_acc" in epochs[-1] and 0 <= float(epochs[-1]["val_acc"]) <= 1
+    checkpoint = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)
+    head = [v for k, v in checkpoint["model"].items() if k.endswith("weight")][-1]
+    assert head.shape[0] == 4, summary  # cat, dog, fox, owl: one output per combined class
+
+
+def test_validation_classes_no_source_holds_are_refused(tmp_path, capsys):
+    first = _image_folder(tmp_path, ["cat", "dog"], seed=4)
+    val = _image_folder(tmp_path, ["cat", "eel"], seed=5)
+    assert main(["train", "--train", f"a=1:{first}", "--train", f"b=1:{first}", "--val", str(val), "--out",
+                 str(tmp_path / "run"), "--epochs", "1"]) == 2
+    assert "val: classes ['eel'] are in no train source" in capsys.readouterr().err
 
 
 # -- real runs ---------------------------------------------------------------------------------------------------
