@@ -20,6 +20,7 @@
 #include "rgbx_resize.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,11 +94,11 @@ static int axis_coefficients(axis_plan *a, int in_size, float in0, float in1, in
             k[x] = w;
             ww += w;
         }
-        for (x = 0; x < xmax; x++) {
-            if (ww != 0.0)
+        if (ww != 0.0) { /* the test out of the loop, as the compiler vectorises the divisions (same quotients) */
+            for (x = 0; x < xmax; x++)
                 k[x] /= ww;
         }
-        for (; x < ksize; x++)
+        for (x = xmax < 0 ? 0 : xmax; x < ksize; x++)
             k[x] = 0;
         a->first[xx] = xmin;
         a->count[xx] = xmax < 0 ? 0 : xmax;
@@ -492,6 +493,101 @@ int rgbx_resize_simd(void) {
 #endif
 }
 
+/* Everything a resize computes from its geometry alone: the coefficients, the kernels' plans and the ring of
+ * rows. Each thread keeps its last one (plan_for): an eval epoch resizes the same centre crop of every image
+ * of one size, and the plans took 17 of the 105 us of a 328 px crop. */
+typedef struct {
+    int width, height, out_w, out_h, simd; /* the key, with the box */
+    float box[4];
+    int need_h, need_v, level, h_level, ring;
+    axis_plan h, v;
+#if HAVE_AVX2
+    simd_plan s;
+    zmm_plan z;
+#endif
+    unsigned char *rows; /* ring rows of out_w RGBX pixels (the horizontal pass's) */
+    int *held;           /* the source row in each slot */
+    const unsigned char **taps;
+} resize_plan;
+
+static void plan_free(void *p) {
+    resize_plan *plan = p;
+    if (plan == NULL)
+        return;
+    axis_free(&plan->h);
+    axis_free(&plan->v);
+#if HAVE_AVX2
+    free(plan->s.start);
+    free(plan->s.kv);
+    zmm_plan_free(&plan->z);
+#endif
+    free(plan->rows);
+    free(plan->held);
+    free(plan->taps);
+    free(plan);
+}
+
+static resize_plan *plan_make(int width, int height, const float box[4], int out_w, int out_h, int simd) {
+    resize_plan *plan = calloc(1, sizeof(resize_plan));
+    if (plan == NULL)
+        return NULL;
+    plan->width = width;
+    plan->height = height;
+    plan->out_w = out_w;
+    plan->out_h = out_h;
+    plan->simd = simd;
+    memcpy(plan->box, box, sizeof plan->box);
+    plan->need_h = out_w != width || box[0] != 0 || box[2] != out_w; /* PIL's tests, in PIL's float */
+    plan->need_v = out_h != height || box[1] != 0 || box[3] != out_h;
+    if (!axis_coefficients(&plan->h, width, box[0], box[2], out_w) ||
+        !axis_coefficients(&plan->v, height, box[1], box[3], out_h)) {
+        plan_free(plan);
+        return NULL;
+    }
+#if HAVE_AVX2
+    plan->level = cpu_level() < simd ? cpu_level() : simd;
+    plan->h_level = !plan->need_h                                                   ? 0
+                    : plan->level == 2 && zmm_plan_make(&plan->z, &plan->h, width)  ? 2
+                    : plan->level >= 1 && simd_plan_make(&plan->s, &plan->h, width) ? 1
+                                                                                    : 0;
+#endif
+    plan->ring = plan->need_v ? plan->v.ksize : 1; /* rows of the horizontal pass kept: the most taps of an output */
+    plan->rows = plan->need_h ? malloc((size_t)plan->ring * out_w * 4) : NULL;
+    plan->held = malloc(sizeof(int) * (size_t)plan->ring);
+    plan->taps = malloc(sizeof(unsigned char *) * (size_t)plan->v.ksize);
+    if ((plan->need_h && plan->rows == NULL) || plan->held == NULL || plan->taps == NULL) {
+        plan_free(plan);
+        return NULL;
+    }
+    return plan;
+}
+
+static pthread_key_t plan_key;
+static int plan_key_made; /* 1 made, -1 failed */
+static pthread_once_t plan_once = PTHREAD_ONCE_INIT;
+
+static void plan_key_make(void) { plan_key_made = pthread_key_create(&plan_key, plan_free) == 0 ? 1 : -1; }
+
+/* This thread's plan for the geometry: its last one if the same, else a new one that replaces it (freed with
+ * the thread). Without thread-specific storage, a new one each call, for the caller to free (*owned). */
+static resize_plan *plan_for(int width, int height, const float box[4], int out_w, int out_h, int simd, int *owned) {
+    pthread_once(&plan_once, plan_key_make);
+    resize_plan *last = plan_key_made == 1 ? pthread_getspecific(plan_key) : NULL;
+    if (last != NULL && last->width == width && last->height == height && last->out_w == out_w &&
+        last->out_h == out_h && last->simd == simd && memcmp(last->box, box, sizeof last->box) == 0) {
+        *owned = 0;
+        return last;
+    }
+    resize_plan *plan = plan_make(width, height, box, out_w, out_h, simd);
+    if (plan == NULL || plan_key_made != 1 || pthread_setspecific(plan_key, plan) != 0) {
+        *owned = 1;
+        return plan;
+    }
+    plan_free(last);
+    *owned = 0;
+    return plan;
+}
+
 int rgbx_resize(const unsigned char *src, size_t stride, int width, int height, float x0, float y0, float x1,
                 float y1, unsigned char *out, int out_w, int out_h, int flip, int simd) {
     if (!(x0 >= 0 && y0 >= 0) || !(x1 <= width && y1 <= height) || !(x1 - x0 >= 0 && y1 - y0 >= 0) || width < 1 ||
@@ -504,90 +600,56 @@ int rgbx_resize(const unsigned char *src, size_t stride, int width, int height, 
             pack_row(src + (size_t)(y + (int)y0) * stride + 4 * (size_t)(int)x0, out + y * out_row, out_w, flip);
         return RESIZE_OK;
     }
-    int need_h = out_w != width || x0 != 0 || x1 != out_w;
-    int need_v = out_h != height || y0 != 0 || y1 != out_h;
-    axis_plan h = {0}, v = {0};
-    if (!axis_coefficients(&h, width, x0, x1, out_w))
+    const float box[4] = {x0, y0, x1, y1};
+    int owned;
+    resize_plan *plan = plan_for(width, height, box, out_w, out_h, simd, &owned);
+    if (plan == NULL)
         return RESIZE_NO_MEMORY;
-    if (!axis_coefficients(&v, height, y0, y1, out_h)) {
-        axis_free(&h);
-        return RESIZE_NO_MEMORY;
-    }
-    int level = 0;
-#if HAVE_AVX2
-    simd_plan s = {0};
-    zmm_plan z = {0};
-    level = cpu_level() < simd ? cpu_level() : simd;
-    int h_level = !need_h ? 0 : level == 2 && zmm_plan_make(&z, &h, width) ? 2
-                            : level >= 1 && simd_plan_make(&s, &h, width) ? 1 : 0;
-#endif
-    int ring = need_v ? v.ksize : 1; /* rows of the horizontal pass kept: the most taps of an output */
-    unsigned char *rows_buffer = need_h ? malloc((size_t)ring * out_w * 4) : NULL;
-    int *held = malloc(sizeof(int) * (size_t)ring); /* the source row in each slot */
-    const unsigned char **taps = malloc(sizeof(unsigned char *) * (size_t)v.ksize);
-    int status = RESIZE_OK;
-    if ((need_h && rows_buffer == NULL) || held == NULL || taps == NULL) {
-        status = RESIZE_NO_MEMORY;
-        goto done;
-    }
-    for (int i = 0; i < ring; i++)
-        held[i] = -1;
-    const unsigned char *out_end = out + (size_t)out_h * out_row;
+    const axis_plan *h = &plan->h, *v = &plan->v;
+    for (int i = 0; i < plan->ring; i++)
+        plan->held[i] = -1;
     for (int yy = 0; yy < out_h; yy++) {
-        int first = need_v ? v.first[yy] : yy, count = need_v ? v.count[yy] : 1;
+        int first = plan->need_v ? v->first[yy] : yy, count = plan->need_v ? v->count[yy] : 1;
         for (int y = 0; y < count; y++) {
             int row = first + y;
             const unsigned char *in = src + (size_t)row * stride;
-            if (!need_h) {
-                taps[y] = in;
+            if (!plan->need_h) {
+                plan->taps[y] = in;
                 continue;
             }
-            unsigned char *slot = rows_buffer + (size_t)(row % ring) * out_w * 4;
-            if (held[row % ring] != row) { /* rows come in rising order: each is resized once */
+            unsigned char *slot = plan->rows + (size_t)(row % plan->ring) * out_w * 4;
+            if (plan->held[row % plan->ring] != row) { /* rows come in rising order: each is resized once */
 #if HAVE_AVX2
-                if (h_level == 2)
-                    h_row_zmm(in, slot, &z, out_w, h.precision);
-                else if (h_level == 1)
-                    h_row_avx2(in, slot, &s, out_w, h.precision);
+                if (plan->h_level == 2)
+                    h_row_zmm(in, slot, &plan->z, out_w, h->precision);
+                else if (plan->h_level == 1)
+                    h_row_avx2(in, slot, &plan->s, out_w, h->precision);
                 else
 #endif
-                    h_row_scalar(in, slot, &h);
-                held[row % ring] = row;
+                    h_row_scalar(in, slot, h);
+                plan->held[row % plan->ring] = row;
             }
-            taps[y] = slot;
+            plan->taps[y] = slot;
         }
         unsigned char *to = out + yy * out_row;
-        if (!need_v) {
-            pack_row(taps[0], to, out_w, flip);
+        if (!plan->need_v) {
+            pack_row(plan->taps[0], to, out_w, flip);
             continue;
         }
-        const int16_t *k = v.k + (size_t)yy * v.ksize;
+        const int16_t *k = v->k + (size_t)yy * v->ksize;
 #if HAVE_AVX2
-        if (level == 2) {
-            v_row_zmm(taps, k, count, v.precision, out_w, to, flip);
+        if (plan->level == 2) {
+            v_row_zmm(plan->taps, k, count, v->precision, out_w, to, flip);
             continue;
         }
-        if (level == 1) {
-            v_row_avx2(taps, k, count, v.precision, out_w, to, flip, out_end);
+        if (plan->level == 1) {
+            v_row_avx2(plan->taps, k, count, v->precision, out_w, to, flip, out + (size_t)out_h * out_row);
             continue;
         }
 #endif
-        v_row_scalar(taps, k, count, v.precision, out_w, to, flip);
+        v_row_scalar(plan->taps, k, count, v->precision, out_w, to, flip);
     }
-    (void)out_end;
-done:
-    free(rows_buffer);
-    free(held);
-    free(taps);
-#if HAVE_AVX2
-    free(s.start);
-    free(s.kv);
-    zmm_plan_free(&z);
-#else
-    (void)level;
-    (void)simd;
-#endif
-    axis_free(&h);
-    axis_free(&v);
-    return status;
+    if (owned)
+        plan_free(plan);
+    return RESIZE_OK;
 }

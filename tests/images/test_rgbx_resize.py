@@ -70,3 +70,17 @@ def test_resize_rgbx_refuses_what_pil_refuses():
         _jpeg_codec.resize_rgbx(pixels[:-1], 10, 8, (0.0, 0.0, 10.0, 8.0), out, 4, 4, False)
     with pytest.raises(ValueError, match="must hold"):  # a slot of another size
         _jpeg_codec.resize_rgbx(pixels, 10, 8, (0.0, 0.0, 10.0, 8.0), out, 4, 3, False)
+
+
+def test_a_repeated_geometry_reuses_its_plan_for_new_pixels():
+    """Each thread keeps the plan of its last geometry (an eval epoch repeats one per image size): the next
+    image of that size, another size, then the first again, each gives its own PIL pixels."""
+    rng = np.random.default_rng(5)
+    geometries = [((400, 300), (68.75, 18.75, 331.25, 281.25)), ((375, 500), (23.4, 85.9, 351.6, 414.1))]
+    for (width, height), box in geometries + geometries[:1]:
+        for _ in range(2):
+            pixels = rng.integers(0, 256, (height, width, 4), dtype=np.uint8)
+            out = np.empty((224, 224, 3), np.uint8)
+            _jpeg_codec.resize_rgbx(pixels.tobytes(), width, height, box, out, 224, 224, False)
+            expected = pil_resized(pixels, box, (224, 224), False)
+            assert np.array_equal(out, expected) if RESIZE_IN_C else np.abs(out.astype(int) - expected).max() <= 1
