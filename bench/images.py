@@ -295,10 +295,11 @@ def bench_folder(config: BenchImagesConfig, src: Path, shards: Path | None, tmp:
     stage_stats: dict[str, list[dict[str, Any]]] = {name: [] for name in config.loaders}
     for round_index in range(config.rounds):
         suffix = f" (round {round_index + 1})" if config.rounds > 1 else ""
+        bandwidth = stage_limits.copy_bandwidth() if modes else None  # one measurement for both modes' bound
         for train in modes:  # the stages' single-thread limits, once a round: the best round is kept
             limits[train].append(stage_limits.stage_limits(folder, size=config.image_size, train=train,
                                                            count=config.limit_images, batch_size=config.batch_size,
-                                                           threads=config.num_workers))
+                                                           threads=config.num_workers, bandwidth=bandwidth))
         for group in _sequence(config.loaders):
             limit_rates.append(max(baselines.timed(limit_loop) for _ in range(2)))
             own_rates.append(max(baselines.timed(own_loop) for _ in range(2)))

@@ -8,12 +8,17 @@ crop boxes (RandomResizedCrop in training, the centre crop in eval):
 - ``read``: the shard read (``ShardFiles.read``) and, where the loader checks
   them, the per-sample checksum (``sample_checksum``), as the loader's read;
 - ``decode``: libjpeg-turbo's decode of the same pixels (the spliced region
-  at the same DCT scale: ``decode_crop_into``'s own decode range);
-- ``resize``: PIL's crop-resize and the packing into a batch slot
-  (``decode_crop_into``'s resize range);
-- ``pack``, within resize: the RGBX-to-RGB packing alone, beside the memory
-  bound of writing the image's bytes at the machine's measured copy
-  bandwidth (a single-thread ``memcpy`` of a batch-sized array).
+  at the same DCT scale: ``decode_crop_into``'s own decode range), and within
+  it ``entropy``: the Huffman decoding alone of the same restart intervals
+  (``_jpeg_codec.check`` of the spliced bytes), the part that neither DCT
+  scaling nor cropping columns shrinks;
+- ``resize``: the crop-resize into a batch slot (``decode_crop_into``'s resize
+  range: the extension's ``resize_rgbx``, or PIL's resize and the packing);
+- ``copy``: the loader's own copy stage beside the memory bound of writing an
+  image's bytes at the machine's measured copy bandwidth (a single-thread
+  ``memcpy`` of a batch-sized array); on the CPU the batch is filled in place
+  by the resize, and ``pack`` is the RGBX-to-RGB packing alone where PIL
+  resizes (``RESIZE_IN_C`` false).
 
 The same loop also runs on the loader's thread count at once, with no loader
 (``parallel``): two threads measured 4-8% more CPU per image in PIL's resize
@@ -45,7 +50,7 @@ from dataio.formats.dataset.manifest import read_manifest
 from dataio.formats.dataset.sample_table import read_sample_table, sample_checksum
 from dataio.images.config import ImageLoaderConfig
 from dataio.images.shard_files import ShardFiles
-from dataio.images.turbo_decode import REGION_DECODE, _rgbx, decode_crop_into
+from dataio.images.turbo_decode import RESIZE_IN_C, REGION_DECODE, _rgbx, decode_crop_into, region_of
 from dataio.loading.stage_times import StageTimes
 
 STAGES = ("read", "decode", "resize")  # the decode threads' stages, the ones with a limit here
@@ -56,7 +61,7 @@ WITHIN = 1.10  # "at its limit": within 10%
 MATERIAL = 0.01
 
 
-def copy_bandwidth(nbytes: int = 38 << 20, passes: int = 5) -> float:
+def copy_bandwidth(nbytes: int = 38 << 20, passes: int = 10) -> float:
     """Bytes per second one thread copies between two arrays of ``nbytes`` (a 256 x 224 x 224 x 3 batch)."""
     source = np.ones(nbytes, dtype=np.uint8)
     target = np.empty_like(source)
@@ -81,10 +86,12 @@ def stage_limits(shards_folder: Path, *, size: int, train: bool, count: int = 10
     other (their shared caches and memory) apart from what the loader adds."""
     folder, manifest = read_manifest(shards_folder)
     table = read_sample_table(folder / manifest.sample_table)
+    rng = np.random.default_rng(seed)
     ids = np.arange(min(count, len(table)))
+    if train:  # read in a shuffled order, as the loader's training epochs do (in order: 5 us less per image)
+        ids = rng.permutation(ids)
     widths, heights = table.width[ids], table.height[ids]
     defaults = ImageLoaderConfig()
-    rng = np.random.default_rng(seed)
     if train:
         boxes = crop_boxes.random_resized_crop_boxes(widths, heights, rng, defaults.crop_scale, defaults.crop_ratio)
         flips = crop_boxes.flips(len(ids), rng, defaults.hflip)
@@ -96,11 +103,12 @@ def stage_limits(shards_folder: Path, *, size: int, train: bool, count: int = 10
     try:
         single = _best_of(passes, lambda: work.run(1))
         parallel = _best_of(passes, lambda: work.run(threads)) if threads > 1 else None
+        entropy = min(work.entropy() for _ in range(passes)) if REGION_DECODE else None
     finally:
         files.close()
     bandwidth = bandwidth or copy_bandwidth()
-    return {**single, "parallel": parallel, "threads": threads,
-            "pack_us": _pack_us(size) if REGION_DECODE else None,
+    return {**single, "parallel": parallel, "threads": threads, "entropy_us": entropy,
+            "pack_us": _pack_us(size) if REGION_DECODE and not RESIZE_IN_C else None,
             "copy_bound_us": 1e6 * size * size * 3 / bandwidth, "copy_gb_s": bandwidth / 1e9,
             "images": len(ids), "train": train}
 
@@ -149,6 +157,26 @@ class _Work:
         return {"us_per_image": {stage: 1e6 * seconds.get(stage, 0.0) / images for stage in STAGES},
                 "checksum_us": 1e6 * seconds.get("checksum", 0.0) / images, "path_us": 1e6 * sum(spent) / images}
 
+    def entropy(self) -> float:
+        """CPU us per image of the Huffman decoding alone of the restart intervals the decode reads: the
+        spliced bytes of each sample's region (the whole file where it cannot be spliced), cut beforehand."""
+        from dataio.formats.jpeg import _jpeg_codec  # lazy: the C extension is optional (REGION_DECODE)
+
+        cut = []
+        for i, sample in enumerate(self.ids):
+            data = self.files.read(int(self.table.shard[sample]), int(self.table.offset[sample]),
+                                   int(self.table.size[sample]))
+            width, height = _jpeg_codec.header(data)
+            scale, _, (left, top, right, bottom), _ = region_of(width, height, self.boxes[i], self.size, self.size)
+            # decode_region cuts (box - 2 px) * scale; splice cuts the full-size box - 2 px: the same intervals
+            spliced = _jpeg_codec.splice(data, (left - 2) * scale + 2, (top - 2) * scale + 2,
+                                         (right + 2) * scale - 2, (bottom + 2) * scale - 2)
+            cut.append(spliced[0] if spliced is not None else data)
+        start = time.thread_time()
+        for data in cut:
+            _jpeg_codec.check(data)
+        return 1e6 * (time.thread_time() - start) / max(1, len(cut))
+
 
 def _best_of(passes: int, run: Any) -> dict[str, Any]:
     """The best of ``passes`` runs, stage by stage (the path too)."""
@@ -176,7 +204,9 @@ def merge(limits: list[dict[str, Any]]) -> dict[str, Any]:
     packs = [m["pack_us"] for m in limits if m["pack_us"] is not None]
     bandwidth = max(m["copy_gb_s"] for m in limits)
     parallel = [m["parallel"] for m in limits if m.get("parallel")]
+    entropy = [m["entropy_us"] for m in limits if m.get("entropy_us") is not None]
     return {**first, **_best_of_found(limits), "parallel": _best_of_found(parallel) if parallel else None,
+            "entropy_us": min(entropy) if entropy else None,
             "pack_us": min(packs) if packs else None, "copy_gb_s": bandwidth,
             "copy_bound_us": first["copy_bound_us"] * first["copy_gb_s"] / bandwidth}
 
@@ -197,8 +227,8 @@ def compare(stages_us: dict[str, float], limits: dict[str, Any], cpu_us: float |
     single = _against(stages_us, limits, cpu_us, checksums)
     parallel = _against(stages_us, limits["parallel"], cpu_us, checksums) if limits.get("parallel") else None
     return {**single, "parallel": parallel, "threads": limits.get("threads", 1),
-            "at_parallel_limits": parallel["at_limits"] if parallel else None,
-            "pack_us": limits["pack_us"], "copy_bound_us": limits["copy_bound_us"]}
+            "at_parallel_limits": parallel["at_limits"] if parallel else None, "entropy_us": limits.get("entropy_us"),
+            "copy_us": stages_us.get("copy"), "pack_us": limits["pack_us"], "copy_bound_us": limits["copy_bound_us"]}
 
 
 def _against(stages_us: dict[str, float], limits: dict[str, Any], cpu_us: float | None,
@@ -234,8 +264,9 @@ def verdict(c: dict[str, Any]) -> str:
 
 
 def render(rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
-    """The table: per dataio row, each stage as ``loader / limit (+x%)``, the pack against the bandwidth bound,
-    and the row's CPU per image against the whole single-thread path."""
+    """The table: per dataio row, each stage as ``loader / limit (+x%)``, the entropy decoding's share of the
+    decode limit, the copy against the bandwidth bound, and the row's CPU per image against the whole
+    single-thread path."""
     if not rows:
         return []
 
@@ -245,7 +276,10 @@ def render(rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
     table: list[dict[str, Any]] = []
     for label, c in rows:
         entry = {"label": label, **{s: cell(c["loader_us"][s], c["limit_us"][s]) for s in STAGES}}
-        entry["pack"] = (f"{c['pack_us']:,.0f} / {c['copy_bound_us']:,.0f}" if c["pack_us"] is not None else None)
+        entropy, decode_limit = c.get("entropy_us"), c["limit_us"]["decode"]
+        entry["entropy"] = f"{entropy:,.0f} ({entropy / decode_limit:.0%})" if entropy and decode_limit > 0 else None
+        copy = f"{c['copy_us']:,.0f} / {c['copy_bound_us']:,.0f}" if c.get("copy_us") is not None else "-"
+        entry["copy"] = copy + (f" (pack {c['pack_us']:,.0f})" if c["pack_us"] is not None else "")
         entry["all"] = (cell(c["cpu_us_per_image"], c["single_thread_path_us"])
                         if c["cpu_us_per_image"] else None)
         entry["verdict"] = verdict(c)
@@ -257,13 +291,15 @@ def render(rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
                           "all": cell(p["cpu_us_per_image"], p["single_thread_path_us"]) if p["cpu_us_per_image"]
                           else None, "verdict": verdict(p)})
     columns = [("label", "dataio stages vs limits, CPU us/image", "s"), ("read", "read", "s"),
-               ("decode", "decode", "s"), ("resize", "resize (incl. pack)", "s"),
-               ("pack", "pack / memory bound", "s"), ("all", "process CPU / path", "s"),
+               ("decode", "decode", "s"), ("entropy", "of which Huffman", "s"), ("resize", "resize", "s"),
+               ("copy", "copy / memory bound", "s"), ("all", "process CPU / path", "s"),
                ("verdict", "stages vs limits", "s")]
     return [format_table(table, columns),
             "(loader / limit: the loader's CPU us per image in the stage over all its threads, its best epoch / the "
-            "same work on one thread, no loader, its best pass; pack: RGBX-to-RGB into the batch alone / its bytes "
-            "at the measured copy bandwidth; process CPU: all the loader's threads per image / the whole "
+            "same work on one thread, no loader, its best pass; of which Huffman: the entropy decoding alone of the "
+            "same restart intervals, and its share of the decode limit (what DCT scaling and cropping columns leave "
+            "as it is); copy: the loader's copy stage (on the CPU the resize fills the batch in place) / an image's "
+            "bytes at the measured copy bandwidth; process CPU: all the loader's threads per image / the whole "
             "single-thread path, glue included; at limits: the process within 10% of the path, and each stage "
             "within 10% of its limit or over it by under 1% of the path; the row below: the same loop on the "
             "loader's thread count at once, no loader)"]

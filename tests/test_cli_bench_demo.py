@@ -71,7 +71,7 @@ def test_bench_images_writes_table_json_and_png(image_folder, tmp_path):
     for name in ("standard", "standard_eval", "dataio", "dataio_eval"):  # the standard's worker processes count
         assert by_name[name]["cpu_us_per_image"] > 0 and by_name[name]["cpu_vs_standard"] > 0
     # every decode-thread stage of dataio beside the same work on one thread
-    assert "dataio stages vs limits, CPU us/image" in result.stdout
+    assert "dataio stages vs limits, CPU us/image" in result.stdout and "of which Huffman" in result.stdout
     for name in ("dataio", "dataio_eval", "dataio_unchecked"):
         limits = by_name[name]["stage_limits"]
         assert set(limits["ratio"]) == {"read", "decode", "resize"} and all(r > 0 for r in limits["ratio"].values())
@@ -80,6 +80,7 @@ def test_bench_images_writes_table_json_and_png(image_folder, tmp_path):
                     if r > 1.10 and limits["loader_us"][s] - limits["limit_us"][s] > 0.01 * path]
         assert limits["at_limits"] == (not material and limits["overall_ratio"] <= 1.10)
         assert limits["threads"] == 2 and limits["parallel"]["ratio"].keys() == limits["ratio"].keys()
+        assert limits["entropy_us"] > 0 and limits["copy_us"] >= 0  # the Huffman part of the decode, the copy
     assert set(report["stage_limits"]) == {"train", "eval"}
     assert report["stage_limits"]["eval"]["copy_gb_s"] > 0
     # ShardDataset under the standard recipe's transform and DataLoader, against the recipe itself

@@ -184,13 +184,10 @@ def dct_scale(width: int, height: int, box: tuple[float, ...], out_w: int, out_h
 _WRITTEN = object()  # _region_resized's answer when it resized straight into the batch slot
 
 
-def _region_resized(data: bytes, box: np.ndarray, out_w: int, out_h: int, resample: int,
-                    reduced_decode: bool, lap=NO_LAP, into: np.ndarray | None = None,
-                    flip: bool = False) -> Image.Image | object:
-    """The crop of ``data`` resized to ``out_w`` x ``out_h``: a PIL image, or with ``into`` (a C-contiguous
-    slot, the antialiased filter) written there as RGB, mirrored if ``flip``, and ``_WRITTEN``."""
-    width, height = _jpeg_codec.header(data)
-    _check_pixels(width, height)
+def region_of(width: int, height: int, box: np.ndarray, out_w: int, out_h: int,
+              reduced_decode: bool = True) -> tuple[int, int, tuple[int, int, int, int], tuple[float, ...]]:
+    """What the region path decodes of a ``width`` x ``height`` JPEG for ``box``: the DCT scale denominator,
+    the decoded image's width, the region (left, top, right, bottom) in its pixels, and the box in them."""
     x0, y0, x1, y1 = _clamped(box, width, height)
     scale = dct_scale(width, height, (x0, y0, x1, y1), out_w, out_h) if reduced_decode else 1
     if scale > 1:  # coordinates in the image decoded at 1/scale, as PIL's draft
@@ -203,6 +200,18 @@ def _region_resized(data: bytes, box: np.ndarray, out_w: int, out_h: int, resamp
     margin_y = math.ceil(max(1.0, (y1 - y0) / out_h)) + 1
     left, top = max(0, int(x0) - margin_x), max(0, int(y0) - margin_y)
     right, bottom = min(width, math.ceil(x1) + margin_x), min(height, math.ceil(y1) + margin_y)
+    return scale, width, (left, top, right, bottom), (x0, y0, x1, y1)
+
+
+def _region_resized(data: bytes, box: np.ndarray, out_w: int, out_h: int, resample: int,
+                    reduced_decode: bool, lap=NO_LAP, into: np.ndarray | None = None,
+                    flip: bool = False) -> Image.Image | object:
+    """The crop of ``data`` resized to ``out_w`` x ``out_h``: a PIL image, or with ``into`` (a C-contiguous
+    slot, the antialiased filter) written there as RGB, mirrored if ``flip``, and ``_WRITTEN``."""
+    width, height = _jpeg_codec.header(data)
+    _check_pixels(width, height)
+    scale, width, (left, top, right, bottom), (x0, y0, x1, y1) = region_of(width, height, box, out_w, out_h,
+                                                                           reduced_decode)
     buffer = _buffer(width * (bottom - top) * 4)
     with lap("decode"):
         span, rows, offset = _jpeg_codec.decode_region(data, left, top, right, bottom, scale, buffer)
