@@ -10,8 +10,10 @@ crop boxes (RandomResizedCrop in training, the centre crop in eval):
 - ``decode``: libjpeg-turbo's decode of the same pixels (the spliced region
   at the same DCT scale: ``decode_crop_into``'s own decode range), and within
   it ``entropy``: the Huffman decoding alone of the same restart intervals
-  (``_jpeg_codec.check`` of the spliced bytes), the part that neither DCT
-  scaling nor cropping columns shrinks;
+  (``_jpeg_codec.check`` of the spliced bytes), the part that cropping columns
+  does not shrink (None where a region is DCT-scaled: ``check`` stores every
+  coefficient at full size, which a 1/8 decode does not, and measured 109-115%
+  of the scaled decode of camera photos);
 - ``resize``: the crop-resize into a batch slot (``decode_crop_into``'s resize
   range: the extension's ``resize_rgbx``, or PIL's resize and the packing);
 - ``copy``: the loader's own copy stage beside the memory bound of writing an
@@ -103,7 +105,8 @@ def stage_limits(shards_folder: Path, *, size: int, train: bool, count: int = 10
     try:
         single = _best_of(passes, lambda: work.run(1))
         parallel = _best_of(passes, lambda: work.run(threads)) if threads > 1 else None
-        entropy = min(work.entropy() for _ in range(passes)) if REGION_DECODE else None
+        entropies = [work.entropy() for _ in range(passes)] if REGION_DECODE else [None]
+        entropy = None if None in entropies else min(entropies)
     finally:
         files.close()
     bandwidth = bandwidth or copy_bandwidth()
@@ -157,9 +160,10 @@ class _Work:
         return {"us_per_image": {stage: 1e6 * seconds.get(stage, 0.0) / images for stage in STAGES},
                 "checksum_us": 1e6 * seconds.get("checksum", 0.0) / images, "path_us": 1e6 * sum(spent) / images}
 
-    def entropy(self) -> float:
+    def entropy(self) -> float | None:
         """CPU us per image of the Huffman decoding alone of the restart intervals the decode reads: the
-        spliced bytes of each sample's region (the whole file where it cannot be spliced), cut beforehand."""
+        spliced bytes of each sample's region (the whole file where it cannot be spliced), cut beforehand;
+        None where a region is decoded at reduced size (module docstring)."""
         from dataio.formats.jpeg import _jpeg_codec  # lazy: the C extension is optional (REGION_DECODE)
 
         cut = []
@@ -168,6 +172,8 @@ class _Work:
                                    int(self.table.size[sample]))
             width, height = _jpeg_codec.header(data)
             scale, _, (left, top, right, bottom), _ = region_of(width, height, self.boxes[i], self.size, self.size)
+            if scale > 1:
+                return None
             # decode_region cuts (box - 2 px) * scale; splice cuts the full-size box - 2 px: the same intervals
             spliced = _jpeg_codec.splice(data, (left - 2) * scale + 2, (top - 2) * scale + 2,
                                          (right + 2) * scale - 2, (bottom + 2) * scale - 2)
@@ -297,8 +303,8 @@ def render(rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
     return [format_table(table, columns),
             "(loader / limit: the loader's CPU us per image in the stage over all its threads, its best epoch / the "
             "same work on one thread, no loader, its best pass; of which Huffman: the entropy decoding alone of the "
-            "same restart intervals, and its share of the decode limit (what DCT scaling and cropping columns leave "
-            "as it is); copy: the loader's copy stage (on the CPU the resize fills the batch in place) / an image's "
+            "same restart intervals, and its share of the decode limit (what cropping columns leaves as it is; not "
+            "measured where the decode is DCT-scaled); copy: the loader's copy stage (on the CPU the resize fills the batch in place) / an image's "
             "bytes at the measured copy bandwidth; process CPU: all the loader's threads per image / the whole "
             "single-thread path, glue included; at limits: the process within 10% of the path, and each stage "
             "within 10% of its limit or over it by under 1% of the path; the row below: the same loop on the "
