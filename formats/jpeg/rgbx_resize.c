@@ -186,7 +186,8 @@ static void v_row_scalar(const unsigned char *const *rows, const int16_t *k, int
 }
 
 #if HAVE_AVX2
-/* The horizontal plan of the AVX2 kernel: every output over the same even number of taps taps,
+/* The horizontal plan of the AVX2 kernel: every output over the same even number of taps (the most any
+ * output has, rounded up),
  * from a window start[xx] that stays inside the row (an output near the right edge gets its
  * window moved left and zero coefficients in front), and per pair of outputs (A, B), per pair of
  * taps, the coefficients as 8 int32: the pair (k_t, k_t+1) of A four times, then B's. */
@@ -324,10 +325,11 @@ AVX2 static void v_row_avx2(const unsigned char *const *rows, const int16_t *k, 
 
 /* The horizontal plan of the AVX-512 kernel: four outputs per 512-bit register. Per quad of outputs, the
  * first pixel base of one 64-byte load (16 pixels) holding all their taps, and per pair of taps a byte
- * permutation of that load (vpermt2b) into the 16-bit pairs vpmaddwd takes, with the pairs' coefficients:
- * three permutes, multiply-adds and adds for six taps of four pixels, where the AVX2 kernel needs six
- * shuffles and twelve more instructions. Returns 0 where some quad's taps span more than 16 pixels (a
- * downscale past about 2.5x) or the row is under 16 pixels: the AVX2 kernel does those. */
+ * permutation of that load (vpermt2b) into the 16-bit pairs vpdpwssd takes, with the pairs' coefficients:
+ * two permutes and two multiply-adds for the 3-4 taps of four outputs of a downscale up to 2x, where the
+ * AVX2 kernel needs four shuffles, four multiply-adds and two inserts for two. Returns 0 where some quad's
+ * taps span more than 16 pixels (a downscale past about 2.5x) or the row is under 16 pixels: the AVX2
+ * kernel does those. */
 typedef struct {
     int quads, pairs;
     int *base;
