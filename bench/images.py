@@ -6,15 +6,24 @@ uint8 crops. Loaders run one at a time (co-resident DataLoader workers and
 DALI's prefetching threads were measured to slow each other by ~25%): each is
 built, warmed up (``warmup`` epochs), timed over ``epochs`` epochs and shut
 down before the next. The exceptions: ``dataio_auto`` and the fixed-thread
-rows ``dataio_t<n>`` are compared with each other, and so are ``shard_dataset``
-and ``standard`` (the same transform and DataLoader), so each set is built together
-and timed one epoch of each in turn (their threads idle while another runs). The machine-limit loop (bare single-thread full decode +
+rows ``dataio_t<n>`` are compared with each other, and the rows whose ratio to
+the standard recipe is the point (``standard``, ``shard_dataset``, ``dataio``
+and the eval-mode pair ``standard_eval`` / ``dataio_eval``), so each set is
+built together and timed one epoch of each in turn (their threads and workers
+idle while another runs): on the shared 2-core VM load from other processes
+moves by tens of percent within a minute, and epochs in turn let it hit both
+sides of a ratio alike. Eval mode is the validation half of every epoch:
+torchvision's Resize + CenterCrop against ``train=False``. Each row's CPU time
+per image (its threads, or a DataLoader's processes) is recorded too: its
+ratio moves less with the machine's load than the rates'. The machine-limit loop (bare single-thread full decode +
 crop, times the cores) is timed again before each loader, so a shared
 machine's drift shows in the limit too. Medians are reported, with the ratio
 to the standard recipe and the share of the machine's limit. dataio decodes
 only the crop's region, so it can pass that limit; the same loop over
 dataio's own per-image path (over the packed files, restart intervals
-included) gives its parallel efficiency.
+included) gives its parallel efficiency, and ``stage_limits`` sets each of
+dataio's stages beside the same work on one thread. ``photo_classes`` runs the
+ratio rows on each class of photo size (``--photo-classes``).
 """
 
 from __future__ import annotations
@@ -22,29 +31,26 @@ from __future__ import annotations
 import datetime
 import statistics
 import tempfile
-from dataclasses import asdict, dataclass, field
+import time
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from dataio.bench import image_baselines as baselines
-from dataio.bench.report import format_table, machine_description, write_results
+from dataio.bench import stage_limits
+from dataio.bench.images_report import COMPARISONS, STAGES, render
+from dataio.bench.report import load_average, machine_description, write_results
+from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.dataset.sample_table import read_sample_table
 from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
 from dataio.formats.images.image_prepare import ImagePrepareConfig
-from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.images.synthetic import PHOTO_CLASSES
 from dataio.formats.remote.storage import redact
 from dataio.images.dali_install import dali_installed, install_hint
 
-# The ratios printed under the table: (this row, against that), in the words the report prints.
-COMPARISONS = {
-    "vs_standard": ("(d) dataio.ImageLoader", "(a) ImageFolder + PIL + DataLoader"),
-    "vs_dali_cpu": ("(d) dataio.ImageLoader", "the faster DALI CPU pipeline, (c) or (c')"),
-    "of_machine_limit": ("(d) dataio.ImageLoader", "the machine limit (full decode + crop-resize x cores)"),
-    "shard_dataset_vs_standard": ("(h) dataio.ShardDataset", "(a), under the same transform and DataLoader"),
-    "dali_gpu_vs_turbo": ("(e) dataio.ImageLoader, DALI on the GPU", "(d) dataio.ImageLoader, CPU threads"),
-    "mixture_vs_single": ("(i) dataio.ImageLoader, a mixture of 3 sources", "(d), one source, over the same images"),
-}
+EVAL_ROWS = {"standard_eval", "dataio_eval"}  # the rows in eval mode, set beside standard_eval
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,13 +66,31 @@ class BenchImagesConfig:
     epochs: int = 3
     warmup: int = 1
     rounds: int = 1  # the whole loader sequence again: drift on a shared machine then hits every loader
-    loaders: tuple[str, ...] = field(default_factory=lambda: default_loaders())
+    loaders: tuple[str, ...] = ()  # empty: default_loaders(), or PHOTO_LOADERS with photo_classes
     remote: str | None = None  # the same shards at an fsspec URL: its rows are timed beside the local ones
     storage_options: dict | None = None  # for ``remote``; never printed or written to the results
+    # photo classes of formats.synthetic (small, imagenet, camera): SRC/<class> for each, generated if absent
+    # (photo_images of each, default photo_classes.DEFAULT_IMAGES), the ratio rows run on each
+    photo_classes: tuple[str, ...] = ()
+    photo_images: int | None = None
+    limit_images: int = 1000  # samples the single-thread stage limits decode (stage_limits)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "src", Path(self.src))
         object.__setattr__(self, "out", Path(self.out))
+        if not self.loaders:
+            object.__setattr__(self, "loaders", PHOTO_LOADERS if self.photo_classes else default_loaders())
+        object.__setattr__(self, "loaders", tuple(self.loaders))
+        unknown_classes = set(self.photo_classes) - set(PHOTO_CLASSES)
+        if unknown_classes:
+            raise ValueError(f"photo_classes: unknown {sorted(unknown_classes)}; "
+                             f"choose from {', '.join(PHOTO_CLASSES)}")
+        if self.photo_classes and (self.shards is not None or self.remote):
+            raise ValueError("photo_classes generate and convert their own folders: give no shards")
+        if self.photo_images is not None and self.photo_images < 2:
+            raise ValueError(f"photo_images must be >= 2, got {self.photo_images}")
+        if self.limit_images < 1:
+            raise ValueError(f"limit_images must be >= 1, got {self.limit_images}")
         if self.epochs < 1 or self.warmup < 0 or self.batch_size < 1 or self.num_workers < 1 or self.rounds < 1:
             raise ValueError("epochs, rounds, batch_size and num_workers must be >= 1, warmup >= 0")
         remote_rows = tuple(name for name in _RUNNERS if _RUNNERS[name][1] == "remote")
@@ -85,6 +109,8 @@ class BenchImagesConfig:
 # loader -> (label, what it reads, the dataio.bench.image_baselines function that builds it)
 _RUNNERS = {
     "standard": ("(a) standard: ImageFolder + PIL + DataLoader", "src", "make_standard"),
+    # eval mode: torchvision's Resize(size / 0.875) + CenterCrop(size), against dataio's train=False
+    "standard_eval": ("(a, eval) standard, Resize + CenterCrop", "src", "make_standard_eval"),
     "webdataset": ("(b) webdataset + PIL + DataLoader", "shard_list", "make_webdataset"),
     # the standard recipe's transform and DataLoader over dataio.ShardDataset: a script dataio's loader cannot run
     "shard_dataset": ("(h) dataio.ShardDataset + the standard transform + DataLoader", "folder", "make_shard_dataset"),
@@ -93,6 +119,7 @@ _RUNNERS = {
     # original bytes: dataio is compared with the faster of the two DALI rows
     "dali_cpu_plain": ("(c') DALI CPU pipeline, no restart markers", "plain_shard_list", "make_dali_cpu"),
     "dataio": ("(d) dataio.ImageLoader (turbo)", "folder", "make_dataio"),
+    "dataio_eval": ("(d, eval) dataio.ImageLoader, train=False", "folder", "make_dataio_eval"),
     # the same with its per-sample checksums off: their end-to-end cost
     "dataio_unchecked": ("(d') dataio.ImageLoader, sample checksums off", "folder", "make_dataio_unchecked"),
     "dataio_dali_gpu": ("(e) dataio.ImageLoader (DALI GPU)", "folder", "make_dataio_dali_gpu"),
@@ -110,14 +137,18 @@ _RUNNERS = {
 }
 DALI_ROWS = ("dali_cpu", "dali_cpu_plain", "dataio_dali_gpu")
 MAX_TUNING_EPOCHS = 10
-STAGES = ("read", "decode", "resize", "plan", "decode_wait", "copy", "augment", "wait")
+
+
+RATIO_GROUP = ("standard", "shard_dataset", "dataio", "dataio_mixture", "standard_eval", "dataio_eval")  # timed in turns
+PHOTO_LOADERS = ("standard", "dataio", "standard_eval", "dataio_eval")  # the rows run on each photo class
 
 
 def default_loaders() -> tuple[str, ...]:
     """The CPU loaders (DALI twice: dataio's packing and the original bytes; dataio with and without its
-    sample checksums), plus DALI GPU on a GPU machine; the DALI rows only where DALI is installed (an extra)."""
+    sample checksums; the standard recipe and dataio in eval mode too), plus DALI GPU on a GPU machine; the DALI
+    rows only where DALI is installed (an extra)."""
     base = ("standard", "webdataset", "shard_dataset", "dali_cpu", "dali_cpu_plain", "dataio", "dataio_unchecked",
-            "dataio_mixture")
+            "standard_eval", "dataio_eval", "dataio_mixture")
     rows = base + ("dataio_dali_gpu",) if torch.cuda.is_available() else base
     return rows if dali_installed() else tuple(row for row in rows if row not in DALI_ROWS)
 
@@ -126,7 +157,7 @@ def _make(name: str, config: BenchImagesConfig, folder: Path,
           shard_lists: dict[str, list[Path]]) -> baselines.Epoch:
     _, reads, maker_name = _RUNNERS[name]
     source = {"src": config.src, "folder": folder, "remote": config.remote, **shard_lists}[reads]
-    extra = {"samples": baselines.accepted_samples(folder)} if name == "standard" else {}
+    extra = {"samples": baselines.accepted_samples(folder)} if reads == "src" else {}
     if reads == "remote":
         extra = {"storage_options": config.storage_options, "cache": name == "dataio_remote_cached"}
     maker = getattr(baselines, maker_name)
@@ -140,33 +171,29 @@ def _threads_group(loaders: tuple[str, ...]) -> list[str]:
     return group if "dataio_auto" in group and len(group) > 1 else []
 
 
-# Rows measured in turns with the row whose ratio checks them: the same transform under the same DataLoader
-# (shard_dataset), the same images through one source and through a mixture (dataio_mixture).
-PAIRS = (("standard", "shard_dataset"), ("dataio", "dataio_mixture"))
-
-
 def _sequence(loaders: tuple[str, ...]) -> list[list[str]]:
-    """The loaders in the order they run, those measured together as one group: the threads group last,
-    and each of ``PAIRS`` whose rows are both asked for, in turns (run one after the other on the shared 2-core
-    VM, the ratio of shard_dataset to standard moved from 0.57 to 1.13 between rounds, taken in turns it stayed
-    within 1.02-1.21). A DataLoader's persistent workers idle between its epochs, and so do dataio's threads, so
-    the two of a pair do not slow each other."""
+    """The loaders in the order they run, those measured together as one group: the threads group last, and
+    the rows of ``RATIO_GROUP`` together, where the first of them stands. Their ratios are the checks:
+    ``shard_dataset`` against ``standard`` (the same transform under the same DataLoader; run one after the
+    other on the shared 2-core VM, the ratio moved from 0.57 to 1.13 between rounds, taken in turns it
+    stayed within 1.02-1.21), dataio against the standard recipe in both modes, the mixture against dataio. A DataLoader's persistent
+    workers and dataio's threads idle between their epochs, so they do not slow each other."""
     threads = _threads_group(loaders)
-    pairs = [list(pair) for pair in PAIRS if set(pair) <= set(loaders)]
-    sequence: list[list[str]] = []
+    together = [n for n in RATIO_GROUP if n in loaders]
+    together = together if len(together) > 1 else []
+    sequence = []
     for name in loaders:
-        pair = next((p for p in pairs if name in p), None)
-        if name in threads or (pair is not None and name != pair[0]):
+        if name in threads or (name in together and name != together[0]):
             continue
-        sequence.append(pair if pair is not None else [name])
+        sequence.append(together if name in together else [name])
     return sequence + ([threads] if threads else [])
 
 
 def _measure_interleaved(epochs: list[baselines.Epoch],
-                         config: BenchImagesConfig) -> list[tuple[list[float], dict[str, Any] | None]]:
+                         config: BenchImagesConfig) -> list[tuple[list[float], list[float], dict[str, Any] | None]]:
     """Warm each loader up, then time ``config.epochs`` epochs of each, one epoch of each in turn, and
-    shut them down. Returns per loader the rates and, for dataio's loaders, the timed epochs' stage
-    seconds and the threads (``loader.stats``).
+    shut them down. Returns per loader the rates, the CPU microseconds per image of each epoch and, for
+    dataio's loaders, the timed epochs' stage seconds and the threads (``loader.stats``).
 
     One loader alone is the sequential measurement. Several (``num_workers="auto"`` against fixed
     counts) take turns epoch by epoch, so that load from other processes on a shared machine, which
@@ -183,18 +210,26 @@ def _measure_interleaved(epochs: list[baselines.Epoch],
                 count += 1
             warm.append(count)
         rates: list[list[float]] = [[] for _ in epochs]
+        cpu: list[list[float]] = [[] for _ in epochs]
         for _ in range(config.epochs):
             for i, epoch in enumerate(epochs):
-                rates[i].append(baselines.timed(epoch))
-        out = []
-        for epoch, count, run_rates in zip(epochs, warm, rates):
+                rate, cpu_us = baselines.timed_with_cpu(epoch)
+                rates[i].append(rate)
+                cpu[i].append(cpu_us)
+        out: list[tuple[list[float], list[float], dict[str, Any] | None]] = []
+        for epoch, count, run_rates, run_cpu in zip(epochs, warm, rates, cpu):
             if epoch.stats is None:
-                out.append((run_rates, None))
+                out.append((run_rates, run_cpu, None))
                 continue
             per_epoch = epoch.stats.stages.as_dict()
             timed = [per_epoch[str(e)] for e in range(count, count + config.epochs) if str(e) in per_epoch]
             seconds = {stage: sum(e.get(stage, {}).get("seconds", 0.0) for e in timed) for stage in STAGES}
-            out.append((run_rates, {"seconds": seconds, "threads": {**epoch.stats.threads, "warmup_epochs": count}}))
+            per_image = [{stage: e.get(stage, {}).get("seconds", 0.0) / max(1, e.get("decode", {}).get("calls", 0))
+                          for stage in STAGES} for e in timed]  # each timed epoch's seconds per image
+            clock = getattr(epoch.stats.stages, "clock", time.perf_counter)
+            out.append((run_rates, run_cpu, {"seconds": seconds, "cpu_clock": clock is time.thread_time,
+                                             "epochs": per_image,
+                                             "threads": {**epoch.stats.threads, "warmup_epochs": count}}))
         return out
     finally:
         for epoch in epochs:
@@ -204,73 +239,120 @@ def _measure_interleaved(epochs: list[baselines.Epoch],
 def _breakdown(stats: list[dict[str, Any]], images: int) -> dict[str, Any]:
     """Microseconds per image of each stage, summed over the runs; the threads of the last run."""
     total = {stage: sum(s["seconds"][stage] for s in stats) for stage in STAGES}
+    epochs = [e for s in stats for e in s.get("epochs", [])]
     return {"us_per_image": {stage: 1e6 * total[stage] / max(1, images) for stage in STAGES},
+            # the best epoch of each stage: set beside the best pass of its single-thread limit (stage_limits)
+            "best_us_per_image": {stage: 1e6 * min((e[stage] for e in epochs), default=0.0) for stage in STAGES},
+            "clock": "cpu" if all(s.get("cpu_clock") for s in stats) else "wall",
             "threads": stats[-1]["threads"], "threads_per_round": [s["threads"].get("chosen") for s in stats]}
 
 
 def bench_images(config: BenchImagesConfig, log=print) -> dict[str, Any]:
-    """Run every loader, print the table, write JSON and PNG; returns the result dict."""
+    """Run every loader, print the table, write JSON and PNG; returns the result dict. With
+    ``config.photo_classes``, the ratio rows on each class (``photo_classes.bench_photo_classes``)."""
+    if config.photo_classes:
+        # lazy: photo_classes imports this module (it runs bench_folder on each class)
+        from dataio.bench.photo_classes import bench_photo_classes
+
+        return bench_photo_classes(config, log)
     with tempfile.TemporaryDirectory(prefix="dataio-bench-") as tmp:
-        folder = config.shards
-        if folder is None:
-            folder = Path(tmp) / "shards"
-            log(f"converting {config.src} -> {folder}")
-            convert_images(ConvertImagesConfig(src=config.src, out=folder, shard_size="32MB", progress=False))
-        folder, manifest = read_manifest(folder)
-        shard_lists = {"shard_list": [folder / s.file for s in manifest.shards]}
-        if "dali_cpu_plain" in config.loaders:
-            plain = Path(tmp) / "plain"
-            log(f"converting {config.src} -> {plain} (no restart markers)")
-            convert_images(ConvertImagesConfig(src=config.src, out=plain, shard_size="32MB", progress=False,
-                                               prepare=ImagePrepareConfig(restart_interval=0)))
-            shard_lists["plain_shard_list"] = [plain / s.file for s in read_manifest(plain)[1].shards]
-        samples = baselines.accepted_samples(folder)
-        limit_loop = baselines.make_machine_limit(baselines.source_images(config.src, samples),
-                                                  size=config.image_size)
-        packed = baselines.packed_images(folder)
-        own_loop = baselines.make_machine_limit(packed, size=config.image_size, dataio_path=True)
-        checksum_loop = baselines.make_checksum_loop(packed)
-        limit_rates, own_rates, checksum_rates = [], [], []
-        rates: dict[str, list[list[float]]] = {name: [] for name in config.loaders}  # per round, per epoch
-        stage_stats: dict[str, list[dict[str, Any]]] = {name: [] for name in config.loaders}
-        for round_index in range(config.rounds):
-            suffix = f" (round {round_index + 1})" if config.rounds > 1 else ""
-            for group in _sequence(config.loaders):
-                limit_rates.append(max(baselines.timed(limit_loop) for _ in range(2)))
-                own_rates.append(max(baselines.timed(own_loop) for _ in range(2)))
-                checksum_rates.append(max(baselines.timed(checksum_loop) for _ in range(2)))
-                log(f"running {', '.join(_RUNNERS[n][0] for n in group)}"
-                    + (" (an epoch of each in turn)" if len(group) > 1 else "") + f"{suffix} ...")
-                measured = _measure_interleaved([_make(n, config, folder, shard_lists) for n in group], config)
-                for n, (run_rates, stats) in zip(group, measured):
-                    rates[n].append(run_rates)
-                    if stats is not None:
-                        stage_stats[n].append(stats)
-        timed_images = manifest.num_samples * config.epochs * config.rounds
-        rows = [{"loader": name, "label": _RUNNERS[name][0], "epochs": [r for run in runs for r in run],
-                 "round_img_s": [statistics.median(run) for run in runs],
-                 "img_s": statistics.median([r for run in runs for r in run]),
-                 **({"stages": _breakdown(stage_stats[name], timed_images)} if stage_stats[name] else {})}
-                for name, runs in rates.items()]
-        single, own_single = statistics.median(limit_rates), statistics.median(own_rates)
+        result = bench_folder(config, config.src, config.shards, Path(tmp), log)
+    log(render(result))
+    paths = write_results(config.out, "images", result, {r["label"]: r["img_s"] for r in result["rows"]}, "images/s")
+    log("wrote " + ", ".join(str(p) for p in paths))
+    return result
+
+
+def bench_folder(config: BenchImagesConfig, src: Path, shards: Path | None, tmp: Path, log=print) -> dict[str, Any]:
+    """``config.loaders`` over the images of ``src`` (its conversion ``shards``, made in ``tmp`` if None):
+    the result dict that ``render`` prints."""
+    folder = shards
+    if folder is None:
+        folder = tmp / "shards"
+        log(f"converting {src} -> {folder}")
+        convert_images(ConvertImagesConfig(src=src, out=folder, shard_size="32MB", progress=False))
+    folder, manifest = read_manifest(folder)
+    batches = -(-manifest.num_samples // config.batch_size)
+    if batches < 2 * config.num_workers:  # a DataLoader worker makes whole batches: the others idle meanwhile
+        log(f"note: {manifest.num_samples} images make {batches} batch(es) of {config.batch_size} for "
+            f"{config.num_workers} workers: some idle; a --batch-size of at most "
+            f"{max(1, manifest.num_samples // (2 * config.num_workers))} keeps them all busy")
+    shard_lists = {"shard_list": [folder / s.file for s in manifest.shards]}
+    if "dali_cpu_plain" in config.loaders:
+        plain = tmp / "plain"
+        log(f"converting {src} -> {plain} (no restart markers)")
+        convert_images(ConvertImagesConfig(src=src, out=plain, shard_size="32MB", progress=False,
+                                           prepare=ImagePrepareConfig(restart_interval=0)))
+        shard_lists["plain_shard_list"] = [plain / s.file for s in read_manifest(plain)[1].shards]
+    config = replace(config, src=src)
+    samples = baselines.accepted_samples(folder)
+    limit_loop = baselines.make_machine_limit(baselines.source_images(src, samples), size=config.image_size)
+    packed = baselines.packed_images(folder)
+    own_loop = baselines.make_machine_limit(packed, size=config.image_size, dataio_path=True)
+    checksum_loop = baselines.make_checksum_loop(packed)
+    modes = _limit_modes(config.loaders)
+    limit_rates, own_rates, checksum_rates = [], [], []
+    limits: dict[bool, list[dict[str, Any]]] = {train: [] for train in modes}
+    rates: dict[str, list[list[float]]] = {name: [] for name in config.loaders}  # per round, per epoch
+    cpu: dict[str, list[float]] = {name: [] for name in config.loaders}  # CPU us per image, per epoch
+    stage_stats: dict[str, list[dict[str, Any]]] = {name: [] for name in config.loaders}
+    for round_index in range(config.rounds):
+        suffix = f" (round {round_index + 1})" if config.rounds > 1 else ""
+        bandwidth = stage_limits.copy_bandwidth() if modes else None  # one measurement for both modes' bound
+        for train in modes:  # the stages' single-thread limits, once a round: the best round is kept
+            limits[train].append(stage_limits.stage_limits(folder, size=config.image_size, train=train,
+                                                           count=config.limit_images, batch_size=config.batch_size,
+                                                           threads=config.num_workers, bandwidth=bandwidth))
+        for group in _sequence(config.loaders):
+            limit_rates.append(max(baselines.timed(limit_loop) for _ in range(2)))
+            own_rates.append(max(baselines.timed(own_loop) for _ in range(2)))
+            checksum_rates.append(max(baselines.timed(checksum_loop) for _ in range(2)))
+            log(f"running {', '.join(_RUNNERS[n][0] for n in group)}"
+                + (" (an epoch of each in turn)" if len(group) > 1 else "") + f"{suffix} ...")
+            measured = _measure_interleaved([_make(n, config, folder, shard_lists) for n in group], config)
+            for n, (run_rates, run_cpu, stats) in zip(group, measured):
+                rates[n].append(run_rates)
+                cpu[n] += run_cpu
+                if stats is not None:
+                    stage_stats[n].append(stats)
+    timed_images = manifest.num_samples * config.epochs * config.rounds
+    rows: list[dict[str, Any]] = [
+            {"loader": name, "label": _RUNNERS[name][0], "epochs": [r for run in runs for r in run],
+             "round_img_s": [statistics.median(run) for run in runs],
+             "img_s": statistics.median([r for run in runs for r in run]),
+             "cpu_us_per_image": statistics.median(cpu[name]),
+             **({"stages": _breakdown(stage_stats[name], timed_images)} if stage_stats[name] else {})}
+            for name, runs in rates.items()]
+    single, own_single = statistics.median(limit_rates), statistics.median(own_rates)
     cores = machine_description()["cores"] or 1
     limit = single * cores
     by_name = {r["loader"]: r for r in rows}
-    base = by_name.get("standard", {}).get("img_s")
+    merged = {train: stage_limits.merge(found) for train, found in limits.items()}
     for row in rows:
+        base = by_name.get("standard_eval" if row["loader"] in EVAL_ROWS else "standard")
         row["per_core"] = row["img_s"] / cores
-        row["vs_standard"] = row["img_s"] / base if base else None
+        row["vs_standard"] = row["img_s"] / base["img_s"] if base else None
+        row["cpu_vs_standard"] = base["cpu_us_per_image"] / row["cpu_us_per_image"] if base else None
         row["of_limit"] = row["img_s"] / limit
-    result = {
+        stages = row.get("stages")
+        if stages and stages["clock"] == "cpu" and _is_turbo(row["loader"]):
+            row["stage_limits"] = stage_limits.compare(stages["best_us_per_image"],
+                                                       merged[row["loader"] not in EVAL_ROWS],
+                                                       min(cpu[row["loader"]]), row["loader"] != "dataio_unchecked")
+    return {
         "benchmark": "images",
         "date": datetime.date.today().isoformat(),
         "machine": machine_description(),
+        "load_average": load_average(),
         "num_images": manifest.num_samples,
+        "mean_image_kb": statistics.fmean(len(data) for data in packed) / 1e3 if packed else None,
+        "mean_megapixels": _mean_megapixels(folder, manifest),
         "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()
                    if k not in ("storage_options", "remote")},  # credentials may be among them
         **({"remote": redact(config.remote)} if config.remote else {}),
         "machine_limit": {"single_thread_img_s": single, "cores": cores, "img_s": limit,
                           "dataio_single_thread_img_s": own_single},
+        "stage_limits": {("train" if train else "eval"): found for train, found in merged.items()},
         "rows": rows,
         "sample_checksum": _checksum_cost(by_name, own_single, statistics.median(checksum_rates)),
         "checks": _checks(by_name, limit),
@@ -278,10 +360,23 @@ def bench_images(config: BenchImagesConfig, log=print) -> dict[str, Any]:
         "round_checks": [_checks({r["loader"]: {"img_s": r["round_img_s"][i]} for r in rows}, limit)
                          for i in range(config.rounds)] if config.rounds > 1 else [],
     }
-    log(render(result))
-    paths = write_results(config.out, "images", result, {r["label"]: r["img_s"] for r in rows}, "images/s")
-    log("wrote " + ", ".join(str(p) for p in paths))
-    return result
+
+
+def _is_turbo(name: str) -> bool:
+    """dataio's rows decoding with libjpeg-turbo on local shards: those the stage limits apply to."""
+    return name.startswith("dataio") and name not in ("dataio_dali_gpu", "dataio_remote", "dataio_remote_cached")
+
+
+def _limit_modes(loaders: tuple[str, ...]) -> list[bool]:
+    """The modes (train True, eval False) whose stage limits the rows need."""
+    turbo = [n for n in loaders if _is_turbo(n)]
+    return [train for train in (True, False) if any((n not in EVAL_ROWS) == train for n in turbo)]
+
+
+def _mean_megapixels(folder: Path, manifest: Any) -> float | None:
+    """The images' mean size in megapixels, from the sample table."""
+    table = read_sample_table(folder / manifest.sample_table)
+    return float((table.width.astype(float) * table.height).mean() / 1e6) if len(table) else None
 
 
 def _checksum_cost(by_name: dict[str, dict], own_single: float, checksum_single: float) -> dict[str, Any]:
@@ -316,8 +411,11 @@ def _auto_check(by_name: dict[str, dict]) -> dict[str, Any] | None:
 def _checks(by_name: dict[str, dict], limit: float) -> dict[str, dict[str, Any]]:
     ours = by_name.get("dataio", {}).get("img_s")
     dali = max((by_name[n]["img_s"] for n in ("dali_cpu", "dali_cpu_plain") if n in by_name), default=None)
+    ours_eval = by_name.get("dataio_eval", {}).get("img_s")
     measured = {
         "vs_standard": ours / by_name["standard"]["img_s"] if ours and "standard" in by_name else None,
+        "eval_vs_standard": (ours_eval / by_name["standard_eval"]["img_s"]
+                             if ours_eval and "standard_eval" in by_name else None),
         "vs_dali_cpu": ours / dali if ours and dali else None,
         "of_machine_limit": ours / limit if ours else None,
     }
@@ -331,63 +429,3 @@ def _checks(by_name: dict[str, dict], limit: float) -> dict[str, dict[str, Any]]
     if gpu:
         measured["dali_gpu_vs_turbo"] = gpu / ours if ours else None
     return {k: {"value": v, "row": COMPARISONS[k][0], "against": COMPARISONS[k][1]} for k, v in measured.items()}
-
-
-def render_stages(rows: list[dict[str, Any]]) -> list[str]:
-    """The per-stage table of dataio's rows: microseconds per image (read, decode and resize are summed over
-    the decode threads; the others are on the loader's thread; wait is the consumer's time in next())."""
-    staged = [r for r in rows if "stages" in r]
-    if not staged:
-        return []
-    table = [{"label": r["label"], **r["stages"]["us_per_image"]} for r in staged]
-    columns = [("label", "dataio stages, us/image", "s")] + [(stage, stage, ",.0f") for stage in STAGES]
-    return [format_table(table, columns),
-            "(read, decode, resize: thread-seconds over the decode threads; the rest on the loader's thread)"]
-
-
-def render(result: dict[str, Any]) -> str:
-    """The printed report: machine line, table, limit, and the ratios of dataio's rows to the others."""
-    m = result["machine"]
-    cfg = result["config"]
-    head = (f"dataio bench images, {result['date']}: {m['cpu']}, {m['cores']} cores, GPU: {m['gpu'] or 'none'}; "
-            f"{result['num_images']} images, batch {cfg['batch_size']}, {cfg['image_size']}px train crops, "
-            f"{cfg['num_workers']} workers, median of {cfg['epochs']} warm epochs"
-            + (f" x {cfg['rounds']} rounds" if cfg.get("rounds", 1) > 1 else ""))
-    table = format_table(result["rows"], [("label", "loader", "s"), ("img_s", "img/s", ",.0f"),
-                                          ("per_core", "img/s/core", ",.0f"), ("vs_standard", "vs (a)", ".2f"),
-                                          ("of_limit", "of limit", ".0%")])
-    lim = result["machine_limit"]
-    lines = [head, table, f"machine limit: {lim['single_thread_img_s']:,.0f} img/s single-thread x {lim['cores']} "
-             f"cores = {lim['img_s']:,.0f} img/s (full decode + crop-resize)"]
-    own = lim.get("dataio_single_thread_img_s")
-    ours = next((r["img_s"] for r in result["rows"] if r["loader"] == "dataio"), None)
-    if own and ours:
-        share = ours / (own * lim["cores"])
-        lines.append(f"dataio's own path over the packed files (spliced region decode + crop-resize): {own:,.0f} img/s "
-                     f"single-thread; the loader runs at {share:.0%} of that x {lim['cores']} cores")
-    checksum = result.get("sample_checksum")
-    if checksum:
-        cost = checksum["throughput_cost"]
-        lines.append(f"sample checksums (xxh3-64, checked on every read): {checksum['us_per_image']:.1f} us/image, "
-                     f"{checksum['share_of_per_image_work']:.1%} of dataio's per-image work"
-                     + (f"; throughput with them vs without: {-cost:+.1%}" if cost is not None else ""))
-    lines += render_stages(result["rows"])
-    auto = result.get("auto_threads")
-    if auto:
-        lines.append(f"num_workers=auto: {auto['auto_img_s']:,.0f} img/s, chose {auto['chosen_threads']} threads "
-                     f"(budget {auto['budget_threads']}); best fixed within the budget {auto['best_fixed']} "
-                     f"{auto['best_fixed_img_s']:,.0f} img/s: auto ran at {auto['ratio']:.3f}x its rate; rounds: "
-                     + ", ".join(f"{r:.3f}" for r in auto["round_ratios"])
-                     + (f"; against {auto['best_fixed_overall']}, past the budget: {auto['ratio_to_best_overall']:.3f}"
-                        if auto["best_fixed_overall"] != auto["best_fixed"] else ""))
-    rounds = result.get("round_checks") or []
-    compared = [(name, check) for name, check in result["checks"].items() if check["value"] is not None]
-    if compared:
-        lines.append(f"compared on this machine ({m['cpu']}, {m['cores']} cores, GPU: {m['gpu'] or 'none'}), "
-                     "images/s of one row over the other:")
-    for name, check in compared:
-        row, against = COMPARISONS[name]
-        per_round = [r[name]["value"] for r in rounds if r.get(name, {}).get("value") is not None]
-        spread = f" (rounds: {', '.join(f'{v:.2f}' for v in per_round)})" if per_round else ""
-        lines.append(f"  {row} vs {against}: {check['value']:.2f}x{spread}")
-    return "\n".join(lines)

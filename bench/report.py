@@ -26,6 +26,14 @@ def machine_description() -> dict[str, Any]:
             "torch": torch.__version__, "platform": platform.platform()}
 
 
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages now (None where the OS has none): how shared the machine was."""
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        return None
+
+
 def format_table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]]) -> str:
     """Fixed-width text table; ``columns`` are (key, header, format spec)."""
     cells = [[header for _, header, _ in columns]]
@@ -37,8 +45,9 @@ def format_table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]]
     return "\n".join(lines)
 
 
-def write_results(out: Path, name: str, result: dict[str, Any], bars: dict[str, float], ylabel: str) -> list[Path]:
-    """Write ``out/name.json`` and, if matplotlib is installed, ``out/name.png``."""
+def write_results(out: Path, name: str, result: dict[str, Any], bars: dict[str, float], ylabel: str,
+                  value_format: str = ",.0f") -> list[Path]:
+    """Write ``out/name.json`` and, if matplotlib is installed, ``out/name.png`` (bars labelled ``value_format``)."""
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.json"]
     paths[0].write_text(json.dumps(result, indent=1) + "\n")
@@ -52,7 +61,7 @@ def write_results(out: Path, name: str, result: dict[str, Any], bars: dict[str, 
     fig, ax = plt.subplots(figsize=(7, 3.5))
     ax.barh(list(bars), list(bars.values()), color="#4878a8")
     for i, value in enumerate(bars.values()):
-        ax.text(value, i, f" {value:,.0f}", va="center")
+        ax.text(value, i, f" {value:{value_format}}", va="center")
     ax.invert_yaxis()
     ax.set_xlim(0, max(bars.values(), default=1) * 1.15)  # room for the value labels
     ax.set_xlabel(ylabel)

@@ -47,7 +47,9 @@ def report() -> tuple[list[str], list[str], list[str]]:
     if not (build["simd"] and build["libjpeg_turbo"]):
         slow.append(f"PIL is not pillow-simd with libjpeg-turbo ({build['version']}, jpeg {build['jpeg']}): {SWAP}")
     if turbo_decode.REGION_DECODE:
-        lines.append("region decoder dataio.formats.jpeg._jpeg_codec: built")
+        lines.append("region decoder dataio.formats.jpeg._jpeg_codec: built; crop-resize: "
+                     + ("the extension's (pillow-simd's pixels)" if turbo_decode.RESIZE_IN_C else
+                        "PIL's (the extension's gives pillow-simd's pixels, not this PIL's)"))
     else:
         lines += [turbo_decode.WITHOUT_CODEC, image_prepare.WITHOUT_CODEC]
         slow.append("the region decoder dataio.formats.jpeg._jpeg_codec is not built")

@@ -283,7 +283,8 @@ def _parser() -> argparse.ArgumentParser:
     bench_images.add_argument("--out", type=Path, default=Path("bench/results"),
                               help="folder for images.json and images.png")
     bench_images.add_argument("--batch-size", type=_positive, default=256, help="images per batch")
-    bench_images.add_argument("--image-size", type=_positive, default=224, help="side of the train crops, in pixels")
+    bench_images.add_argument("--image-size", type=_positive, default=224,
+                              help="side of the crops (train and eval), in pixels")
     bench_images.add_argument("--workers", type=_positive, help="DataLoader workers / decode threads of every "
                               "loader (default: DATAIO_NUM_WORKERS, else all cores)")
     bench_images.add_argument("--epochs", type=_positive, default=3, help="timed epochs per loader (the median counts)")
@@ -291,8 +292,17 @@ def _parser() -> argparse.ArgumentParser:
     bench_images.add_argument("--rounds", type=_positive, default=1,
                               help="run the whole loader sequence this many times (medians over all rounds)")
     bench_images.add_argument("--loaders", help="comma-separated (default: standard,webdataset,shard_dataset,dali_cpu,"
-                              "dali_cpu_plain,dataio, plus dataio_dali_gpu on a GPU machine; dali_cpu_plain is DALI "
-                              "over a copy packed without restart markers)")
+                              "dali_cpu_plain,dataio,dataio_unchecked,standard_eval,dataio_eval,dataio_mixture, plus dataio_dali_gpu "
+                              "on a GPU machine, the DALI rows where DALI is installed; dali_cpu_plain is DALI over a "
+                              "copy packed without restart markers; with --photo-classes: standard,dataio,"
+                              "standard_eval,dataio_eval)")
+    bench_images.add_argument("--photo-classes", help="comma-separated photo classes (small, imagenet, camera): SRC is "
+                              "then a folder holding SRC/<class> for each, generated if absent, and the loaders run "
+                              "on each class (default: none, SRC is one folder of images)")
+    bench_images.add_argument("--photo-images", type=_positive, help="photos generated per class when SRC/<class> is "
+                              "absent (default: 1024, camera 256)")
+    bench_images.add_argument("--limit-images", type=_positive, default=1000,
+                              help="images the single-thread stage limits decode (default: 1000)")
 
     bench_augment = bench_kinds.add_parser("augment", help="device augmentation against kornia and a PIL loop")
     bench_augment.add_argument("--out", type=Path, default=Path("bench/results"),
@@ -526,6 +536,8 @@ def _bench_images(args: argparse.Namespace) -> int:
         storage_options=_storage_options(args.storage_option), out=args.out, batch_size=args.batch_size, image_size=args.image_size,
         num_workers=args.workers or _default_workers(), epochs=args.epochs, warmup=args.warmup, rounds=args.rounds,
         **({"loaders": tuple(name.strip() for name in args.loaders.split(",") if name.strip())} if args.loaders else {}),
+        photo_classes=tuple(name.strip() for name in (args.photo_classes or "").split(",") if name.strip()),
+        photo_images=args.photo_images, limit_images=args.limit_images,
     )
     bench_images(config)
     return 0

@@ -50,24 +50,50 @@ def test_cli_reads_worker_count_from_environment(image_folder, tmp_path, monkeyp
 
 def test_bench_images_writes_table_json_and_png(image_folder, tmp_path):
     result = _run("bench", "images", str(image_folder[0]), "--out", str(tmp_path), "--batch-size", "16",
-                  "--epochs", "1", "--warmup", "0", "--image-size", "64")
+                  "--epochs", "1", "--warmup", "0", "--image-size", "64", "--workers", "2")
     assert result.returncode == 0, result.stderr
     for label in ("(a) standard", "(b) webdataset", "(c) DALI CPU", "(c') DALI CPU pipeline, no restart",
-                  "(d) dataio", "(h) dataio.ShardDataset", "machine limit", "cores"):
+                  "(d) dataio", "(h) dataio.ShardDataset", "(a, eval) standard, Resize + CenterCrop",
+                  "(d, eval) dataio.ImageLoader, train=False", "machine limit", "cores", "load average"):
         assert label in result.stdout
     report = json.loads((tmp_path / "images.json").read_text())
     rows = {row["loader"]: row["img_s"] for row in report["rows"]}
     assert set(rows) == {"standard", "webdataset", "shard_dataset", "dali_cpu", "dali_cpu_plain", "dataio",
-                         "dataio_unchecked", "dataio_mixture"}
+                         "dataio_unchecked", "standard_eval", "dataio_eval", "dataio_mixture"}
     assert all(rate > 0 for rate in rows.values())
+    # eval mode beside training: dataio's train=False against the standard recipe's Resize + CenterCrop
+    assert report["checks"]["eval_vs_standard"]["value"] == pytest.approx(rows["dataio_eval"] / rows["standard_eval"])
+    eval_ratio = report["checks"]["eval_vs_standard"]["value"]
+    assert f"  (d, eval) dataio.ImageLoader, train=False vs (a, eval) Resize + CenterCrop: {eval_ratio:.2f}x" \
+        in result.stdout
+    by_name = {row["loader"]: row for row in report["rows"]}
+    assert by_name["dataio_eval"]["vs_standard"] == pytest.approx(rows["dataio_eval"] / rows["standard_eval"])
+    for name in ("standard", "standard_eval", "dataio", "dataio_eval"):  # the standard's worker processes count
+        assert by_name[name]["cpu_us_per_image"] > 0 and by_name[name]["cpu_vs_standard"] > 0
+    # every decode-thread stage of dataio beside the same work on one thread
+    assert "dataio stages vs limits, CPU us/image" in result.stdout and "of which Huffman" in result.stdout
+    for name in ("dataio", "dataio_eval", "dataio_unchecked"):
+        limits = by_name[name]["stage_limits"]
+        assert set(limits["ratio"]) == {"read", "decode", "resize"} and all(r > 0 for r in limits["ratio"].values())
+        path = limits["single_thread_path_us"]
+        material = [s for s, r in limits["ratio"].items()  # over by 10%, and by 1% of the single-thread path
+                    if r > 1.10 and limits["loader_us"][s] - limits["limit_us"][s] > 0.01 * path]
+        assert limits["at_limits"] == (not material and limits["overall_ratio"] <= 1.10)
+        assert limits["threads"] == 2 and limits["parallel"]["ratio"].keys() == limits["ratio"].keys()
+        assert limits["copy_us"] >= 0 and "entropy_us" in limits  # crops of 64 px here: DCT-scaled, no entropy
+    assert set(report["stage_limits"]) == {"train", "eval"}
+    assert report["stage_limits"]["eval"]["copy_gb_s"] > 0
     # ShardDataset under the standard recipe's transform and DataLoader, against the recipe itself
     assert report["checks"]["shard_dataset_vs_standard"]["value"] == pytest.approx(rows["shard_dataset"] / rows["standard"])
     ratio = report["checks"]["shard_dataset_vs_standard"]["value"]
     assert f"  (h) dataio.ShardDataset vs (a), under the same transform and DataLoader: {ratio:.2f}x" in result.stdout
     _for_users(result.stdout)
-    assert "running (a) standard: ImageFolder + PIL + DataLoader, (h) dataio.ShardDataset" in result.stdout  # in turns
+    # in turns: the rows whose ratio to the standard recipe is compared
+    assert ("running (a) standard: ImageFolder + PIL + DataLoader, (h) dataio.ShardDataset + the standard transform "
+            "+ DataLoader, (d) dataio.ImageLoader (turbo), (i) dataio.ImageLoader, a 3-source mixture of the same "
+            "shards, (a, eval) standard, Resize + CenterCrop, (d, eval) dataio.ImageLoader, train=False (an epoch of "
+            "each in turn)") in result.stdout
     # three sources of the same shards against one, in turns, and the ratio printed
-    assert "running (d) dataio.ImageLoader (turbo), (i) dataio.ImageLoader, a 3-source mixture" in result.stdout
     mixture = report["checks"]["mixture_vs_single"]["value"]
     assert mixture == pytest.approx(rows["dataio_mixture"] / rows["dataio"])
     assert f"  (i) dataio.ImageLoader, a mixture of 3 sources vs (d), one source, over the same images: {mixture:.2f}x" \
@@ -97,6 +123,44 @@ def test_bench_images_rounds_repeat_the_sequence(image_folder, tmp_path):
     assert f"(a) ImageFolder + PIL + DataLoader: {report['checks']['vs_standard']['value']:.2f}x (rounds: {per_round})" \
         in result.stdout
     assert "x 2 rounds" in result.stdout and "dataio's own path" in result.stdout
+
+
+def test_bench_images_runs_the_ratio_rows_on_each_photo_class(tmp_path):
+    root = tmp_path / "photos"
+    args = ("bench", "images", str(root), "--out", str(tmp_path / "out"), "--photo-classes", "small,imagenet",
+            "--photo-images", "6", "--batch-size", "4", "--epochs", "1", "--warmup", "0", "--image-size", "200",
+            "--workers", "1", "--limit-images", "6")
+    result = _run(*args)
+    assert result.returncode == 0, result.stderr
+    assert not result.stderr
+    for photo_class in ("small", "imagenet"):  # generated once, under SRC, and reused
+        assert f"generating 2 x 3 {photo_class} photos" in result.stdout
+        assert len(list((root / photo_class).rglob("*.JPEG"))) == 6
+    report = json.loads((tmp_path / "out" / "images-classes.json").read_text())
+    assert set(report["classes"]) == set(report["summary"]) == {"small", "imagenet"}
+    for photo_class, summary in report["summary"].items():
+        rows = {row["loader"]: row for row in report["classes"][photo_class]["rows"]}
+        assert set(rows) == {"standard", "dataio", "standard_eval", "dataio_eval"}
+        for mode, ours, theirs in (("train", "dataio", "standard"), ("eval", "dataio_eval", "standard_eval")):
+            entry = summary[mode]
+            assert entry["vs_standard"] == pytest.approx(rows[ours]["img_s"] / rows[theirs]["img_s"])
+            assert entry["cpu_vs_standard"] == pytest.approx(rows[theirs]["cpu_us_per_image"]
+                                                             / rows[ours]["cpu_us_per_image"])
+            limits = rows[ours]["stage_limits"]  # one thread: no parallel line, its verdict is the single-thread one
+            assert limits["threads"] == 1 and limits["parallel"] is None
+            assert entry["stages_at_limits"] == limits["at_limits"]
+            if mode == "eval":  # centre crops of ~330 px to 200: decoded at full size, so the Huffman part is known
+                assert 0 < limits["entropy_us"] < limits["limit_us"]["decode"]
+            assert entry["stages"].startswith("at limits" if limits["at_limits"] else "over: ")
+            assert f"{entry['vs_standard']:.2f}x ({entry['cpu_vs_standard']:.2f}x CPU; rounds " in result.stdout
+    assert report["summary"]["imagenet"]["mean_image_kb"] > report["summary"]["small"]["mean_image_kb"]
+    assert "dataio against the standard recipe by photo class, compared on this machine (" in result.stdout
+    _for_users(result.stdout)
+    assert (tmp_path / "out" / "images-classes.png").stat().st_size > 1000
+    again = _run(*args)
+    assert again.returncode == 0, again.stderr
+    assert "generating" not in again.stdout
+    assert main(["bench", "images", str(root), "--photo-classes", "tiny"]) == 2
 
 
 def test_bench_images_compares_auto_threads_and_prints_stages(image_folder, tmp_path, capsys):

@@ -152,6 +152,7 @@ def test_pip_install_into_an_environment_with_torch_pillow_matplotlib(wheels, us
     assert "torch-dataio 0.1.0, torch 2.13.0+cpu (CPU build)" in check.stdout
     assert f"PIL is pillow {installed['pillow']}" in check.stdout and "PIL owned by pillow\n" in check.stdout
     assert "region decoder dataio.formats.jpeg._jpeg_codec: built" in check.stdout
+    assert "crop-resize: PIL's" in check.stdout  # plain pillow rounds otherwise: its pixels are kept
     assert "RandAugment kernel dataio.augment._randaugment_cpu: built" in check.stdout
     assert "NVIDIA DALI: not installed" in check.stdout and "pip install 'torch-dataio[dali-cuda13]'" in check.stdout
     photos = tmp_path / "photos"  # ImageNet-size (~110 KB)

@@ -35,6 +35,7 @@
 #include "jpeg_error.h"
 #include "jpeg_restart.h"
 #include "jpeg_splice.h"
+#include "rgbx_resize.h"
 
 enum { OK = 0, LIBJPEG_ERROR, UNSUPPORTED, BAD_BOX, SMALL_BUFFER };
 
@@ -371,7 +372,51 @@ static PyObject *splice(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* resize_rgbx(rgbx, width, height, (x0, y0, x1, y1), out, out_width, out_height, flip, simd=2): the box
+ * of the width x height RGBX pixels in rgbx (a decode_region result: rows width * 4 bytes apart) resized to
+ * out_width x out_height into the writable out as RGB, mirrored if flip: pillow-simd's antialiased bilinear
+ * resize(box=...) and pack_rgbx in one pass (rgbx_resize.h), GIL released. */
+static PyObject *resize_rgbx(PyObject *self, PyObject *args) {
+    Py_buffer src, out;
+    int width, height, out_w, out_h, flip, simd = 2, status;
+    float x0, y0, x1, y1;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*ii(ffff)w*iip|i:resize_rgbx", &src, &width, &height, &x0, &y0, &x1, &y1, &out,
+                          &out_w, &out_h, &flip, &simd))
+        return NULL;
+    if (width < 1 || height < 1 || out_w < 1 || out_h < 1 || (size_t)src.len < (size_t)width * height * 4 ||
+        (size_t)out.len != (size_t)out_w * out_h * 3) {
+        PyBuffer_Release(&src);
+        PyBuffer_Release(&out);
+        PyErr_SetString(PyExc_ValueError, "resize_rgbx: rgbx must hold width*height*4 bytes and out "
+                                          "out_width*out_height*3");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    status = rgbx_resize(src.buf, (size_t)width * 4, width, height, x0, y0, x1, y1, out.buf, out_w, out_h, flip, simd);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&src);
+    PyBuffer_Release(&out);
+    if (status == RESIZE_BAD_BOX) {
+        PyErr_SetString(PyExc_ValueError, "resize_rgbx: the box is outside the image or of negative size");
+        return NULL;
+    }
+    if (status != RESIZE_OK)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+static PyObject *resize_simd(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+    return PyLong_FromLong(rgbx_resize_simd());
+}
+
 static PyMethodDef methods[] = {
+    {"resize_rgbx", resize_rgbx, METH_VARARGS,
+     "resize_rgbx(rgbx, width, height, box, out, out_width, out_height, flip, simd=2) -> None"},
+    {"resize_simd", resize_simd, METH_NOARGS, "resize_simd() -> the kernels resize_rgbx runs here: 2 AVX-512, 1 AVX2, "
+     "0 plain C"},
     {"add_restart_markers", add_restart_markers, METH_VARARGS, "add_restart_markers(data, most_mcus) -> bytes"},
     {"splice", splice, METH_VARARGS, "splice(data, x0, y0, x1, y1) -> (bytes, left, top) or None"},
     {"header", header, METH_VARARGS, "header(data) -> (width, height)"},
