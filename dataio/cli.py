@@ -292,8 +292,9 @@ def _parser() -> argparse.ArgumentParser:
     bench_images.add_argument("--rounds", type=_positive, default=1,
                               help="run the whole loader sequence this many times (medians over all rounds)")
     bench_images.add_argument("--loaders", help="comma-separated (default: standard,webdataset,shard_dataset,dali_cpu,"
-                              "dali_cpu_plain,dataio,dataio_unchecked,standard_eval,dataio_eval,dataio_mixture, plus dataio_dali_gpu "
-                              "on a GPU machine, the DALI rows where DALI is installed; dali_cpu_plain is DALI over a "
+                              "dali_cpu_plain,dataio,dataio_unchecked,standard_eval,dataio_eval,dataio_mixture, plus "
+                              "dataio_dali_gpu on a GPU machine, the DALI rows where DALI is installed; dali_cpu_plain "
+                              "is DALI over a "
                               "copy packed without restart markers; with --photo-classes: standard,dataio,"
                               "standard_eval,dataio_eval)")
     bench_images.add_argument("--photo-classes", help="comma-separated photo classes (small, imagenet, camera): SRC is "
