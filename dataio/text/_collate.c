@@ -25,6 +25,8 @@ typedef struct {
     const void *src;
     Py_ssize_t length;
     int itemsize;
+    const void *doc; /* packed_rows: the piece's whole document, for its largest id */
+    Py_ssize_t doc_length;
 } Row;
 
 static int simple_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, int writable, const char *what) {
@@ -37,6 +39,13 @@ static int simple_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, in
     }
     return 0;
 }
+
+#define LARGEST(T, R)                                                                             \
+    do {                                                                                         \
+        const T *doc = (const T *)(R)->doc;                                                       \
+        for (Py_ssize_t t = 0; t < (R)->doc_length; t++)                                          \
+            if ((int64_t)doc[t] > largest) largest = (int64_t)doc[t];                            \
+    } while (0)
 
 #define FILL_ROW(T, R)                                                                            \
     do {                                                                                         \
@@ -143,7 +152,10 @@ done:
  * Packed rows: piece p is tokens lo[p]..hi[p]-1 of sample sample[p], written at row[p], column[p] of the
  * (B, W) int64 matrices (every element written: pad_id / 0 / ignore / 0 outside the pieces). Within a piece:
  * mask 1, labels the next id of the piece (ignore on its last token: never across a document boundary),
- * positions 0, 1, ...; largest[p] (int64) the piece's largest id, for the vocabulary check.
+ * positions 0, 1, ...; largest[p] (int64) the largest id of the piece's whole document (-1 if empty), for the
+ * vocabulary check: the error policy drops a bad document whole, so a clean piece of a document whose bad id
+ * lies in another row is found too (the piece's own ids would pass it to the model). A document cut by row
+ * ends is read once more per call (its consecutive pieces share the result); one spanning k calls, k times.
  *
  * Why: numpy cuts each document piece out with four slice assignments and an arange, ~8 us a piece from
  * Python (~600 us for a batch of 16 rows of 1,024 tokens); here the whole batch is one call.
@@ -225,6 +237,8 @@ static PyObject *packed_rows(PyObject *self, PyObject *args) {
         table[p].src = base + (first[s] + lo[p]) * itemsize;
         table[p].length = (Py_ssize_t)(hi[p] - lo[p]);
         table[p].itemsize = (int)itemsize;
+        table[p].doc = base + first[s] * itemsize;
+        table[p].doc_length = (Py_ssize_t)count[s];
     }
     Py_BEGIN_ALLOW_THREADS
     int64_t *ids = (int64_t *)b[8].buf, *mask = (int64_t *)b[9].buf, *labels = (int64_t *)b[10].buf;
@@ -241,6 +255,13 @@ static PyObject *packed_rows(PyObject *self, PyObject *args) {
         else if (piece->itemsize == 2) FILL_ROW(uint16_t, piece);
         else FILL_ROW(uint32_t, piece);
         for (Py_ssize_t t = 0; t < n; t++) { mask[at + t] = 1; positions[at + t] = t; }
+        if (n != piece->doc_length) { /* a piece of a longer document: the document's largest id */
+            if (p > 0 && table[p - 1].doc == piece->doc && table[p - 1].doc_length == piece->doc_length)
+                largest = largest_out[p - 1];
+            else if (piece->itemsize == 1) LARGEST(uint8_t, piece);
+            else if (piece->itemsize == 2) LARGEST(uint16_t, piece);
+            else LARGEST(uint32_t, piece);
+        }
         largest_out[p] = largest;
     }
     Py_END_ALLOW_THREADS

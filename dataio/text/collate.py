@@ -81,7 +81,8 @@ def padded_rows(tokens: TokenArrays, rows: np.ndarray, pad_multiple: int,
 def pack_rows(pieces: Pieces, rows: int, block: int, tokens: TokenArrays, *,
               pad_id: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """``rows`` rows of ``block`` tokens filled with document ``pieces`` (``PackStream.pieces``), with
-    per-document boundaries; and each piece's largest id (for the vocabulary check).
+    per-document boundaries; and the largest id of each piece's whole document (-1 if empty), for the
+    vocabulary check: a document with a bad id is dropped whole, all its pieces, as in the padded modes.
 
     Adds ``position_ids`` (restarting at each document piece) and, for
     variable-length attention over the flattened batch, ``cu_seqlens`` (int32
@@ -108,7 +109,8 @@ def pack_rows(pieces: Pieces, rows: int, block: int, tokens: TokenArrays, *,
             labels[r, column:column + n - 1] = piece[1:]
             positions[r, column:column + n] = np.arange(n)
             mask[r, column:column + n] = 1
-            largest[p] = int(piece.max()) if n else -1
+            document = tokens.values[tokens.chunk_of[sample]][start:start + tokens.lengths[sample]]
+            largest[p] = int(document.max()) if len(document) else -1
     ends = pieces.row * block + pieces.column + (pieces.hi - pieces.lo)
     filled = np.zeros(rows, dtype=np.int64)
     np.maximum.at(filled, pieces.row, pieces.column + (pieces.hi - pieces.lo))

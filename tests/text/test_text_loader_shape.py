@@ -87,3 +87,18 @@ def test_cpu_batches_are_zero_copy_views(text_shards):
     batch = next(iter(loader))
     assert batch["input_ids"].dtype == torch.int64 and batch["repeated"].dtype == torch.bool
     assert np.shares_memory(batch["input_ids"].numpy(), batch["input_ids"].numpy())
+
+
+def test_skip_in_pack_mode_drops_every_piece_of_a_bad_document(text_shards):
+    """A document with an id past the vocabulary is dropped whole, as in the padded modes: its pieces in other
+    rows (clean tokens of the same document) are masked too, not trained on."""
+    vocab = 560
+    loader = _with_vocab(TextLoader(text_shards, mode="pack", block_size=16, batch_size=4, on_error="skip"), vocab)
+    bad = _bad_samples(loader, vocab)
+    lengths = loader.shards.lengths
+    assert bad and any(lengths[s] > 16 for s in bad)  # bad documents spanning rows
+    stream, plan = loader.global_plan()
+    pieces = stream.pieces(plan.samples)
+    kept = sum(int(b["attention_mask"].sum()) for b in loader)
+    assert kept == int(lengths.sum()) - sum(int(lengths[s]) for s in bad)
+    assert len(loader.stats.errors) == int(np.isin(pieces.sample, list(bad)).sum())  # one per piece, as before
