@@ -127,7 +127,8 @@ class TokenShards:
         is one comparison, and a bad batch one reduction, not one per row."""
         if not self.vocab_size or largest < self.vocab_size:
             return []
-        largest = ids.max(axis=1)
+        lengths = self.lengths[samples]  # each row's tokens: padding aside, as ``largest``
+        largest = np.where(np.arange(ids.shape[1]) < lengths[:, None], ids, -1).max(axis=1, initial=-1)
         return [(int(row), self.past_vocabulary_error(int(samples[row]), int(largest[row])))
                 for row in np.flatnonzero(largest >= self.vocab_size)]
 

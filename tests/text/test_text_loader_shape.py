@@ -102,3 +102,17 @@ def test_skip_in_pack_mode_drops_every_piece_of_a_bad_document(text_shards):
     kept = sum(int(b["attention_mask"].sum()) for b in loader)
     assert kept == int(lengths.sum()) - sum(int(lengths[s]) for s in bad)
     assert len(loader.stats.errors) == int(np.isin(pieces.sample, list(bad)).sum())  # one per piece, as before
+
+
+def test_the_vocabulary_check_of_a_bad_batch_ignores_padding(text_shards):
+    """The per-row check of a batch holding a bad row looks at each row's tokens only, as the batch's first
+    check does: with a pad id at or past the vocabulary (a pad token the shards' vocabulary does not count),
+    a clean row shorter than the batch's longest is not dropped nor reported."""
+    vocab = 560
+    loader = _with_vocab(TextLoader(text_shards, mode="fixed", batch_size=8, on_error="skip"), vocab)
+    loader.shards.pad_id = 999_999
+    bad = _bad_samples(loader, vocab)
+    seen = [int(s) for batch in loader for s in batch["sample_ids"]]
+    assert sorted(seen) == sorted(set(range(len(loader.shards))) - bad)
+    assert len(loader.stats.errors) == len(bad)
+    assert not any("token id 999999 " in e["reason"] for e in loader.stats.errors)
