@@ -106,7 +106,7 @@ def pack_rows(pieces: Pieces, rows: int, block: int, tokens: TokenArrays, *,
             piece = tokens.values[tokens.chunk_of[sample]][start + lo:start + hi]
             n = hi - lo
             ids[r, column:column + n] = piece
-            labels[r, column:column + n - 1] = piece[1:]
+            labels[r, column:column + max(n - 1, 0)] = piece[1:]
             positions[r, column:column + n] = np.arange(n)
             mask[r, column:column + n] = 1
             document = tokens.values[tokens.chunk_of[sample]][start:start + tokens.lengths[sample]]

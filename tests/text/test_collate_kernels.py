@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dataio.text import collate
-from dataio.text.batch_plans import pack_plan
+from dataio.text.batch_plans import Pieces, pack_plan
 from dataio.text.collate import IGNORE, TokenArrays, pack_rows, padded_rows
 
 
@@ -138,3 +138,20 @@ def test_the_packed_kernel_refuses_pieces_outside_the_batch():
     pieces = stream.pieces(plan.batch(0))
     with pytest.raises(IndexError, match="lies outside"):
         pack_rows(pieces, 1, 16, tokens, pad_id=0)  # pieces of row 1 in a batch of one row
+
+
+def test_an_empty_piece_is_written_alike_by_the_kernel_and_numpy(monkeypatch):
+    """A piece of no tokens (lo == hi, which the kernel accepts) at column 0 writes nothing in both: numpy's
+    labels slice ``column:column + n - 1`` was the whole row but one there."""
+    tokens = TokenArrays([np.arange(10, dtype=np.uint16)], np.zeros(2, dtype=np.int32), np.array([0, 4]),
+                         np.array([4, 6]))
+    pieces = Pieces(*(np.array(v, dtype=np.int64) for v in ([0, 1], [2, 0], [2, 3], [0, 0], [0, 0])))
+    assert collate._collate is not None
+    compiled, largest = pack_rows(pieces, 1, 5, tokens, pad_id=7)
+    monkeypatch.setattr(collate, "_collate", None)
+    fallback, fallback_largest = pack_rows(pieces, 1, 5, tokens, pad_id=7)
+    assert compiled.keys() == fallback.keys()
+    for name in compiled:
+        assert np.array_equal(compiled[name], fallback[name]), name
+    assert compiled["input_ids"].tolist() == [[4, 5, 6, 7, 7]] and compiled["labels"].tolist()[0][:3] == [5, 6, IGNORE]
+    assert largest.tolist() == fallback_largest.tolist() == [3, 9]
