@@ -289,6 +289,7 @@ def make_dataio_mixture(shards_folder: Path, *, batch_size: int, size: int, num_
     samples = read_manifest(shards_folder)[1].num_samples
     loader = ImageLoader(dict.fromkeys(names, shards_folder), weights=dict.fromkeys(names, 1.0), epoch_length=samples,
                          batch_size=batch_size, image_size=size, num_workers=num_workers)
+    loader.stats.stages.clock = time.thread_time  # as make_dataio's: the stage table is in CPU seconds
     return Epoch(lambda: loader, lambda b: len(b[1]), loader.close, loader.stats)
 
 
