@@ -639,7 +639,8 @@ def _train_data(args: argparse.Namespace) -> dict[str, Any]:
             return {"train": _source(values[0])}
         if len(specs) < len(found):
             plain = next(v for v, spec in zip(values, found) if spec is None)
-            raise UsageError(f"--train {plain}: a mixture's sources are each NAME=W:PATH")
+            raise UsageError(f"--train {plain}: a mixture's sources are each NAME=W:PATH, NAME made of letters, "
+                             "digits, '_', '.' or '-'")
         names = [name for name, _, _ in specs]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:

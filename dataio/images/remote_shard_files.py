@@ -128,6 +128,10 @@ class RemoteShardFiles:
                 fetched += size
                 if self.cache and (checksums is None or sample_checksum(results[i]) == checksums[i]):
                     self.cache.put(self.files[shard], offset, size, results[i])
+            elif isinstance(data, (bytes, bytearray)) and len(data) > size:  # the whole file, or from offset on
+                results[i] = OSError(f"{self.names[shard]}: asked for bytes {offset}..{offset + size - 1}, got "
+                                     f"{len(data)}: the server ignores HTTP Range requests (Python's http.server "
+                                     "does); serve the shards with one that honours them (nginx, Apache, S3, ...)")
             elif isinstance(data, (bytes, bytearray)):
                 results[i] = OSError(f"{self.names[shard]}: short read at offset {offset}: {len(data)} of {size} "
                                      "bytes (shard replaced?)")

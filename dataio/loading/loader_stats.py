@@ -77,3 +77,6 @@ class SourceCounts(Mapping):
 
     def __len__(self) -> int:
         return int(self.counts.any(axis=1).sum())
+
+    def __repr__(self) -> str:
+        return repr({name: self[name] for name in self})

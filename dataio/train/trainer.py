@@ -210,7 +210,8 @@ class Trainer:
         consumed = int(state["loader"]["samples_consumed"])
         replanned = (f"; LR schedule re-planned for {self.total_steps} steps"
                      if isinstance(self.schedule, schedule.Resumed) and self.schedule.start == self.step else "")
-        self._print(f"resumed from step {self.step}: epoch {epoch}, {consumed} samples of it consumed{replanned}")
+        self._print(f"resumed from step {self.step}: epoch {epoch + 1}/{self.config.epochs}, {consumed} samples of it "
+                    f"consumed{replanned}")  # epochs counted from 1, as the epoch lines count them
 
     def _mixture_record(self) -> dict | None:
         """This run's mixture as a checkpoint holds it (JSON's lists and floats, to compare with a saved one)."""

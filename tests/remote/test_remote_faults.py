@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import hashlib
+import http.server
 import json
 import logging
 import os
@@ -448,3 +449,31 @@ def test_processes_sharing_one_text_cache(s3, text_shards, tmp_path):
         assert json.loads(child.stdout) == expected
     [copy] = list((tmp_path / "cache").iterdir())
     assert not any(p.name.startswith(".") for p in copy.iterdir())
+
+
+class _NoRangeHandler(http.server.SimpleHTTPRequestHandler):
+    """Python's own static server: answers a Range request with the whole file (HTTP 200)."""
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+
+def test_a_server_that_ignores_range_requests_is_named_as_such(image_shards):
+    """Found by a user following the docs with ``python -m http.server``: each read got the whole shard and was
+    reported as a "short read ... (shard replaced?)" with more bytes than asked for."""
+    import functools
+    import threading
+
+    handler = functools.partial(_NoRangeHandler, directory=str(image_shards.parent))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/{image_shards.name}"
+        with ImageLoader(url, batch_size=4, image_size=32, num_workers=1, retries=0) as loader:
+            with pytest.raises(Exception) as caught:
+                next(iter(loader))
+    finally:
+        server.shutdown()
+        server.server_close()
+    message = str(caught.value)
+    assert "the server ignores HTTP Range requests" in message and "shard replaced" not in message, message

@@ -160,6 +160,7 @@ def test_until_a_source_finishes_and_passes_are_reported(sources):
     assert books == len(TextLoader(sources["books"], mode="fixed").shards)  # the epoch ended with its pass
     assert total >= books
     assert loader.mixture_passes()["books"] == 1
+    assert repr(loader.stats.sources) == repr({name: loader.stats.sources[name] for name in WEIGHTS})  # a dict's
 
 
 @pytest.mark.parametrize("mode", ["fixed", "budget", "pack"])
