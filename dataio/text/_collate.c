@@ -47,6 +47,44 @@ static int simple_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, in
             if ((int64_t)doc[t] > largest) largest = (int64_t)doc[t];                            \
     } while (0)
 
+/* Sample s's token ids: the start of its tokens in chunk chunks[s] of `values` and their item size, with s,
+ * its chunk, the chunk's format and the tokens' bounds checked (an error set and -1 otherwise). `what` and `at`
+ * name the caller's unit (a row, a piece) in the error. The chunk's buffer is released at once: the list holds
+ * the array, and the array its memory map. */
+static int sample_tokens(PyObject *values, const int32_t *chunks, const int64_t *first, const int64_t *count,
+                         Py_ssize_t samples, int64_t s, const char *what, Py_ssize_t at, const char **base_out,
+                         Py_ssize_t *itemsize_out) {
+    if (s < 0 || s >= samples) {
+        PyErr_Format(PyExc_IndexError, "%s %zd: sample %lld is not below %zd", what, at, (long long)s, samples);
+        return -1;
+    }
+    int32_t c = chunks[s];
+    if (c < 0 || c >= PyList_GET_SIZE(values)) {
+        PyErr_Format(PyExc_IndexError, "sample %lld: chunk %d out of range", (long long)s, c);
+        return -1;
+    }
+    Py_buffer chunk;
+    if (PyObject_GetBuffer(PyList_GET_ITEM(values, c), &chunk, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
+    const char *format = chunk.format ? chunk.format : "B";
+    if (*format == '<' || *format == '=' || *format == '@') format++;
+    int unsigned_ids = (*format == 'B' || *format == 'H' || *format == 'I' || *format == 'L');
+    Py_ssize_t itemsize = chunk.itemsize, items = itemsize ? chunk.len / itemsize : 0;
+    const char *base = (const char *)chunk.buf;
+    PyBuffer_Release(&chunk);
+    if (!unsigned_ids || (itemsize != 1 && itemsize != 2 && itemsize != 4)) {
+        PyErr_Format(PyExc_TypeError, "chunk %d: token ids of format '%s', expected uint8/16/32", c, format);
+        return -1;
+    }
+    if (first[s] < 0 || count[s] < 0 || first[s] + count[s] > items) {
+        PyErr_Format(PyExc_IndexError, "sample %lld: tokens %lld..%lld outside its chunk of %zd", (long long)s,
+                     (long long)first[s], (long long)(first[s] + count[s]), items);
+        return -1;
+    }
+    *base_out = base + first[s] * itemsize;
+    *itemsize_out = itemsize;
+    return 0;
+}
+
 #define FILL_ROW(T, R)                                                                            \
     do {                                                                                         \
         const T *src = (const T *)(R)->src;                                                       \
@@ -90,35 +128,16 @@ static PyObject *padded_rows(PyObject *self, PyObject *args) {
     const int32_t *chunks = (const int32_t *)chunk_of.buf;
     const int64_t *first = (const int64_t *)starts.buf, *count = (const int64_t *)lengths.buf;
     for (Py_ssize_t r = 0; r < batch; r++) { /* with the GIL: find each row's tokens, bounds checked */
-        int64_t s = sample_of[r];
-        if (s < 0 || s >= samples) {
-            PyErr_Format(PyExc_IndexError, "row %zd: sample %lld is not below %zd", r, (long long)s, samples);
+        const int64_t s = sample_of[r];
+        const char *tokens;
+        Py_ssize_t itemsize;
+        if (sample_tokens(values, chunks, first, count, samples, s, "row", r, &tokens, &itemsize) < 0) goto done;
+        if (count[s] > width) {
+            PyErr_Format(PyExc_IndexError, "sample %lld: %lld tokens, wider than %zd", (long long)s,
+                         (long long)count[s], width);
             goto done;
         }
-        int32_t c = chunks[s];
-        if (c < 0 || c >= PyList_GET_SIZE(values)) {
-            PyErr_Format(PyExc_IndexError, "sample %lld: chunk %d out of range", (long long)s, c);
-            goto done;
-        }
-        Py_buffer chunk;
-        if (PyObject_GetBuffer(PyList_GET_ITEM(values, c), &chunk, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
-        const char *format = chunk.format ? chunk.format : "B";
-        if (*format == '<' || *format == '=' || *format == '@') format++;
-        int unsigned_ids = (*format == 'B' || *format == 'H' || *format == 'I' || *format == 'L');
-        Py_ssize_t itemsize = chunk.itemsize, items = itemsize ? chunk.len / itemsize : 0;
-        const char *base = (const char *)chunk.buf;
-        PyBuffer_Release(&chunk); /* the list holds the array, and the array its memory map */
-        if (!unsigned_ids || (itemsize != 1 && itemsize != 2 && itemsize != 4)) {
-            PyErr_Format(PyExc_TypeError, "chunk %d: token ids of format '%s', expected uint8/16/32", c, format);
-            goto done;
-        }
-        if (first[s] < 0 || count[s] < 0 || first[s] + count[s] > items || count[s] > width) {
-            PyErr_Format(PyExc_IndexError, "sample %lld: tokens %lld..%lld outside its chunk of %zd or wider "
-                         "than %zd", (long long)s, (long long)first[s], (long long)(first[s] + count[s]), items,
-                         width);
-            goto done;
-        }
-        table[r].src = base + first[s] * itemsize;
+        table[r].src = tokens;
         table[r].length = (Py_ssize_t)count[s];
         table[r].itemsize = (int)itemsize;
     }
@@ -205,39 +224,21 @@ static PyObject *packed_rows(PyObject *self, PyObject *args) {
     table = (Row *)calloc(pieces ? pieces : 1, sizeof(Row));
     if (!table) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t p = 0; p < pieces; p++) { /* with the GIL: each piece's tokens, bounds checked */
-        int64_t s = sample[p];
-        if (s < 0 || s >= samples) {
-            PyErr_Format(PyExc_IndexError, "piece %zd: sample %lld is not below %zd", p, (long long)s, samples);
-            goto done;
-        }
-        int32_t c = chunks[s];
-        if (c < 0 || c >= PyList_GET_SIZE(values)) {
-            PyErr_Format(PyExc_IndexError, "sample %lld: chunk %d out of range", (long long)s, c);
-            goto done;
-        }
-        Py_buffer chunk;
-        if (PyObject_GetBuffer(PyList_GET_ITEM(values, c), &chunk, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
-        const char *format = chunk.format ? chunk.format : "B";
-        if (*format == '<' || *format == '=' || *format == '@') format++;
-        int unsigned_ids = (*format == 'B' || *format == 'H' || *format == 'I' || *format == 'L');
-        Py_ssize_t itemsize = chunk.itemsize, items = itemsize ? chunk.len / itemsize : 0;
-        const char *base = (const char *)chunk.buf;
-        PyBuffer_Release(&chunk);
-        if (!unsigned_ids || (itemsize != 1 && itemsize != 2 && itemsize != 4)) {
-            PyErr_Format(PyExc_TypeError, "chunk %d: token ids of format '%s', expected uint8/16/32", c, format);
-            goto done;
-        }
-        if (first[s] < 0 || first[s] + count[s] > items || lo[p] < 0 || lo[p] > hi[p] || hi[p] > count[s] ||
-            row[p] < 0 || row[p] >= batch || column[p] < 0 || column[p] + (hi[p] - lo[p]) > width) {
+        const int64_t s = sample[p];
+        const char *tokens;
+        Py_ssize_t itemsize;
+        if (sample_tokens(values, chunks, first, count, samples, s, "piece", p, &tokens, &itemsize) < 0) goto done;
+        if (lo[p] < 0 || lo[p] > hi[p] || hi[p] > count[s] || row[p] < 0 || row[p] >= batch || column[p] < 0 ||
+            column[p] + (hi[p] - lo[p]) > width) {
             PyErr_Format(PyExc_IndexError, "piece %zd (sample %lld, tokens %lld..%lld, row %lld, column %lld) "
                          "lies outside its sample, its chunk or the (%zd, %zd) batch", p, (long long)s,
                          (long long)lo[p], (long long)hi[p], (long long)row[p], (long long)column[p], batch, width);
             goto done;
         }
-        table[p].src = base + (first[s] + lo[p]) * itemsize;
+        table[p].src = tokens + lo[p] * itemsize;
         table[p].length = (Py_ssize_t)(hi[p] - lo[p]);
         table[p].itemsize = (int)itemsize;
-        table[p].doc = base + first[s] * itemsize;
+        table[p].doc = tokens;
         table[p].doc_length = (Py_ssize_t)count[s];
     }
     Py_BEGIN_ALLOW_THREADS
