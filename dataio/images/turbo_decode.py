@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import io
 import math
+import mmap
 import threading
 
 import numpy as np
@@ -37,6 +38,7 @@ from PIL import Image
 
 from dataio.formats.fallback_log import warn_once
 from dataio.formats.limits import MAX_PIXELS  # as the converter's: a header claiming more is refused
+from dataio.images.buffer_pool import scratch_buffer
 from dataio.loading.stage_times import NO_LAP
 
 try:
@@ -225,11 +227,12 @@ def _region_resized(data: bytes, box: np.ndarray, out_w: int, out_h: int, resamp
         return region.resize((out_w, out_h), resample, box=crop)
 
 
-def _buffer(size: int) -> bytearray:
-    """This thread's scratch buffer, grown to at least ``size`` bytes (one for a huge image is not kept)."""
+def _buffer(size: int) -> bytearray | mmap.mmap:
+    """This thread's scratch buffer, grown to at least ``size`` bytes (one for a huge image is not kept);
+    wiped in a forked child rather than copied on write (``buffer_pool.scratch_buffer``)."""
     buffer = getattr(_scratch, "buffer", None)
     if buffer is None or len(buffer) < size:
-        buffer = bytearray(max(size, 1 << 20))
+        buffer = scratch_buffer(max(size, 1 << 20))
         if size <= KEPT_BUFFER_BYTES:
             _scratch.buffer = buffer
     return buffer

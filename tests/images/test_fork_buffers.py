@@ -1,0 +1,139 @@
+"""Batch buffers across a fork (a DataLoader starting its workers beside dataio's loader): the parent keeps
+writing them without copy-on-write faults, a child sees the batches a user holds and zeros elsewhere."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import resource
+
+import numpy as np
+import pytest
+
+from dataio import ImageLoader
+from dataio.images import buffer_pool
+from dataio.images.buffer_pool import BufferPool, scratch_buffer
+
+pytestmark = pytest.mark.skipif(not buffer_pool.WIPE_ON_FORK, reason="needs Linux >= 4.14 (MADV_WIPEONFORK)")
+
+SHAPE = (16, 256, 256, 3)  # 3 MiB: 768 pages
+
+
+def _faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+@contextlib.contextmanager
+def _forked_child(report=None):
+    """A child forked here that stays alive (its pages shared) until the block ends; ``report(child)``
+    runs in the child first and its bytes come back as the value of the context."""
+    ready_r, ready_w = os.pipe()
+    stop_r, stop_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, then wait for the parent
+        try:
+            os.close(ready_r)
+            os.close(stop_w)
+            os.write(ready_w, report() if report else b"ok")
+            os.close(ready_w)
+            os.read(stop_r, 1)
+        finally:
+            os._exit(0)
+    os.close(ready_w)
+    os.close(stop_r)
+    reported = os.read(ready_r, 1 << 16)
+    os.close(ready_r)
+    try:
+        yield reported
+    finally:
+        os.close(stop_w)
+        os.waitpid(pid, 0)
+
+
+def test_idle_buffers_are_wiped_in_the_child_held_ones_kept():
+    pool = BufferPool(capacity=4)
+    held = pool.get(SHAPE)
+    held[...] = 7
+    idle = pool.get(SHAPE)
+    assert idle is not held
+    idle[...] = 9
+    del idle  # back to the pool's own reference: idle
+    child_view = pool._arrays  # the child reads the pool's arrays as they were at the fork
+
+    def report() -> bytes:
+        return bytes([int(child_view[0].max()), int(child_view[1].max()), int(held.min())])
+
+    with _forked_child(report) as seen:
+        assert seen == bytes([7, 0, 7])  # held: the user's pixels; idle: zeros (never read by a child)
+        assert int(pool._arrays[1].max()) == 9  # the parent's own pages are untouched
+
+
+def test_parent_writes_after_a_fork_without_copy_on_write_faults():
+    pool = BufferPool(capacity=4)
+    arrays = [pool.get(SHAPE) for _ in range(3)]
+    for array in arrays:
+        array[...] = 1
+    plain = np.ones(SHAPE, dtype=np.uint8)  # what the pool used before: ordinary heap memory
+    del arrays
+    pages = plain.nbytes // resource.getpagesize()
+    with _forked_child():
+        before = _faults()
+        for _ in range(3):
+            pool.get(SHAPE)[...] = 2  # the same idle array each time
+        pooled = _faults() - before
+        before = _faults()
+        plain[...] = 2
+        copied = _faults() - before
+    assert pooled < pages // 10, (pooled, pages)
+    assert copied > pages // 2, (copied, pages)  # the check sees copy-on-write where it happens
+
+
+def test_scratch_buffer_is_wiped_in_the_child():
+    buffer = scratch_buffer(1 << 20)
+    buffer[:4] = b"abcd"
+    with _forked_child(lambda: bytes(buffer[:4])) as seen:
+        assert seen == b"\0\0\0\0"
+        assert bytes(buffer[:4]) == b"abcd"
+
+
+def _epoch_after_a_fork(shards, monkeypatch, wipe: bool) -> tuple[int, int]:
+    """Extra page faults of an ImageLoader epoch run while a forked child lives (against an epoch without one),
+    and the pages of the loader's pooled batch buffers; checks the batches equal those of an unforked loader."""
+    monkeypatch.setattr(buffer_pool, "WIPE_ON_FORK", wipe)
+    options = dict(batch_size=8, image_size=448, num_workers=2, seed=5)
+    loader, reference = ImageLoader(shards, **options), ImageLoader(shards, **options)
+    for _ in range(2):  # warm: the pool's buffers and the threads' scratch are written
+        for _ in loader:
+            pass
+    before = _faults()
+    for _ in loader:
+        pass
+    unforked = _faults() - before
+    for _ in range(4):
+        want = [(_digest(images), labels.tolist()) for images, labels in reference]  # epoch 3's, as the loader's below
+    with _forked_child():
+        before = _faults()
+        got = [(_digest(images), labels.tolist()) for images, labels in loader]  # no copies: they would fault
+        forked = _faults() - before
+    assert got == want
+    pooled = sum(array.nbytes for array in loader._buffers._arrays) // resource.getpagesize()  # rewritten each epoch
+    loader.close()
+    reference.close()
+    return forked - unforked, pooled
+
+
+def test_loader_epoch_after_a_fork(image_shards, monkeypatch):
+    """An epoch of ImageLoader after a fork, the child alive: the same batches as without the fork, and without
+    a copy-on-write fault for each page of its pooled batch buffers, as plain memory takes (the rest, a few
+    hundred, are the interpreter's own pages and the heap's: a camera photo's bytes, read into the heap, are
+    copied too, once per page and fork)."""
+    wiped, pooled = _epoch_after_a_fork(image_shards, monkeypatch, wipe=True)
+    copied, plain_pooled = _epoch_after_a_fork(image_shards, monkeypatch, wipe=False)
+    assert pooled == plain_pooled
+    assert copied - wiped > pooled // 2, (copied, wiped, pooled)
+    assert wiped < pooled // 2, (wiped, pooled)
+
+
+def _digest(images) -> bytes:
+    return hashlib.blake2b(images.permute(0, 2, 3, 1).contiguous().numpy()).digest()  # NHWC memory: no copy
