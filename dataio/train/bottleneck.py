@@ -31,6 +31,10 @@ ADVICE = {
 TEXT_ADVICE = {  # where a text run's remedy differs from an image run's
     "copy": "pin_memory=True (asynchronous copies from pinned memory)",
 }
+PACKED_ADVICE = {  # a run that already packs its rows
+    "collate": "a larger --max-tokens (fewer, larger batches: packing is a fixed cost per row)",
+    "compute": "the loader keeps up: speed up the model (AMP, --compile, a larger --max-tokens)",
+}
 
 
 def wall_seconds(stages: dict[str, float], threads: int) -> dict[str, float]:
@@ -46,17 +50,22 @@ COMPUTE_ADVICE = {
 }
 
 
-def diagnose(stages: dict[str, float], *, threads: int, input_bound: bool, unit: str = "img") -> dict[str, Any]:
+def diagnose(stages: dict[str, float], *, threads: int, input_bound: bool, unit: str = "img",
+             packed: bool = False) -> dict[str, Any]:
     """``{"bottleneck": stage, "advice": text}``: the loader stage with the most wall time when the run is
-    input-bound, else ``compute`` (the loader keeps up); ``unit`` (img or tokens) picks the task's advice."""
+    input-bound, else ``compute`` (the loader keeps up); ``unit`` (img or tokens) picks the task's advice,
+    ``packed`` (a text run packing its rows) leaves out the advice to pack."""
     text = unit == "tokens"
+    packed = packed and text
     if not input_bound:
-        return {"bottleneck": "compute", "advice": COMPUTE_ADVICE["tokens" if text else "img"]}
+        advice = PACKED_ADVICE["compute"] if packed else COMPUTE_ADVICE["tokens" if text else "img"]
+        return {"bottleneck": "compute", "advice": advice}
     cost = wall_seconds(stages, threads)
     if not cost:
         return {"bottleneck": "unknown", "advice": "no stage times recorded"}
     stage = max(cost, key=cost.get)
-    return {"bottleneck": stage, "advice": (TEXT_ADVICE.get(stage) if text else None) or ADVICE[stage]}
+    advice = (PACKED_ADVICE.get(stage) if packed else None) or (TEXT_ADVICE.get(stage) if text else None)
+    return {"bottleneck": stage, "advice": advice or ADVICE[stage]}
 
 
 def totals(per_epoch: dict[str, dict[str, dict[str, float]]]) -> dict[str, float]:

@@ -70,7 +70,8 @@ class Chronometer:
         if loader is not None:
             diagnosis = {"stages": loader["stages"], "decode_threads": loader["threads"],
                          **bottleneck.diagnose(loader["stages"], threads=loader["threads"],
-                                               input_bound=share > INPUT_BOUND_SHARE, unit=self.unit)}
+                                               input_bound=share > INPUT_BOUND_SHARE, unit=self.unit,
+                                               packed=loader.get("packed", False))}
         return {
             "steps": len(self.steps), "samples": sum(s["samples"] for s in self.steps), "unit": self.unit,
             "throughput": sum(s["samples"] for s in self.steps) / busy if busy else 0.0,

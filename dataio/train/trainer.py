@@ -324,7 +324,8 @@ class Trainer:
         stats = self.task.train_loader.stats
         threads = stats.threads
         return {"stages": bottleneck.totals(stats.stages.as_dict()),
-                "threads": threads.get("chosen") or threads.get("current") or 1}
+                "threads": threads.get("chosen") or threads.get("current") or 1,
+                "packed": self.config.pack}  # a packed run is not told to --pack
 
     def _source_totals(self) -> dict[str, dict[str, int]]:
         """A mixture's samples and tokens of each source over the run's epochs, and the passes by the last."""

@@ -59,6 +59,19 @@ def test_the_verdict_names_the_stage_that_set_the_pace():
     text = {"read": 0.2, "collate": 1.5, "copy": 0.1, "wait": 2.0}
     assert "--pack" in diagnose(text, threads=1, input_bound=True)["advice"]
     assert diagnose(decode_bound, threads=4, input_bound=False)["bottleneck"] == "compute"
+    assert "--pack" in diagnose(text, threads=1, input_bound=False, unit="tokens")["advice"]
+
+
+def test_a_packed_run_is_not_told_to_pack():
+    text = {"read": 0.2, "collate": 1.5, "copy": 0.1, "wait": 2.0}
+    for input_bound in (True, False):
+        advice = diagnose(text, threads=1, input_bound=input_bound, unit="tokens", packed=True)["advice"]
+        assert "--pack" not in advice and "--max-tokens" in advice
+    clock = Chronometer(unit="tokens")
+    clock.step_done(epoch=0, wait=0.5, samples=800, loss=1.0, lr=0.1)  # input-bound
+    summary = clock.summary(0, {"stages": text, "threads": 1, "packed": True})
+    assert summary["bottleneck"] == "collate" and "--pack" not in summary["advice"]
+    assert "--pack" in clock.summary(0, {"stages": text, "threads": 1})["advice"]  # a padded run is
 
 
 def test_chronometer_summary_carries_the_diagnosis():
