@@ -99,6 +99,17 @@ def reason(error: BaseException) -> str:
     return f"corrupted ({type(error).__name__}: {text[:160]})" if text else f"corrupted ({type(error).__name__})"
 
 
+def _weights_text(record: dict) -> str:
+    """``web=0.5 code=0.5`` for constant weights, ``at 0: web=0.5 code=0.5, at 900: ...`` for a schedule."""
+    def one(weights: list) -> str:
+        return " ".join(f"{name}={weight:g}" for name, weight in zip(record["sources"], weights))
+
+    points = record["points"]
+    if len(points) == 1:
+        return one(points[0][1])
+    return ", ".join(f"at {position}: {one(weights)}" for position, weights in points) + f" {record['interpolation']}"
+
+
 def mixture_mismatch(saved: dict | None, now: dict | None) -> str | None:
     """What differs between the mixture a checkpoint was written with and this run's (``TextTask.mixture_record``),
     or None when they agree. The breakpoints are compared in the loader's units, so a schedule in fractions of
@@ -120,6 +131,8 @@ def mixture_mismatch(saved: dict | None, now: dict | None) -> str | None:
         moved = f": breakpoints at {saved['unit']} {then} then, {positions} now" if then != positions else ""
         if then != positions and len(then) == len(positions):
             moved += " (fractions of training move with the epochs, steps with the batch size and world size)"
+        if then == positions and saved["sources"] == now["sources"]:  # the same breakpoints: name the weights
+            moved = f" ({_weights_text(saved)} then; {_weights_text(now)} now)"
         parts.append(f"the weights{moved}")
     if (saved["epoch_length"], saved["epoch_until"]) != (now["epoch_length"], now["epoch_until"]):
         parts.append(f"the epoch rule (epoch_length={saved['epoch_length']}, epoch_until={saved['epoch_until']} then; "

@@ -111,3 +111,10 @@ def test_a_changed_mixture_is_described():
                                                                                                       "books"]})
     assert "the epoch rule" in mixture_mismatch(record, {**record, "epoch_length": None, "epoch_until": "all"})
     assert "written by a run on one folder" in mixture_mismatch(None, record)
+    reweighted = {**record, "points": [[0, [0.9, 0.1]], [200, [0.9, 0.1]], [400, [0.2, 0.8]]]}
+    assert ("the weights (at 0: web=0.9 code=0.1, at 200: web=0.9 code=0.1, at 400: web=0.1 code=0.9 linear then; "
+            "at 0: web=0.9 code=0.1, at 200: web=0.9 code=0.1, at 400: web=0.2 code=0.8 linear now)") in \
+        mixture_mismatch(record, reweighted)
+    constant = {**record, "points": [[0, [0.5, 0.5]]], "interpolation": "constant"}
+    assert "the weights (web=0.5 code=0.5 then; web=0.7 code=0.3 now)" in \
+        mixture_mismatch(constant, {**constant, "points": [[0, [0.7, 0.3]]]})
