@@ -241,7 +241,20 @@ class Trainer:
 
     def _stop(self) -> None:
         self._save()
+        if self.is_main:  # the run so far, as a finished run writes it (a resumed run rewrites it at its end)
+            self.chronometer.write(self.config.out, {**self._summary(), "interrupted_at_step": self.step})
         raise TrainingInterrupted(self.step, self.config.out / checkpoint.NAME)
+
+    def _summary(self) -> dict[str, Any]:
+        """The run in numbers (``Chronometer.summary``), the last epoch's validation metrics, a mixture's totals."""
+        peak = torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None
+        summary = self.chronometer.summary(peak, self._loader_times())
+        summary.update({k: v for k, v in (self.chronometer.epochs[-1] if self.chronometer.epochs else {}).items()
+                        if k.startswith("val_")})
+        totals = self._source_totals()
+        if totals:
+            summary["sources"] = totals
+        return summary
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.amp_dtype is None:
@@ -360,13 +373,7 @@ class Trainer:
             if self.profiler is not None:
                 self.profiler.close()
                 self._print(f"profile: {self.profiler.path} (open in Perfetto or TensorBoard)")
-            peak = torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None
-            summary = self.chronometer.summary(peak, self._loader_times())
-            summary.update({k: v for k, v in (self.chronometer.epochs[-1] if self.chronometer.epochs else {}).items()
-                            if k.startswith("val_")})
-            totals = self._source_totals()
-            if totals:
-                summary["sources"] = totals
+            summary = self._summary()
             self._print("summary: " + Chronometer.summary_line(summary) +
                         "".join(f" {k}={v:.4f}" for k, v in summary.items() if k.startswith("val_")))
             for line in Chronometer.breakdown_lines(summary):

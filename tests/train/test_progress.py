@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import pty
 import re
@@ -140,9 +141,13 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_finishes_the_run(real_photo_shards
     assert stopped, err
     saved = torch.load(stopped.group(2), weights_only=True)
     assert saved["step"] == int(stopped.group(1)) < 14 and "summary:" not in out  # 14 photos: 7 steps an epoch
+    so_far = json.loads((tmp_path / "cut" / "log.json").read_text())  # the run so far, written at the stop
+    assert so_far["summary"]["interrupted_at_step"] == saved["step"] == so_far["summary"]["steps"]
     resumed = cli(*args[3:], "--out", str(tmp_path / "cut"), "--resume")
     assert resumed.returncode == 0 and resumed.stderr == "", resumed.stderr[-2000:]
     assert f"resumed from step {saved['step']}" in resumed.stdout and "epoch 2/2 step=14 " in resumed.stdout
+    finished = json.loads((tmp_path / "cut" / "log.json").read_text())["summary"]
+    assert finished["steps"] == 14 and "interrupted_at_step" not in finished
     whole = cli(*args[3:], "--out", str(tmp_path / "whole"))
     assert whole.returncode == 0
     cut = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=True)
