@@ -17,7 +17,10 @@ buffers are anonymous private mappings of their own, and just before a fork
 those nobody outside the pool holds are marked ``MADV_WIPEONFORK``: the child
 gets zeros there (it never reads them: a pooled buffer is written before
 it is handed out), the parent keeps its pages writable. Buffers a user still
-holds stay copy-on-write (``MADV_KEEPONFORK``), so a child sees their pixels.
+holds, whole or a view of one image, stay copy-on-write, so a child sees
+their pixels; no buffer is handed out between the marking and the fork (a
+lock held from one to the other), and after it every buffer is copy-on-write
+again (``MADV_KEEPONFORK``), so no mark outlives its fork.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import mmap
 import os
 import sys
+import threading
 import weakref
 
 import numpy as np
@@ -33,6 +37,8 @@ import numpy as np
 MADV_WIPEONFORK = getattr(mmap, "MADV_WIPEONFORK", 18)
 MADV_KEEPONFORK = getattr(mmap, "MADV_KEEPONFORK", 19)
 HUGEPAGE_BYTES = 4 << 20  # numpy's own threshold for asking transparent huge pages of an allocation
+MAPPED_BYTES = 1 << 20  # smaller buffers stay ordinary memory: a fork copies few pages of them (and a mapping
+# takes whole pages: 3,000 kept 768-byte batches took 16 MiB mapped against 5 MiB)
 
 
 def _refs_in_list() -> int:
@@ -41,7 +47,15 @@ def _refs_in_list() -> int:
     return sys.getrefcount(held[0])
 
 
+def _refs_in_list_and_local() -> int:
+    """The same, the array also bound to a local variable (``before_fork``'s loop): counted, not assumed."""
+    held = [np.empty(0)]
+    array = held[0]
+    return sys.getrefcount(array)
+
+
 _POOL_REFS = _refs_in_list()
+_POOL_AND_LOCAL_REFS = _refs_in_list_and_local()
 
 
 def _wipe_on_fork_works() -> bool:
@@ -64,10 +78,11 @@ WIPE_ON_FORK = _wipe_on_fork_works()
 
 
 def _private_array(shape: tuple[int, ...]) -> tuple[np.ndarray, mmap.mmap | None]:
-    """A uint8 array of ``shape`` in a private anonymous mapping of its own (or plain memory without
-    ``WIPE_ON_FORK``), and the mapping."""
+    """A uint8 array of ``shape`` in a private anonymous mapping of its own (or plain memory: small, or without
+    ``WIPE_ON_FORK``), and the mapping. The array is the base of every view of it (``np.ndarray`` over the
+    mapping, not a reshape of a flat one), so a view of one image still counts as a reference to it."""
     size = int(np.prod(shape, dtype=np.int64))
-    if not WIPE_ON_FORK or size == 0:
+    if not WIPE_ON_FORK or size < MAPPED_BYTES:
         return np.empty(shape, dtype=np.uint8), None
     mapping = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     if size >= HUGEPAGE_BYTES and hasattr(mmap, "MADV_HUGEPAGE"):
@@ -75,7 +90,7 @@ def _private_array(shape: tuple[int, ...]) -> tuple[np.ndarray, mmap.mmap | None
             mapping.madvise(mmap.MADV_HUGEPAGE)  # as numpy asks for its large arrays: fewer TLB misses
         except OSError:
             pass
-    return np.frombuffer(mapping, dtype=np.uint8).reshape(shape), mapping
+    return np.ndarray(shape, dtype=np.uint8, buffer=mapping), mapping
 
 
 def scratch_buffer(size: int) -> bytearray | mmap.mmap:
@@ -89,6 +104,11 @@ def scratch_buffer(size: int) -> bytearray | mmap.mmap:
     return mapping
 
 
+# Held from the marking before a fork to the fork's end: get() hands out no buffer in between (one marked
+# idle, then taken and filled by another thread before the fork, would be zeros in the child).
+_FORK_LOCK = threading.Lock()
+
+
 class BufferPool:
     """Hands out uint8 arrays of a shape, reusing those no longer referenced elsewhere."""
 
@@ -99,36 +119,57 @@ class BufferPool:
         _POOLS.add(self)
 
     def get(self, shape: tuple[int, ...]) -> np.ndarray:
-        for i in range(len(self._arrays)):
-            # The list's reference plus getrefcount's argument: nothing else holds it.
-            if self._arrays[i].shape == shape and sys.getrefcount(self._arrays[i]) <= _POOL_REFS:
-                return self._arrays[i]
-        array, mapping = _private_array(shape)
-        if len(self._arrays) < self.capacity:
-            self._arrays.append(array)
-            self._mappings.append(mapping)
-        return array
+        with _FORK_LOCK:
+            for i in range(len(self._arrays)):
+                # The list's reference plus getrefcount's argument: nothing else holds it.
+                if self._arrays[i].shape == shape and sys.getrefcount(self._arrays[i]) <= _POOL_REFS:
+                    return self._arrays[i]
+            array, mapping = _private_array(shape)
+            if len(self._arrays) < self.capacity:
+                self._arrays.append(array)
+                self._mappings.append(mapping)
+            return array
 
-    def before_fork(self) -> None:
-        """Mark the idle buffers wipe-on-fork and those in use (by a user's tensor, or being filled: their
-        pixels may matter to the child) copy-on-write."""
-        for i in range(min(len(self._arrays), len(self._mappings))):  # get() appends the array first
+    def mark_for_fork(self, forking: bool) -> None:
+        """``forking``: the idle buffers wipe-on-fork, those in use (a user's tensor or view, or a batch being
+        filled: their pixels may matter to the child) copy-on-write; after the fork all copy-on-write again."""
+        for i in range(len(self._arrays)):
             array, mapping = self._arrays[i], self._mappings[i]
-            if mapping is not None:
-                idle = sys.getrefcount(array) <= _POOL_REFS + 1  # + the local ``array``
-                try:
-                    mapping.madvise(MADV_WIPEONFORK if idle else MADV_KEEPONFORK)
-                except (OSError, ValueError):  # closed, or the kernel refused: copy-on-write as usual
-                    pass
+            if mapping is None:
+                continue
+            idle = forking and sys.getrefcount(array) <= _POOL_AND_LOCAL_REFS
+            try:
+                mapping.madvise(MADV_WIPEONFORK if idle else MADV_KEEPONFORK)
+            except (OSError, ValueError):  # closed, or the kernel refused: copy-on-write as usual
+                pass
 
 
 _POOLS: weakref.WeakSet[BufferPool] = weakref.WeakSet()
 
 
 def _before_fork() -> None:
-    for pool in list(_POOLS):
-        pool.before_fork()
+    _FORK_LOCK.acquire()
+    try:
+        for pool in list(_POOLS):
+            pool.mark_for_fork(True)
+    except Exception:  # noqa: BLE001 - a fork must go on; a pool left unmarked is only copied on write
+        pass
+
+
+def _after_fork_in_parent() -> None:
+    try:
+        for pool in list(_POOLS):
+            pool.mark_for_fork(False)
+    except Exception:  # noqa: BLE001 - as above
+        pass
+    finally:
+        _FORK_LOCK.release()
+
+
+def _after_fork_in_child() -> None:
+    _FORK_LOCK.release()  # taken by this thread before the fork
 
 
 if WIPE_ON_FORK:
-    os.register_at_fork(before=_before_fork)
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)

@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import os
 import resource
+import threading
 
 import numpy as np
 import pytest
@@ -67,6 +68,45 @@ def test_idle_buffers_are_wiped_in_the_child_held_ones_kept():
     with _forked_child(report) as seen:
         assert seen == bytes([7, 0, 7])  # held: the user's pixels; idle: zeros (never read by a child)
         assert int(pool._arrays[1].max()) == 9  # the parent's own pages are untouched
+
+
+def test_a_view_of_one_image_keeps_its_buffer():
+    """A view of one slot (what a per-sample ``transform=`` gets) holds the pooled buffer: never handed out
+    again while it lives, and a child sees its pixels."""
+    pool = BufferPool(capacity=4)
+    batch = pool.get(SHAPE)
+    batch[...] = 5
+    image = batch[3]  # a view of one image, the batch itself dropped
+    del batch
+    other = pool.get(SHAPE)
+    other[...] = 6
+    assert int(image.max()) == 5  # not overwritten
+    with _forked_child(lambda: bytes([int(image.min()), int(image.max())])) as seen:
+        assert seen == bytes([5, 5])
+
+
+def test_no_buffer_is_handed_out_between_the_marking_and_the_fork():
+    """The hooks around a fork: between the marking (before) and the fork's end (after, in the parent) get()
+    waits, so a buffer marked idle cannot be filled and handed out, then forked as zeros."""
+    pool = BufferPool(capacity=4)
+    pool.get(SHAPE)  # one idle buffer: marked wipe-on-fork below
+    handed: list = []
+    buffer_pool._before_fork()
+    try:
+        taker = threading.Thread(target=lambda: handed.append(pool.get(SHAPE)))
+        taker.start()
+        taker.join(timeout=0.5)
+        assert taker.is_alive() and not handed  # waiting for the fork to end
+    finally:
+        buffer_pool._after_fork_in_parent()
+    taker.join(timeout=10)
+    assert len(handed) == 1
+
+
+def test_small_buffers_stay_ordinary_memory():
+    pool = BufferPool(capacity=2)
+    pool.get((1, 16, 16, 3))
+    assert pool._mappings == [None]  # a whole page each would cost more than the fork's copy
 
 
 def test_parent_writes_after_a_fork_without_copy_on_write_faults():
