@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -226,10 +227,7 @@ class ImageLoader(ResumableLoader):
         self.position = EpochPosition(seed=self.config.seed, world_size=self.world_size, dataset=fingerprint)
         self._order: tuple[int, np.ndarray] | None = None
         self._dali = self._dali_decoder() if self.config.resolved_decoder == "dali" else None
-        if self._dali is not None:  # one pipeline run at a time, overlapped with the consumer
-            self._pool: ThreadPoolExecutor | None = ThreadPoolExecutor(1, thread_name_prefix="dataio-dali")
-        else:
-            self._pool = ThreadPoolExecutor(threads, thread_name_prefix="dataio-decode") if threads else None
+        self._pool = self._thread_pool()
         self._normalize = Normalize(self.config.mean, self.config.std) if self.config.normalize else None
         self._transform = SampleTransform(self.config.transform) if self.config.transform is not None else None
         self._transfer = DeviceTransfer(self.config, self._device_augment(), self._normalize, self.stats.stages)
@@ -576,7 +574,20 @@ class ImageLoader(ResumableLoader):
             batch.images = images
         return failures
 
+    def _thread_pool(self) -> ThreadPoolExecutor | None:
+        """The decode threads (DALI: one thread, a pipeline run at a time, overlapped with the consumer), made
+        in this process: ``_pool_pid`` tells a forked child, where the parent's threads do not exist."""
+        self._pool_pid = os.getpid()
+        if self._dali is not None:
+            return ThreadPoolExecutor(1, thread_name_prefix="dataio-dali")
+        threads = self.config.threads
+        return ThreadPoolExecutor(threads, thread_name_prefix="dataio-decode") if threads else None
+
     def _host_batches(self, consumed: int) -> Iterator[_HostBatch]:
+        if self._pool is not None and self._pool_pid != os.getpid():
+            # A forked child iterating its copy of the loader (``fork`` multiprocessing, a notebook DDP strategy):
+            # the executor's threads stayed in the parent and its tasks would wait for them forever.
+            self._pool = self._thread_pool()
         positions, repeated = self._share()
         samples = self.order()[positions]
         bounds = self._bounds(len(samples))

@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import os
 import resource
+import signal
 import threading
 
 import numpy as np
@@ -177,3 +178,20 @@ def test_loader_epoch_after_a_fork(image_shards, monkeypatch):
 
 def _digest(images) -> bytes:
     return hashlib.blake2b(images.permute(0, 2, 3, 1).contiguous().numpy()).digest()  # NHWC memory: no copy
+
+
+def test_a_forked_child_iterates_its_copy_of_the_loader(image_shards):
+    """A child forked after the parent used its loader (``fork`` multiprocessing, a notebook DDP strategy)
+    iterates its copy with threads of its own: the batches the parent's next epoch gives, no hang (the parent's
+    executor threads do not exist in the child)."""
+    loader = ImageLoader(image_shards, batch_size=8, image_size=32, num_workers=2, seed=3)
+    for _ in loader:
+        pass
+
+    def child_epoch() -> bytes:
+        signal.alarm(60)  # a hang ends the child, and the empty report fails the test
+        return b"".join(_digest(images) + bytes(labels.tolist()) for images, labels in loader)
+
+    with _forked_child(child_epoch) as seen:
+        assert seen == b"".join(_digest(images) + bytes(labels.tolist()) for images, labels in loader)
+    loader.close()
