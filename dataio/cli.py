@@ -348,7 +348,9 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("--epoch-until", metavar="NAME",
                      help="a mixture's epoch ends when source NAME (or all: every source) finishes a pass "
                           "(default: one pass of every source)")
-    fit.add_argument("--val", type=_source, help="validation shards (default: none, no validation)")
+    fit.add_argument("--val", action="append", metavar="[NAME=]PATH",
+                     help="validation shards (a folder or URL); repeat NAME=PATH for named sets, each evaluated "
+                          "and logged apart (val_loss/NAME, ...) beside their total (default: none, no validation)")
     _add_storage(fit)
     fit.add_argument("--model", default="small_cnn", help="resnet18, resnet50, small_cnn, small_gpt, tiny_gpt")
     fit.add_argument("--epochs", type=_positive, default=10, help="epochs to train")
@@ -653,11 +655,36 @@ def _train_data(args: argparse.Namespace) -> dict[str, Any]:
     return fields
 
 
+def _val_data(values: list[str] | None) -> str | Path | dict[str, str | Path] | None:
+    """``--val PATH`` once, or ``--val NAME=PATH`` for each named validation set (a name has no '/' or ':')."""
+    if not values:
+        return None
+    named = []
+    for value in values:
+        name, sep, path = value.partition("=")
+        named.append((name, path) if sep and name and "/" not in name and ":" not in name else None)
+    if not any(named):
+        if len(values) > 1:
+            raise UsageError(f"--val is given {len(values)} times: named validation sets are NAME=PATH")
+        return _source(values[0])
+    if not all(named):
+        plain = next(value for value, pair in zip(values, named) if pair is None)
+        raise UsageError(f"--val {plain}: give every validation set as NAME=PATH, or one PATH alone")
+    names = [name for name, _ in named]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(f"--val: set {', '.join(twice)} is given twice")
+    empty = [name for name, path in named if not path.strip()]
+    if empty:
+        raise UsageError(f"--val {empty[0]}=: the path is missing")
+    return {name: _source(path) for name, path in named}
+
+
 def _train(args: argparse.Namespace) -> int:
     from dataio.train.config import TrainConfig
 
     config = TrainConfig(
-        **_train_data(args), val=args.val, model=args.model, out=args.out, epochs=args.epochs,
+        **_train_data(args), val=_val_data(args.val), model=args.model, out=args.out, epochs=args.epochs,
         image_size=args.image_size, batch_size=args.batch_size, max_tokens=args.max_tokens,
         block_size=args.block_size, pack=args.pack, optimizer=args.optimizer, lr=args.lr,
         weight_decay=args.weight_decay, warmup=args.warmup, label_smoothing=args.label_smoothing,

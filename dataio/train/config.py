@@ -44,7 +44,8 @@ class TrainConfig:
     """
 
     train: Path | str | Mapping[str, Path | str]  # a folder or fsspec URL (kept a string); a dict: a mixture
-    val: Path | str | None = None
+    # a folder or URL; a dict: named validation sets, each evaluated and logged apart (val_loss/NAME, ...)
+    val: Path | str | Mapping[str, Path | str] | None = None
     model: str = "small_cnn"
     out: Path = Path("runs/train")
     epochs: int = 10
@@ -94,7 +95,9 @@ class TrainConfig:
                 if getattr(self, name) is not None:
                     raise ValueError(f"{name} applies to a mixture: give train as a dict {{name: folder or URL}}")
         object.__setattr__(self, "out", Path(self.out))
-        if self.val is not None:
+        if isinstance(self.val, Mapping):
+            object.__setattr__(self, "val", _named_folders(self.val, "val", "validation set"))
+        elif self.val is not None:
             object.__setattr__(self, "val", _folder(self.val))
         for name in ("epochs", "batch_size", "max_tokens", "block_size", "world_size"):
             if getattr(self, name) < 1:
@@ -131,15 +134,7 @@ class TrainConfig:
 
     def _check_mixture(self) -> None:
         assert isinstance(self.train, Mapping)
-        sources = {str(name): _folder(folder) for name, folder in self.train.items()}
-        if not sources:
-            raise ValueError("train: a mixture needs at least one source")
-        for name, folder in sources.items():
-            if not SOURCE_NAME.fullmatch(name):
-                raise ValueError(f"train: source name {name!r} must be letters, digits, '_', '.' or '-' (it names "
-                                 "log columns)")
-            if not str(folder):
-                raise ValueError(f"train: source {name!r} has no folder")
+        sources = _named_folders(self.train, "train", "source")
         object.__setattr__(self, "train", sources)
         if self.weights is None:
             raise ValueError("weights: a mixture (train as a dict of sources) needs weights, e.g. {name: share}")
@@ -171,3 +166,17 @@ class TrainConfig:
         if self.weight_decay is not None:
             return self.weight_decay
         return 5e-5 if self.optimizer == "sgd" else 0.05
+
+
+def _named_folders(folders: Mapping[str, Path | str], field: str, what: str) -> dict[str, Path | str]:
+    """``{name: folder or URL}`` checked: at least one, names fit for log columns, each with a folder."""
+    named = {str(name): _folder(folder) for name, folder in folders.items()}
+    if not named:
+        raise ValueError(f"{field}: a dict needs at least one {what}")
+    for name, folder in named.items():
+        if not SOURCE_NAME.fullmatch(name):
+            raise ValueError(f"{field}: {what} name {name!r} must be letters, digits, '_', '.' or '-' (it names "
+                             "log columns)")
+        if not str(folder):
+            raise ValueError(f"{field}: {what} {name!r} has no folder")
+    return named

@@ -15,6 +15,7 @@ from dataio.train.models import build_image_model
 from dataio.train.config import TrainConfig
 from dataio.train.mixture_counts import ReadTally
 from dataio.train.mixture_schedule import RunUnits
+from dataio.train.val_sets import val_metrics, val_sets
 from dataio.formats.dataset.manifest import open_dataset
 from dataio.sampling.mixture_options import source_storage_options
 
@@ -32,6 +33,7 @@ class ImageTask:
     """Train on ``config.train`` shards, evaluate with center crops on ``config.val``."""
 
     unit = "img"
+    val_metrics = ("acc", "loss")  # each validation set's, as val_acc/NAME ... (val_sets)
 
     def __init__(self, config: TrainConfig, device: torch.device) -> None:
         c = config
@@ -56,25 +58,27 @@ class ImageTask:
             c.train, batch_size=c.batch_size, image_size=c.image_size, train=True, schedule=self.schedule,
             randaugment=RandAugmentConfig(magnitude=c.randaugment) if c.randaugment else None, mix=mix, **mixture,
             **common)
-        self.val_loader = ImageLoader(c.val, batch_size=c.batch_size, image_size=c.image_size, train=False,
-                                      **common) if c.val else None
+        self.val_loaders = {name: ImageLoader(folder, batch_size=c.batch_size, image_size=c.image_size, train=False,
+                                              **common) for name, folder in val_sets(c.val).items()}
         self.tally = ReadTally(self.train_loader, c.weights.names) if c.mixture else None
         if c.mixture and len(self.train_loader.classes) != self.num_classes:
             raise ValueError(f"train: the mixture's sources hold {self.num_classes} classes, the loader maps "
                              f"{len(self.train_loader.classes)}")
-        self.val_labels = self._val_labels() if self.val_loader is not None else None
+        self.val_labels = {name: self._val_labels(name, loader) for name, loader in self.val_loaders.items()}
 
-    def _val_labels(self) -> torch.Tensor | None:
-        """The model's class of each validation label, by class name: a mixture's model predicts the combined
-        class map (``train_loader.classes``), which need not number the validation folder's classes as it
-        does. None when they coincide (one source; or the first source's classes, which keep their numbers)."""
-        train, val = self.train_loader.classes, self.val_loader.classes
-        if not self.config.mixture or tuple(val) == tuple(train[:len(val)]):
+    def _val_labels(self, name: str, loader: ImageLoader) -> torch.Tensor | None:
+        """The model's class of each validation label, by class name: the model predicts the train folder's
+        classes (a mixture's combined class map, ``train_loader.classes``), which need not number the validation
+        folder's classes as it does (a val folder holding some of them). None when they coincide."""
+        train, val = self.train_loader.classes, loader.classes
+        if tuple(val) == tuple(train[:len(val)]):
             return None
         index = {name: i for i, name in enumerate(train)}
         missing = [name for name in val if name not in index]
-        if missing or not val:
-            raise ValueError(f"val: classes {missing[:5] or '(unnamed)'} are in no train source of the mixture "
+        if missing or not val:  # a label past the model's outputs would fail after the first epoch's training
+            which = f"val set {name}" if isinstance(self.config.val, dict) else "val"
+            where = "source of the mixture" if self.config.mixture else "folder"
+            raise ValueError(f"{which}: classes {missing[:5] or '(unnamed)'} are in no train {where} "
                              f"({len(train)} classes): the model cannot predict them")
         return torch.tensor([index[name] for name in val], dtype=torch.int64, device=self.device)
 
@@ -120,26 +124,36 @@ class ImageTask:
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module) -> dict[str, float]:
-        """Top-1 accuracy and loss over the validation set, padding repeats dropped, summed over ranks."""
-        if self.val_loader is None:
+        """Top-1 accuracy and loss over each validation set (``val_sets``), padding repeats dropped, summed over
+        ranks."""
+        if not self.val_loaders:
             return {}
         model.eval()
+        totals = {name: self._evaluate_set(model, loader, self.val_labels[name])
+                  for name, loader in self.val_loaders.items()}
+        model.train()
+        return val_metrics(totals, _accuracy_and_loss, named=isinstance(self.config.val, dict))
+
+    def _evaluate_set(self, model: nn.Module, loader: ImageLoader, label_map: torch.Tensor | None) -> list[float]:
         totals = torch.zeros(3, dtype=torch.float64, device=self.device)  # correct, count, loss sum
-        self.val_loader.set_epoch(0)
-        for batch in self.val_loader.batches():
+        loader.set_epoch(0)
+        for batch in loader.batches():
             keep = torch.from_numpy(~batch.repeated).to(self.device)
             logits = model(batch.images).float()
-            labels = batch.labels if self.val_labels is None else self.val_labels[batch.labels]
+            labels = batch.labels if label_map is None else label_map[batch.labels]
             losses = F.cross_entropy(logits, labels, reduction="none")
             totals += torch.stack([((logits.argmax(1) == labels) & keep).sum().double(),
                                    keep.sum().double(), (losses * keep).sum().double()])
         if dist.is_initialized():
             dist.all_reduce(totals)
-        correct, count, loss = totals.tolist()
-        model.train()
-        return {"val_acc": correct / max(count, 1), "val_loss": loss / max(count, 1)}
+        return totals.tolist()
 
     def close(self) -> None:
         self.train_loader.close()
-        if self.val_loader is not None:
-            self.val_loader.close()
+        for loader in self.val_loaders.values():
+            loader.close()
+
+
+def _accuracy_and_loss(totals: list[float]) -> dict[str, float]:
+    correct, count, loss = totals
+    return {"acc": correct / max(count, 1), "loss": loss / max(count, 1)}

@@ -9,6 +9,9 @@ does. Rows are appended as steps finish and flushed with every checkpoint and
 epoch, so ``tail -f`` follows a run; a resumed run rewrites the file from its
 checkpoint's steps, so rows a killed run wrote past its checkpoint are gone.
 
+Named validation sets (``--val NAME=PATH``, ``dataio.train.val_sets``) add their metrics per epoch last
+(``val_acc/NAME`` and ``val_loss/NAME``, or ``val_loss/NAME`` and ``val_ppl/NAME``; TensorBoard:
+``val/loss/NAME`` ...); ``val_*`` then holds all the sets together.
 A mixture adds a column per source after these: ``samples/NAME`` (and
 ``tokens/NAME`` for text) in step rows, the step's samples (documents when
 packing) and tokens of each source, all ranks together
@@ -42,28 +45,31 @@ TENSORBOARD = "tensorboard"
 
 
 class SourceColumns:
-    """A mixture's columns: ``samples/NAME``, ``tokens/NAME`` (``tokens=True``) per step, ``passes/NAME`` per epoch."""
+    """The columns after ``COLUMNS``: a mixture's ``samples/NAME``, ``tokens/NAME`` (``tokens=True``) per step and
+    ``passes/NAME`` per epoch, then named validation sets' metrics per epoch (``val``: ``val_loss/NAME``, ...)."""
 
-    def __init__(self, names: tuple[str, ...] = (), tokens: bool = False) -> None:
-        self.names, self.tokens = tuple(names), tokens
+    def __init__(self, names: tuple[str, ...] = (), tokens: bool = False, val: tuple[str, ...] = ()) -> None:
+        self.names, self.tokens, self.val = tuple(names), tokens, tuple(val)
         self.step_kinds = ("samples", "tokens") if tokens else ("samples",)
 
     @property
     def header(self) -> list[str]:
-        return [f"{kind}/{name}" for kind in (*self.step_kinds, "passes") for name in self.names]
+        return [f"{kind}/{name}" for kind in (*self.step_kinds, "passes") for name in self.names] + list(self.val)
 
     def step_values(self, record: dict[str, Any]) -> list[Any]:
-        """The step's counts (``record["sources"]``: ``{name: [samples, tokens]}``), then blank passes."""
+        """The step's counts (``record["sources"]``: ``{name: [samples, tokens]}``), then blank passes and metrics."""
         counts = record.get("sources", {})
         values = [counts[name][i] if name in counts else "" for i in range(len(self.step_kinds))
                   for name in self.names]
-        return values + [""] * len(self.names)
+        return values + [""] * (len(self.names) + len(self.val))
 
     def epoch_values(self, record: dict[str, Any]) -> list[Any]:
-        """Blank counts, then the passes by the epoch's end (``record["sources"]``: ``{name: {"passes": n}}``)."""
+        """Blank counts, the passes by the epoch's end (``record["sources"]``: ``{name: {"passes": n}}``), then the
+        named validation sets' metrics."""
         totals = record.get("sources", {})
-        return [""] * len(self.step_kinds) * len(self.names) + [totals[name]["passes"] if name in totals else ""
-                                                              for name in self.names]
+        return ([""] * len(self.step_kinds) * len(self.names)
+                + [totals[name]["passes"] if name in totals else "" for name in self.names]
+                + [f"{record[column]:.6g}" if column in record else "" for column in self.val])
 
 
 def _step_row(step: int, record: dict[str, Any], sources: SourceColumns) -> list[Any]:

@@ -17,6 +17,7 @@ from dataio.text.loader import TextLoader
 from dataio.train.config import TrainConfig
 from dataio.train.mixture_counts import PlanTally
 from dataio.train.mixture_schedule import RunUnits
+from dataio.train.val_sets import val_metrics, val_sets
 
 Batch = dict[str, torch.Tensor]
 
@@ -25,6 +26,7 @@ class TextTask:
     """Next-token prediction on ``config.train`` (a folder, or a mixture); mean token loss on ``config.val``."""
 
     unit = "tokens"
+    val_metrics = ("loss", "ppl")  # each validation set's, as val_loss/NAME ... (val_sets)
 
     def __init__(self, config: TrainConfig, device: torch.device) -> None:
         c = config
@@ -34,7 +36,7 @@ class TextTask:
             batch_size=c.batch_size, seed=c.seed, world_size=c.world_size, rank=c.rank, device=str(device),
             pin_memory=device.type == "cuda", storage_options=c.storage_options)
         self.train_loader = self._train_loader(common)
-        self.val_loader = TextLoader(c.val, shuffle=False, **common) if c.val else None
+        self.val_loaders = {name: TextLoader(folder, shuffle=False, **common) for name, folder in val_sets(c.val).items()}
         self.vocab_size = int(self.train_loader.shards.tokenizer["vocab_size"])
         self.max_length = max(c.block_size, int(self.train_loader.shards.lengths.max()))
         self.tally = PlanTally(self.train_loader, c.world_size) if c.mixture else None
@@ -102,22 +104,31 @@ class TextTask:
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module) -> dict[str, float]:
-        """Mean loss per predicted token (and perplexity), padding repeats dropped, summed over ranks."""
-        if self.val_loader is None:
+        """Mean loss per predicted token (and perplexity) over each validation set (``val_sets``), padding
+        repeats dropped, summed over ranks; all sets together weigh each set by its tokens."""
+        if not self.val_loaders:
             return {}
         model.eval()
+        totals = {name: self._evaluate_set(model, loader) for name, loader in self.val_loaders.items()}
+        model.train()
+        return val_metrics(totals, _loss_and_perplexity, named=isinstance(self.config.val, dict))
+
+    def _evaluate_set(self, model: nn.Module, loader: TextLoader) -> list[float]:
         totals = torch.zeros(2, dtype=torch.float64, device=self.device)  # loss sum, tokens
-        self.val_loader.set_epoch(0)
-        for batch in self.val_loader:
+        loader.set_epoch(0)
+        for batch in loader:
             labels = batch["labels"].masked_fill(batch["repeated"][:, None], IGNORE)
             losses = F.cross_entropy(self._logits(model, batch).float().flatten(0, 1), labels.flatten(),
                                      ignore_index=IGNORE, reduction="sum")
             totals += torch.stack([losses.double(), (labels != IGNORE).sum().double()])
         if dist.is_initialized():
             dist.all_reduce(totals)
-        loss = totals[0].item() / max(totals[1].item(), 1)
-        model.train()
-        return {"val_loss": loss, "val_ppl": math.exp(min(loss, 50))}
+        return totals.tolist()
 
     def close(self) -> None:
         pass
+
+
+def _loss_and_perplexity(totals: list[float]) -> dict[str, float]:
+    loss = totals[0] / max(totals[1], 1)
+    return {"loss": loss, "ppl": math.exp(min(loss, 50))}

@@ -42,6 +42,7 @@ from dataio.train.profiling import StepProfiler
 from dataio.train.progress import Progress
 from dataio.train.step_logs import SourceColumns, StepLogs
 from dataio.train.text_task import TextTask
+from dataio.train.val_sets import val_columns
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -138,7 +139,8 @@ class Trainer:
         self._stop_asked = False  # a first Ctrl-C: checkpoint and stop at the next step boundary
         if c.resume:
             self._restore()
-        columns = SourceColumns(self.tally.names, tokens=self.task.unit == "tokens") if self.tally else None
+        columns = SourceColumns(self.tally.names if self.tally else (), tokens=self.task.unit == "tokens",
+                                val=val_columns(c.val, self.task.val_metrics))
         self.logs = (StepLogs(c.out, tensorboard=c.tensorboard, steps=self.chronometer.steps,
                               epochs=self.chronometer.epochs, sources=columns) if self.is_main else None)
         self.network: nn.Module = torch.compile(self.model) if c.compile else self.model
