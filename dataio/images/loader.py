@@ -586,8 +586,11 @@ class ImageLoader(ResumableLoader):
     def _host_batches(self, consumed: int) -> Iterator[_HostBatch]:
         if self._pool is not None and self._pool_pid != os.getpid():
             # A forked child iterating its copy of the loader (``fork`` multiprocessing, a notebook DDP strategy):
-            # the executor's threads stayed in the parent and its tasks would wait for them forever.
+            # the executor's threads stayed in the parent and its tasks would wait for them forever, as would a
+            # decode thread on a num_workers="auto" gate the parent's threads held at the fork.
             self._pool = self._thread_pool()
+            if self._gate is not None:
+                self._gate = ThreadGate(self._gate.limit)
         positions, repeated = self._share()
         samples = self.order()[positions]
         bounds = self._bounds(len(samples))

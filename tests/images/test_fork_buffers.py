@@ -8,7 +8,9 @@ import hashlib
 import os
 import resource
 import signal
+import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -195,3 +197,61 @@ def test_a_forked_child_iterates_its_copy_of_the_loader(image_shards):
     with _forked_child(child_epoch) as seen:
         assert seen == b"".join(_digest(images) + bytes(labels.tolist()) for images, labels in loader)
     loader.close()
+
+
+def test_a_forked_child_is_not_held_by_the_parents_gate(image_shards):
+    """num_workers="auto": the parent's decode threads inside the tuner's gate at the fork (a suspended
+    mid-epoch pass) count as holders in the child's copy, where they do not exist; the child's pass gets a gate
+    of its own instead of waiting on it forever."""
+    loader = ImageLoader(image_shards, batch_size=8, image_size=32, num_workers="auto", cpu_budget=2, seed=3)
+    for _ in loader:
+        pass
+    loader._gate._held = loader._gate.limit  # as many holders as the gate admits: the parent's threads, mid-decode
+
+    def child_epoch() -> bytes:
+        signal.alarm(60)  # a hang ends the child, and the empty report fails the test
+        return b"".join(_digest(images) for images, _ in loader)
+
+    try:
+        with _forked_child(child_epoch) as seen:
+            loader._gate._held = 0
+            assert seen == b"".join(_digest(images) for images, _ in loader)  # the parent's own next epoch
+    finally:
+        loader.close()
+
+
+def test_pools_made_by_another_thread_during_forks_leave_no_buffer_wiped():
+    """Another thread making pools (loaders made and dropped) while forks mark them: the hooks' copy of the live
+    pools once raised, every pool went unmarked, and a buffer left wipe-on-fork was zeros in the next child."""
+    pool = BufferPool(capacity=1)
+    others = [BufferPool(1) for _ in range(3000)]  # a long copy: the window the other thread's pools hit
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            made = [BufferPool(1) for _ in range(50)]
+            del made
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    thread = threading.Thread(target=churn, daemon=True)
+    thread.start()
+    zeros = forks = 0
+    try:
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            held = None if forks % 2 == 0 else pool.get((1 << 20,))  # idle at even forks: marked wipe-on-fork
+            if held is not None:
+                held[:] = 7
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0 if held is None or held.min() == 7 else 1)
+            zeros += os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0
+            forks += 1
+            held = None
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(switch)
+    assert forks > 50 and zeros == 0, (forks, zeros)
+    del others
