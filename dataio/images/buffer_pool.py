@@ -18,9 +18,9 @@ those nobody outside the pool holds are marked ``MADV_WIPEONFORK``: the child
 gets zeros there (it never reads them: a pooled buffer is written before
 it is handed out), the parent keeps its pages writable. Buffers a user still
 holds, whole or a view of one image, stay copy-on-write, so a child sees
-their pixels; no buffer is handed out between the marking and the fork (a
-lock held from one to the other), and after it every buffer is copy-on-write
-again (``MADV_KEEPONFORK``), so no mark outlives its fork.
+their pixels; no pooled buffer is handed out between the marking and the
+fork (a fresh one is), and after it every buffer is copy-on-write again
+(``MADV_KEEPONFORK``), so no mark outlives its fork.
 """
 
 from __future__ import annotations
@@ -104,9 +104,13 @@ def scratch_buffer(size: int) -> bytearray | mmap.mmap:
     return mapping
 
 
-# Held from the marking before a fork to the fork's end: get() hands out no buffer in between (one marked
-# idle, then taken and filled by another thread before the fork, would be zeros in the child).
-_FORK_LOCK = threading.Lock()
+# Forks between their before and after hooks (a count: several threads may fork at once). While one is
+# marking, get() hands out a fresh buffer rather than an idle pooled one: one marked idle, then taken and
+# filled by another thread before the fork, would be zeros in the child. No lock: a fork from a signal handler
+# that interrupted get() on the same thread deadlocked on one, and a hook interrupted by a raising signal could
+# leave one held or release another thread's. An after hook that never ran leaves the count up: get() then
+# allocates fresh buffers (page faults, never wrong pixels).
+_FORKS_MARKING = [0]
 
 
 class BufferPool:
@@ -120,21 +124,24 @@ class BufferPool:
             _POOLS.add(self)
 
     def get(self, shape: tuple[int, ...]) -> np.ndarray:
-        with _FORK_LOCK:
-            for i in range(len(self._arrays)):
-                # The list's reference plus getrefcount's argument: nothing else holds it.
-                if self._arrays[i].shape == shape and sys.getrefcount(self._arrays[i]) <= _POOL_REFS:
-                    return self._arrays[i]
-            array, mapping = _private_array(shape)
-            if len(self._arrays) < self.capacity:
-                self._arrays.append(array)
-                self._mappings.append(mapping)
-            return array
+        for i in range(len(self._arrays)):
+            array = self._arrays[i]
+            # The list's, this local's and getrefcount's argument's references: nothing else holds it.
+            if array.shape == shape and sys.getrefcount(array) <= _POOL_AND_LOCAL_REFS:
+                # Read after the local reference is taken: a marking from here on sees the buffer in use.
+                if not _FORKS_MARKING[0]:
+                    return array
+                break
+        array, mapping = _private_array(shape)
+        if len(self._arrays) < self.capacity and not _FORKS_MARKING[0]:
+            self._arrays.append(array)
+            self._mappings.append(mapping)
+        return array
 
     def mark_for_fork(self, forking: bool) -> None:
         """``forking``: the idle buffers wipe-on-fork, those in use (a user's tensor or view, or a batch being
         filled: their pixels may matter to the child) copy-on-write; after the fork all copy-on-write again."""
-        for i in range(len(self._arrays)):
+        for i in range(min(len(self._arrays), len(self._mappings))):  # get() appends the array first
             array, mapping = self._arrays[i], self._mappings[i]
             if mapping is None:
                 continue
@@ -146,11 +153,11 @@ class BufferPool:
 
 
 _POOLS: weakref.WeakSet[BufferPool] = weakref.WeakSet()
-
-
-_POOLS_LOCK = threading.Lock()  # a pool added while the hooks copy the set made the copy raise (``Set changed
-# size during iteration``) and every pool went unmarked: one left wipe-on-fork was zeros in the next child,
-# held or not (804 of 7,399 forks with a thread making loaders; removals are the WeakSet's own business)
+# A pool added while the hooks copy the set made the copy raise (``Set changed size during iteration``) and
+# every pool went unmarked: one left wipe-on-fork was zeros in the next child, held or not (804 of 7,399 forks
+# with a thread making loaders; removals are the WeakSet's own business). Re-entrant: a signal handler's fork
+# may interrupt its own thread's ``__init__``.
+_POOLS_LOCK = threading.RLock()
 
 
 def _live_pools() -> list[BufferPool]:
@@ -167,19 +174,20 @@ def _mark_all(forking: bool) -> None:
 
 
 def _before_fork() -> None:
-    _FORK_LOCK.acquire()
+    _FORKS_MARKING[0] += 1
     _mark_all(True)
 
 
 def _after_fork_in_parent() -> None:
-    try:
-        _mark_all(False)
-    finally:
-        _FORK_LOCK.release()
+    _FORKS_MARKING[0] = max(0, _FORKS_MARKING[0] - 1)
+    _mark_all(False)
 
 
 def _after_fork_in_child() -> None:
-    _FORK_LOCK.release()  # taken by this thread before the fork
+    global _POOLS_LOCK
+    _POOLS_LOCK = threading.RLock()  # another thread of the parent may have held it at the fork: it is not here
+    _FORKS_MARKING[0] = 0  # nor any fork of such a thread
+    _mark_all(False)  # the marks came along: a fork past these hooks (a C library's) must not wipe held buffers
 
 
 if WIPE_ON_FORK:

@@ -11,6 +11,7 @@ worker processes that pickle samples (measured in bench/results).
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -23,6 +24,10 @@ from dataio.loading.stage_times import StageTimes
 Batch = TypeVar("Batch")
 # make_batch(i) -> (batch, [chunk tasks]); each task runs on a thread and returns a list of failures.
 BatchFactory = Callable[[int], tuple[Batch, Sequence[Callable[[], list]]]]
+
+
+class ForkedPassError(RuntimeError):
+    """A pass (an iterator) started in the parent and continued in a forked child, which has no decode threads."""
 
 
 class BatchTimeout(RuntimeError):
@@ -61,8 +66,13 @@ class ThreadedBatches(Generic[Batch]):
     def __iter__(self) -> Iterator[tuple[Batch, list]]:
         pending: deque[tuple[Batch, list]] = deque()
         next_index = self.start
+        started_in = os.getpid()
         try:
             while next_index < self.count or pending:
+                if os.getpid() != started_in and self.pool is not None:  # its tasks wait on the parent's threads
+                    raise ForkedPassError(f"this pass was started in process {started_in}, before the fork: its "
+                                          "batches are being decoded by that process's threads; start a new pass "
+                                          "here (iter(loader))")
                 while next_index < self.count and len(pending) < self.prefetch:
                     pending.append(self._submit(next_index))
                     next_index += 1
