@@ -48,7 +48,7 @@ def _refs_in_list() -> int:
 
 
 def _refs_in_list_and_local() -> int:
-    """The same, the array also bound to a local variable (``before_fork``'s loop): counted, not assumed."""
+    """The same, the array also bound to a local variable (``get`` and ``mark_for_fork``): counted, not assumed."""
     held = [np.empty(0)]
     array = held[0]
     return sys.getrefcount(array)
