@@ -595,9 +595,21 @@ def _world_from_environment() -> dict[str, int]:
     return world
 
 
+def _named(value: str) -> tuple[str, str] | None:
+    """``NAME=REST`` as (name, rest); None for a plain folder (a '/' or ':' before any '=', or no name; write
+    ``./x=y`` for a folder named so)."""
+    name, sep, rest = value.partition("=")
+    return (name, rest) if sep and name and "/" not in name and ":" not in name else None
+
+
+def _given_twice(names: list[str]) -> str:
+    """The names given more than once, comma-separated ('' if none)."""
+    return ", ".join(sorted({n for n in names if names.count(n) > 1}))
+
+
 def _mixture_source(value: str) -> tuple[str, float, str | Path] | None:
     """``NAME=W:PATH`` as (name, weight, folder or URL); None for a plain folder (its name has a '/' or ':' before
-    any '='; write ``./x=1:y`` for a folder named so)."""
+    any '='; write ``./x=1:y`` for a folder named so). Unlike ``_named``, an empty name is refused."""
     name, sep, rest = value.partition("=")
     if not sep or "/" in name or ":" in name:
         return None
@@ -643,10 +655,9 @@ def _train_data(args: argparse.Namespace) -> dict[str, Any]:
             plain = next(v for v, spec in zip(values, found) if spec is None)
             raise UsageError(f"--train {plain}: a mixture's sources are each NAME=W:PATH, NAME made of letters, "
                              "digits, '_', '.' or '-'")
-        names = [name for name, _, _ in specs]
-        twice = sorted({n for n in names if names.count(n) > 1})
+        twice = _given_twice([name for name, _, _ in specs])
         if twice:
-            raise UsageError(f"--train: source {', '.join(twice)} is given twice")
+            raise UsageError(f"--train: source {twice} is given twice")
         fields = {"train": {name: folder for name, _, folder in specs},
                   "weights": {name: weight for name, weight, _ in specs}}
     if args.epoch_length is not None or args.epoch_until is not None:
@@ -659,10 +670,7 @@ def _val_data(values: list[str] | None) -> str | Path | dict[str, str | Path] | 
     """``--val PATH`` once, or ``--val NAME=PATH`` for each named validation set (a name has no '/' or ':')."""
     if not values:
         return None
-    named = []
-    for value in values:
-        name, sep, path = value.partition("=")
-        named.append((name, path) if sep and name and "/" not in name and ":" not in name else None)
+    named = [_named(value) for value in values]
     if not any(named):
         if len(values) > 1:
             raise UsageError(f"--val is given {len(values)} times: named validation sets are NAME=PATH")
@@ -670,10 +678,9 @@ def _val_data(values: list[str] | None) -> str | Path | dict[str, str | Path] | 
     if not all(named):
         plain = next(value for value, pair in zip(values, named) if pair is None)
         raise UsageError(f"--val {plain}: give every validation set as NAME=PATH, or one PATH alone")
-    names = [name for name, _ in named]
-    twice = sorted({n for n in names if names.count(n) > 1})
+    twice = _given_twice([name for name, _ in named])
     if twice:
-        raise UsageError(f"--val: set {', '.join(twice)} is given twice")
+        raise UsageError(f"--val: set {twice} is given twice")
     empty = [name for name, path in named if not path.strip()]
     if empty:
         raise UsageError(f"--val {empty[0]}=: the path is missing")

@@ -41,21 +41,20 @@ MAPPED_BYTES = 1 << 20  # smaller buffers stay ordinary memory: a fork copies fe
 # takes whole pages: 3,000 kept 768-byte batches took 16 MiB mapped against 5 MiB)
 
 
-def _refs_in_list() -> int:
-    """What getrefcount reports for an array referenced only by one list."""
-    held = [np.empty(0)]
-    return sys.getrefcount(held[0])
-
-
 def _refs_in_list_and_local() -> int:
-    """The same, the array also bound to a local variable (``get`` and ``mark_for_fork``): counted, not assumed."""
+    """What getrefcount reports for an array referenced only by one list and a local variable (``get`` and
+    ``mark_for_fork`` read it so): counted, not assumed."""
     held = [np.empty(0)]
     array = held[0]
     return sys.getrefcount(array)
 
 
-_POOL_REFS = _refs_in_list()
 _POOL_AND_LOCAL_REFS = _refs_in_list_and_local()
+
+
+def _anonymous_mapping(size: int) -> mmap.mmap:
+    """``size`` bytes of private anonymous memory, a mapping of its own (untouched: no page yet)."""
+    return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
 
 
 def _wipe_on_fork_works() -> bool:
@@ -63,7 +62,7 @@ def _wipe_on_fork_works() -> bool:
     if not sys.platform.startswith("linux") or not hasattr(mmap, "MAP_ANONYMOUS"):
         return False
     try:
-        probe = mmap.mmap(-1, mmap.PAGESIZE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        probe = _anonymous_mapping(mmap.PAGESIZE)
         try:
             probe.madvise(MADV_WIPEONFORK)
             probe.madvise(MADV_KEEPONFORK)
@@ -84,7 +83,7 @@ def _private_array(shape: tuple[int, ...]) -> tuple[np.ndarray, mmap.mmap | None
     size = int(np.prod(shape, dtype=np.int64))
     if not WIPE_ON_FORK or size < MAPPED_BYTES:
         return np.empty(shape, dtype=np.uint8), None
-    mapping = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    mapping = _anonymous_mapping(size)
     if size >= HUGEPAGE_BYTES and hasattr(mmap, "MADV_HUGEPAGE"):
         try:
             mapping.madvise(mmap.MADV_HUGEPAGE)  # as numpy asks for its large arrays: fewer TLB misses
@@ -99,7 +98,7 @@ def scratch_buffer(size: int) -> bytearray | mmap.mmap:
     9,700 faults per 1,000 images after a fork, above)."""
     if not WIPE_ON_FORK:
         return bytearray(size)
-    mapping = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    mapping = _anonymous_mapping(size)
     mapping.madvise(MADV_WIPEONFORK)
     return mapping
 
