@@ -65,6 +65,7 @@ class ImageLoaderConfig:
     seed: int = 0
     drop_last: bool = False  # DataLoader's: each rank's short last batch is dropped
     drop_tail: bool | None = None  # DistributedSampler's drop_last: trim, not pad, the uneven tail; None: drop_last
+    even_batches: bool = True  # False: the uneven tail is neither padded nor trimmed (ranks' counts differ: predict)
     num_workers: int | Literal["auto"] | None = None  # decode threads; None: one per core; auto: measured
     cpu_budget: int | float | None = None  # auto: cores (int) or share of them (float); None: all but one
     pin_memory: bool = False

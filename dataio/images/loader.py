@@ -33,6 +33,8 @@ from dataio.sampling.world import resolve_world
 from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
 from dataio.formats.errors import ConfigError, SampleError
 from dataio.loading.error_policy import DATA_EXCEPTIONS
+from dataio.loading.accelerate_pass import AcceleratePass, accelerator_live, last_round_rows
+from dataio.loading.rank_agreement import check_ranks_agree
 from dataio.loading.exit_close import close_at_exit
 from dataio.loading.dataloader_args import (Capabilities, check_sampler_size, constructor_defaults, dataloader_fields,
                                             given_options, keyword_checked)
@@ -120,6 +122,7 @@ class ImageLoader(ResumableLoader):
                  seed: int = 0,
                  drop_last: bool = False,
                  drop_tail: bool | None = None,
+                 even_batches: bool = True,
                  num_workers: int | Literal["auto"] | None = None,
                  cpu_budget: int | float | None = None,
                  pin_memory: bool = False,
@@ -222,8 +225,8 @@ class ImageLoader(ResumableLoader):
                                  sources=SourceCounts(self.mixture.names, units=("samples",)) if self.mixture else {})
         self._gate = ThreadGate(tuner.threads) if tuner else None  # auto: the tuner's count of the pool at work
         self.world_size, self.rank = resolve_world(self.config.world_size, self.config.rank)
-        partition.check_world(self._epoch_size(0), self.world_size, drop_last=self.config.drop_last,
-                              drop_tail=self.config.drops_tail, multiple=self.config.batch_size_at(0))
+        self._explicit_world, self._agreed = self.config.world_size is not None, False
+        self._check_world()
         self.position = EpochPosition(seed=self.config.seed, world_size=self.world_size, dataset=fingerprint)
         self._order: tuple[int, np.ndarray] | None = None
         self._dali = self._dali_decoder() if self.config.resolved_decoder == "dali" else None
@@ -242,6 +245,15 @@ class ImageLoader(ResumableLoader):
         info_once("image-loader", f"ImageLoader decodes with {self.decoder}; {describe_pil()}; region decoder "
                                   f"{'built' if REGION_DECODE else 'not built'}")
         self._readahead: Readahead | None = None  # remote: the current pass's fetches
+
+    def _check_world(self) -> None:
+        partition.check_world(self._epoch_size(0), self.world_size, drop_last=self.config.drop_last,
+                              drop_tail=self.config.drops_tail, multiple=self.config.batch_size_at(0))
+
+    def _world_changed(self, before: int) -> None:
+        self._check_world()
+        log.info("ImageLoader(%s): rank %d of %d, from the process group started after the loader was built "
+                 "(it was built for %d)", redact(str(self.folder)), self.rank, self.world_size, before)
 
     def _open_mixture(self, sources: dict[str, str | Path]) -> ImageMixture:
         """Each source opened, then laid end to end; the files of those opened are closed if one fails."""
@@ -403,10 +415,16 @@ class ImageLoader(ResumableLoader):
         """This rank's positions of the order in the pass from ``position.consumed`` (its sampler's), and
         repeat flags; a mixture's a batch at a time (``partition.rank_share``'s ``block``), so that each batch
         is a contiguous span of the blend."""
+        self._follow_world()
         return partition.rank_share(self._epoch_size(), world_size=self.world_size, rank=self.rank,
                                     consumed=self.position.consumed, drop_last=False,
-                                    drop_tail=self.config.drops_tail,
-                                    block=self.batch_size if self.mixture is not None else 1)
+                                    drop_tail=self.config.drops_tail, pad=self.config.even_batches,
+                                    block=self.batch_size if self._deals_batches() else 1)
+
+    def _deals_batches(self) -> bool:
+        """Whether ranks are dealt whole batches in turn: a mixture's (each batch a span of the blend), or under
+        Accelerate (as its prepared loaders deal them: ``accelerate_pass``), unless a DistributedSampler was given."""
+        return self.mixture is not None or (self.world_size > 1 and self._follow is None and accelerator_live())
 
     def _make_batch(self, samples: np.ndarray, repeated: np.ndarray, bounds: list[tuple[int, int]],
                     consumed: int, readahead: Readahead | None = None) -> Callable:
@@ -642,25 +660,52 @@ class ImageLoader(ResumableLoader):
     def _batches(self) -> Iterator[ImageBatch]:
         self._follow_sampler_epoch()
         consumed = self.position.begin(self._epoch_size())
+        self._agree_once()
         times = self.stats.stages
         times.begin(self.epoch)
         start = time.perf_counter()
         wait: Any = times.range("wait").__enter__()
         try:
-            for images, labels, host in self._transfer(self._host_batches(consumed)):
-                self.position.advance(host.planned)  # before the yield: state_dict() then covers this batch
-                if self.mixture is not None:  # one bincount a batch
-                    self.stats.sources.add(np.bincount(self.mixture.source_of(host.samples),
-                                                       minlength=len(self.mixture.names)))
-                if len(labels):
-                    wait, _ = None, wait.__exit__()
-                    yield ImageBatch(images, labels, host.samples, host.repeated)
-                    wait = times.range("wait").__enter__()
+            with self._accelerate_pass(consumed) as accelerate:
+                for images, labels, host in self._transfer(self._host_batches(consumed)):
+                    self.position.advance(host.planned)  # before the yield: state_dict() then covers this batch
+                    accelerate.step()
+                    if self.mixture is not None:  # one bincount a batch
+                        self.stats.sources.add(np.bincount(self.mixture.source_of(host.samples),
+                                                           minlength=len(self.mixture.names)))
+                    if len(labels):
+                        wait, _ = None, wait.__exit__()
+                        yield ImageBatch(images, labels, host.samples, host.repeated)
+                        wait = times.range("wait").__enter__()
         finally:
             if wait is not None:  # a profiler range is never left open, even when the pass raises
                 wait.__exit__()
         times.add("pass", time.perf_counter() - start)
         self.position.end()
+
+    def _agree_once(self) -> None:
+        """At the first pass under torch.distributed: refuse ranks whose shares would overlap (``rank_agreement``)."""
+        if self._agreed:
+            return
+        self._agreed = True
+        c = self.config
+        settings = {"dataset": self.position.dataset, "seed": c.seed, "shuffle": c.shuffles, "epoch": self.epoch,
+                    "shuffle_window": c.shuffle_window, "batch_size": self.batch_size, "drop_last": c.drop_last,
+                    "drop_tail": c.drops_tail, "even_batches": c.even_batches, "world_size": self.world_size,
+                    "samples_consumed": self.position.consumed, "epoch_length": c.epoch_length,
+                    "epoch_until": c.epoch_until}
+        check_ranks_agree(f"ImageLoader/{'train' if c.train else 'eval'}", settings, world_size=self.world_size,
+                          rank=self.rank)
+
+    def _accelerate_pass(self, consumed: int) -> AcceleratePass:
+        """The pass as Accelerate's ``GradientState`` sees it (``accelerate_pass``); inert without an Accelerator."""
+        if not accelerator_live():
+            return AcceleratePass(0, 0)
+        c = self.config
+        padded = c.even_batches and not c.drops_tail and not c.drop_last and self._deals_batches()
+        return AcceleratePass(len(self._bounds(len(self._share()[0]))),
+                              last_round_rows(self._epoch_size() - consumed, world_size=self.world_size,
+                                              batch_size=self.batch_size, padded=padded))
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         return close_at_exit(self._one_pass(self._images_and_labels()))

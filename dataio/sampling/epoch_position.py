@@ -22,6 +22,7 @@ import numpy as np
 from dataio.sampling import partition
 from dataio.formats.errors import LoaderClosed, PassInProgress
 from dataio.sampling.stateful_shape import split_state, torchdata_state
+from dataio.sampling.world import resolve_world
 
 
 class EpochPosition:
@@ -126,6 +127,9 @@ class ResumableLoader:
     """
 
     position: EpochPosition
+    world_size: int
+    rank: int
+    _explicit_world = False  # world_size=/rank= given (or a DistributedSampler's): never replaced
     _follow: Any = None  # a DistributedSampler given as sampler=: its set_epoch is followed
     _followed_epoch = 0
     _live = False  # a pass is being iterated
@@ -153,11 +157,33 @@ class ResumableLoader:
             raise PassInProgress(f"{type(self).__name__}: a pass over this loader is already running; a second "
                                  "iterator would move its position. Evaluate with a second loader (or "
                                  "loader.dataset), or finish the first pass")
+        self._follow_world()
         self._live = True
         try:
             yield from batches
         finally:
             self._live = False
+
+    def _follow_world(self) -> None:
+        """Take the world of a process group started after the loader was built.
+
+        Lightning builds a DataModule's loaders (and Accelerate scripts their
+        own) before the process group exists; torch's loaders are re-sharded
+        by the framework, dataio's follow it here: before each pass and each
+        question about this rank's share (``len``, ``sampler``). Never during
+        a pass, and never over an explicit ``world_size``/``rank``.
+        """
+        if self._explicit_world or self._live:
+            return
+        world = resolve_world(None, None)
+        if world != (self.world_size, self.rank):
+            before = self.world_size
+            self.world_size, self.rank = world
+            self.position.world_size = world[0]
+            self._world_changed(before)
+
+    def _world_changed(self, before: int) -> None:
+        """Check the new world (``partition.check_world``) and drop what was dealt for the old one."""
 
     def _follow_sampler_epoch(self) -> None:
         """At the start of a pass: take the epoch set on the user's own ``DistributedSampler``, if it moved."""

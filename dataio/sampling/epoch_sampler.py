@@ -13,10 +13,13 @@ item is already a batch).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import numpy as np
+
+from dataio.formats.errors import UsageError
 
 
 class _Loader(Protocol):
@@ -84,4 +87,23 @@ class EpochBatchSampler:
         return len(self._batch_ids())
 
     def __iter__(self) -> Iterator[list[int]]:
+        _refuse_rebuilt_loader(sys._getframe(1))
         return (batch.tolist() for batch in self._batch_ids())
+
+
+def _refuse_rebuilt_loader(caller: Any) -> None:
+    """Refuse being iterated by Accelerate's ``SkipBatchSampler``.
+
+    ``accelerator.skip_first_batches(loader, n)`` builds a torch DataLoader
+    over ``loader.dataset`` with this batch sampler behind a ``SkipBatchSampler``:
+    the right sample ids, but evaluation-view images without augmentation,
+    read at torch's speed. Nothing in its arguments tells the loader, so the
+    sampler looks at who iterates it (the frame of the caller's ``__iter__``).
+    """
+    wrapper = caller.f_locals.get("self") if caller is not None else None
+    kind = type(wrapper)
+    if kind.__name__ == "SkipBatchSampler" and kind.__module__.startswith("accelerate"):
+        raise UsageError("accelerator.skip_first_batches(loader, n) rebuilds a torch DataLoader over loader.dataset "
+                         "(evaluation-view images, no augmentation, torch's speed): a dataio loader resumes with "
+                         "loader.load_state_dict(state) instead (accelerator.register_for_checkpointing(loader) "
+                         "saves and restores it with save_state/load_state)")

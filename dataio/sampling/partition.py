@@ -75,7 +75,8 @@ def rank_count(remaining: int, world_size: int, *, drop_tail: bool, drop_last: b
 
 
 def rank_share(total: int, *, world_size: int, rank: int, consumed: int = 0, drop_last: bool,
-               multiple: int = 1, drop_tail: bool | None = None, block: int = 1) -> tuple[np.ndarray, np.ndarray]:
+               multiple: int = 1, drop_tail: bool | None = None, block: int = 1,
+               pad: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Positions of the epoch order that ``rank`` reads, and which of them are padding repeats.
 
     Returns ``(positions, repeated)``: int64 and bool arrays of shape
@@ -95,6 +96,13 @@ def rank_share(total: int, *, world_size: int, rank: int, consumed: int = 0, dro
     consumed positions are again a prefix. A mixture's order needs it: its blend
     is periodic, and single positions dealt strided alias with that period (a
     0.5/0.3/0.2 blend on 2 ranks gave rank 1 no sample of the first source).
+    With the batch size as ``block``, the ranks' last batches put end to end are
+    the order's last positions, then the repeats: what Accelerate's
+    ``gather_for_metrics`` truncates.
+
+    ``pad=False`` leaves the repeats out: each position is dealt once, and the
+    ranks' counts differ by up to one (``block``: up to a run), as Lightning's
+    ``UnrepeatedDistributedSampler`` (prediction, where no step is collective).
     """
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
@@ -114,6 +122,8 @@ def rank_share(total: int, *, world_size: int, rank: int, consumed: int = 0, dro
         index = rank + world_size * np.arange(per_rank, dtype=np.int64)  # into the remaining positions
     repeated = index >= remaining
     # padding repeats the epoch's first positions, so a resumed pass pads as the uninterrupted one
+    if not pad:
+        return consumed + index[~repeated], np.zeros(int((~repeated).sum()), dtype=bool)
     positions = np.where(repeated, (index - remaining) % max(total, 1), consumed + index)
     return positions, repeated
 

@@ -116,7 +116,8 @@ def budget_plan(lengths: np.ndarray, max_tokens: int, *, window: int, pad_multip
     return from_batches(batches)
 
 
-def deal(plan: BatchPlan, *, world_size: int, rank: int, drop_last: bool, consumed: int = 0) -> BatchPlan:
+def deal(plan: BatchPlan, *, world_size: int, rank: int, drop_last: bool, consumed: int = 0,
+         pad: bool = True) -> BatchPlan:
     """Rank ``rank``'s batches of ``plan`` after its first ``consumed`` batches (``partition.rank_share``).
 
     The remaining batch ``i`` goes to rank ``i % world_size``; a plan whose batches each hold one source (a
@@ -128,7 +129,7 @@ def deal(plan: BatchPlan, *, world_size: int, rank: int, drop_last: bool, consum
     """
     partition.check_world(len(plan), world_size, drop_last=drop_last, unit="batches")
     indices, repeated = partition.rank_share(len(plan), world_size=world_size, rank=rank, consumed=consumed,
-                                             drop_last=drop_last)
+                                             drop_last=drop_last, pad=pad)
     if plan.source is not None and world_size > 1:
         rounds = consumed + partition.balanced_rounds(plan.source[consumed:], world_size)
         indices = np.where(repeated, indices, rounds[np.clip(indices - consumed, 0, max(len(rounds) - 1, 0))])

@@ -34,6 +34,7 @@ class TextLoaderConfig:
     shuffle_window: int = partition.DEFAULT_WINDOW  # samples shuffled together after the shard shuffle
     seed: int = 0
     drop_last: bool = False
+    even_batches: bool = True  # False: the batches that do not divide among the ranks are not padded by repeats
     world_size: int | None = None  # None: from torch.distributed when initialised, else 1
     rank: int | None = None
     device: str = "cpu"

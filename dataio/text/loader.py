@@ -39,6 +39,8 @@ from dataio.loading.error_policy import ErrorPolicy
 from dataio.sampling.partition import DEFAULT_WINDOW
 from dataio.loading.remote_options import retry_policy
 from dataio.loading.device_copy import DeviceCopy, copy_arrays
+from dataio.loading.accelerate_pass import AcceleratePass
+from dataio.loading.rank_agreement import check_ranks_agree
 from dataio.loading.exit_close import close_at_exit
 from dataio.loading.loader_stats import LoaderStats, SourceCounts
 from dataio.loading.stage_times import Lap, StageTimes
@@ -80,6 +82,7 @@ class TextLoader(ResumableLoader):
                  shuffle_window: int = DEFAULT_WINDOW,
                  seed: int = 0,
                  drop_last: bool = False,
+                 even_batches: bool = True,
                  world_size: int | None = None,
                  rank: int | None = None,
                  device: str = "cpu",
@@ -134,12 +137,12 @@ class TextLoader(ResumableLoader):
         if len(self.shards) == 0:
             raise ValueError(f"{source} holds no samples")
         self.world_size, self.rank = resolve_world(self.config.world_size, self.config.rank)
+        self._explicit_world, self._agreed = self.config.world_size is not None, False
         self.position = EpochPosition(seed=self.config.seed, world_size=self.world_size, dataset=fingerprint)
         self._plan_cache: tuple[int, Any] | None = None
-        self._dealt_cache: tuple[int, int, BatchPlan] | None = None
+        self._dealt_cache: tuple[tuple[int, ...], BatchPlan] | None = None
         self.padding_tokens = self.real_tokens = 0  # counters over everything yielded
-        partition.check_world(len(self.global_plan(0)[1]), self.world_size, drop_last=self.config.drop_last,
-                              unit="batches")
+        self._check_world()
         log.info("TextLoader(%s): %d samples, mode %s, %d batches in epoch 0 over %d ranks%s",
                  ", ".join(self.mixture.names) if self.mixture else redact(str(source)), len(self.shards),
                  self.config.mode, len(self.global_plan(0)[1]), self.world_size,
@@ -173,8 +176,17 @@ class TextLoader(ResumableLoader):
         self.mixture.reschedule(self.config)
         p.dataset = self.mixture.fingerprint(self._source_fingerprints)
         self._plan_cache = self._dealt_cache = None
+        self._check_world()
+
+    def _check_world(self) -> None:
         partition.check_world(len(self.global_plan(0)[1]), self.world_size, drop_last=self.config.drop_last,
                               unit="batches")
+
+    def _world_changed(self, before: int) -> None:
+        self._dealt_cache = None
+        self._check_world()
+        log.info("TextLoader: rank %d of %d, from the process group started after the loader was built (it was "
+                 "built for %d)", self.rank, self.world_size, before)
 
     def _token_shards(self, source: str | Path, storage_options: dict | None) -> TokenShards:
         """The token shards of ``source``; a URL's are copied locally first (``local_copy``), their sha256 checked
@@ -264,13 +276,14 @@ class TextLoader(ResumableLoader):
 
     def plan(self) -> BatchPlan:
         """This rank's batches in the next (or current) pass: the epoch, or its rest after a resume."""
-        key = (self.epoch, self.position.consumed)
-        if self._dealt_cache is None or self._dealt_cache[:2] != key:
+        self._follow_world()
+        key = (self.epoch, self.position.consumed, self.world_size, self.rank)
+        if self._dealt_cache is None or self._dealt_cache[0] != key:
             full = self.global_plan()[1]
             dealt = plans.deal(full, world_size=self.world_size, rank=self.rank, drop_last=self.config.drop_last,
-                               consumed=self.position.consumed)
-            self._dealt_cache = (*key, dealt)
-        return self._dealt_cache[2]
+                               consumed=self.position.consumed, pad=self.config.even_batches)
+            self._dealt_cache = (key, dealt)
+        return self._dealt_cache[1]
 
     def __len__(self) -> int:
         """Batches of the epoch on this rank (as DataLoader's): this pass's, plus those yielded before a resume."""
@@ -424,9 +437,9 @@ class TextLoader(ResumableLoader):
     def _numpy_batches(self) -> Iterator[tuple[dict[str, np.ndarray], int]]:
         """The pass's batches, each with the positions of the plan it covers: 1, plus the batches before it that
         the error policy emptied (counted, then skipped)."""
-        self._follow_sampler_epoch()
         stream, full = self.global_plan()
         self.position.begin(len(full))
+        self._agree_once()
         plan = self.plan()
         covered = 0
         for index in range(len(plan)):
@@ -442,6 +455,20 @@ class TextLoader(ResumableLoader):
                 yield batch, covered
                 covered = 0
 
+    def _agree_once(self) -> None:
+        """At the first pass under torch.distributed: refuse ranks whose shares would overlap (``rank_agreement``)."""
+        if self._agreed:
+            return
+        self._agreed = True
+        c = self.config
+        settings = {"dataset": self.position.dataset, "seed": c.seed, "shuffle": c.shuffle, "epoch": self.epoch,
+                    "shuffle_window": c.shuffle_window, "mode": c.mode, "batch_size": c.batch_size,
+                    "max_tokens": c.max_tokens, "block_size": c.block_size, "pad_multiple": c.pad_multiple,
+                    "window": c.window, "drop_last": c.drop_last, "even_batches": c.even_batches,
+                    "world_size": self.world_size, "batches_consumed": self.position.consumed,
+                    "epoch_length": c.epoch_length, "epoch_until": c.epoch_until}
+        check_ranks_agree(f"TextLoader/{c.mode}", settings, world_size=self.world_size, rank=self.rank)
+
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         """One pass; ``stats.stages`` records ``wait`` (the consumer's time in ``next()``) and ``pass``.
 
@@ -450,18 +477,23 @@ class TextLoader(ResumableLoader):
         return close_at_exit(self._one_pass(self._pass()))
 
     def _pass(self) -> Iterator[dict[str, torch.Tensor]]:
+        self._follow_sampler_epoch()
         times = self.stats.stages
         times.begin(self.epoch)
         start = time.perf_counter()
         wait: Any = times.range("wait").__enter__()
         try:
-            for moved, (_, covered) in self._copy(self._numpy_batches(), lambda item: self._move(item[0])):
-                # counted as it is handed out, after the copy stage, which builds the next batch first on CUDA:
-                # counted when built, a state_dict() taken while the consumer held batch k skipped batch k + 1
-                self.position.advance(covered)
-                wait, _ = None, wait.__exit__()
-                yield moved
-                wait = times.range("wait").__enter__()
+            # Accelerate: the pass's end for accumulate(); no remainder (text batches carry `repeated` instead)
+            with AcceleratePass(len(self.plan()), 0) as accelerate:
+                for moved, (_, covered) in self._copy(self._numpy_batches(), lambda item: self._move(item[0])):
+                    # counted as it is handed out, after the copy stage, which builds the next batch first on CUDA:
+                    # counted when built, a state_dict() taken while the consumer held batch k skipped batch k + 1
+                    self.position.advance(covered)
+                    for _ in range(covered):
+                        accelerate.step()
+                    wait, _ = None, wait.__exit__()
+                    yield moved
+                    wait = times.range("wait").__enter__()
         finally:
             if wait is not None:  # a profiler range is never left open, even when the pass raises
                 wait.__exit__()

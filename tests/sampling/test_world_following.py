@@ -1,0 +1,124 @@
+"""The loaders follow a process group started after them; shares without padding; the last round Accelerate
+truncates; ranks that disagree on their settings. Pure functions and one process: no launcher."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch.distributed as dist
+
+import dataio
+from dataio.loading import rank_agreement
+from dataio.loading.accelerate_pass import last_round_rows
+from dataio.sampling import epoch_position, partition
+
+
+@pytest.mark.parametrize("world_size", range(1, 9))
+@pytest.mark.parametrize("block", [1, 3, 8])
+def test_unpadded_shares_read_each_position_once(world_size, block):
+    for total, consumed in itertools.product(range(0, 40), (0, 5)):
+        if consumed > total:
+            continue
+        shares = [partition.rank_share(total, world_size=world_size, rank=r, consumed=consumed, drop_last=False,
+                                       block=block, pad=False) for r in range(world_size)]
+        positions = np.concatenate([p for p, _ in shares])
+        assert sorted(positions.tolist()) == list(range(consumed, total))
+        assert not any(repeated.any() for _, repeated in shares)
+        counts = [len(p) for p, _ in shares]
+        assert max(counts) - min(counts) <= block
+
+
+@pytest.mark.parametrize("world_size", range(2, 7))
+@pytest.mark.parametrize("batch", [1, 4, 8])
+def test_whole_batches_put_the_repeats_last_in_the_final_round(world_size, batch):
+    """What Accelerate's gather_for_metrics needs: equal shapes on every rank, and the ranks' last batches end to
+    end holding the order's last positions first, then the repeats, as many real rows as ``last_round_rows``."""
+    for total in range(1, 60):
+        shares = [partition.rank_share(total, world_size=world_size, rank=r, drop_last=False, block=batch)
+                  for r in range(world_size)]
+        bounds = [partition.batch_bounds(len(p), batch) for p, _ in shares]
+        assert len({tuple(b) for b in bounds}) == 1  # the same batch shapes on every rank
+        start, stop = bounds[0][-1]
+        last = np.concatenate([p[start:stop] for p, _ in shares])
+        repeated = np.concatenate([r[start:stop] for _, r in shares])
+        real = last_round_rows(total, world_size=world_size, batch_size=batch, padded=True) or len(last)
+        assert not repeated[:real].any() and repeated[real:].all()
+        assert last[:real].tolist() == list(range(total - real, total))
+
+
+def test_a_loader_built_before_the_process_group_follows_it(coloured_shards, monkeypatch):
+    loader = dataio.ImageLoader(coloured_shards, batch_size=4, image_size=16, num_workers=1, train=False)
+    fixed = dataio.ImageLoader(coloured_shards, batch_size=4, image_size=16, num_workers=1, train=False,
+                               world_size=1, rank=0)
+    assert (loader.world_size, len(loader)) == (1, 12)
+    monkeypatch.setattr(epoch_position, "resolve_world", lambda *_: (2, 1))  # as if init_process_group ran now
+    assert (len(loader), loader.world_size, loader.rank) == (6, 2, 1)
+    assert loader.sample_ids().tolist() == list(range(1, 45, 2)) + [0]  # rank 1's share, the repeat last
+    assert [b.samples.tolist() for b in loader.batches()][0] == [1, 3, 5, 7]
+    assert (len(fixed), fixed.world_size) == (12, 1)  # world_size=/rank= given: kept
+
+
+def test_a_text_loader_follows_the_process_group_too(text_shards, monkeypatch):
+    loader = dataio.TextLoader(text_shards, mode="fixed", batch_size=8, shuffle=False)
+    whole = len(loader)
+    monkeypatch.setattr(epoch_position, "resolve_world", lambda *_: (2, 0))
+    assert len(loader) == -(-whole // 2) and loader.world_size == 2
+    assert next(iter(loader))["sample_ids"].tolist() == list(range(8))
+
+
+def test_even_batches_false_reads_each_sample_once_across_ranks(coloured_shards):
+    ids = []
+    for rank in range(4):
+        loader = dataio.ImageLoader(coloured_shards, batch_size=4, image_size=16, num_workers=1, train=False,
+                                    world_size=4, rank=rank, even_batches=False)
+        ids += [i for batch in loader.batches() for i in batch.samples.tolist()]
+    assert sorted(ids) == list(range(45))
+
+
+class _Store:
+    """A dict with the c10d store calls the check makes (set, check, get)."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+
+    def set(self, key: str, value: str) -> None:
+        self.data[key] = value.encode()
+
+    def check(self, keys: list[str]) -> bool:
+        return all(k in self.data for k in keys)
+
+    def get(self, key: str) -> bytes:
+        return self.data[key]
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 5])
+def test_any_rank_that_differs_is_caught_whatever_the_order_ranks_arrive_in(world_size, monkeypatch):
+    for odd, order in itertools.product(range(world_size), itertools.permutations(range(world_size))):
+        store = _Store()
+        monkeypatch.setattr(rank_agreement, "_store", lambda *_: store)
+        monkeypatch.setattr(rank_agreement, "_begun", rank_agreement.Counter())
+        raised = []
+        for rank in order:
+            settings = {"dataset": "abc", "seed": 1 if rank == odd else 0, "batch_size": 4}
+            with monkeypatch.context() as m:
+                m.setattr(rank_agreement, "_begun", rank_agreement.Counter())  # each rank its own process
+                try:
+                    rank_agreement.check_ranks_agree("ImageLoader/train", settings, world_size=world_size,
+                                                     rank=rank)
+                except rank_agreement.RanksDisagree as e:
+                    raised.append(str(e))
+        assert raised and all("seed is" in message for message in raised)
+
+
+def test_ranks_that_agree_pass_and_nothing_is_checked_without_a_process_group(monkeypatch):
+    store = _Store()
+    monkeypatch.setattr(rank_agreement, "_store", lambda *_: store)
+    for rank in range(3):
+        monkeypatch.setattr(rank_agreement, "_begun", rank_agreement.Counter())
+        rank_agreement.check_ranks_agree("TextLoader/fixed", {"seed": 1}, world_size=3, rank=rank)
+    assert len(store.data) == 3
+    monkeypatch.undo()
+    assert not dist.is_initialized()
+    rank_agreement.check_ranks_agree("TextLoader/fixed", {"seed": 1}, world_size=2, rank=1)  # no store: no check
