@@ -8,7 +8,8 @@ and one running maximum of the ends find every overlap: a row overlaps an
 earlier one when it starts before the furthest end so far. Tables written by
 dataio are in that order with each row ending before the next begins, which
 one comparison pass shows: then neither the sort nor the running maximum is
-needed (16-22 ms at open for ImageNet's 1.28M rows on the shared 2-core VM).
+needed: for ImageNet's 1.28M rows it adds about 8 ms to the 20 ms of the other
+table checks at open (best of 5 on the shared 2-core VM).
 """
 
 from __future__ import annotations
