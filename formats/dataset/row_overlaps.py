@@ -14,11 +14,13 @@ table checks at open (best of 5 on the shared 2-core VM).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 
 def overlapping_rows(shard: np.ndarray, offset: np.ndarray, size: np.ndarray, shard_bytes: list[int],
-                     usable: np.ndarray, key) -> dict[int, str]:
+                     usable: np.ndarray, key: Callable[[int], str]) -> dict[int, str]:
     """Rows (among those ``usable``: bytes inside their shards) that overlap another usable row, each with the
     reason naming the other's key (``key(row)``); both rows of a pair are named, as either may be the wrong one."""
     every = bool(usable.all())  # the usual case: no row to leave out, no gather

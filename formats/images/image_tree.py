@@ -48,14 +48,13 @@ from pathlib import Path
 from PIL import features
 
 from dataio.formats.errors import UsageError
-from dataio.formats.images.image_names import (IMAGE_EXTENSIONS, extension_reason, is_packed_name, no_extension_reason,
+from dataio.formats.images.image_names import IMAGE_EXTENSIONS  # noqa: F401  (imported from here by dataio.dataloader)
+from dataio.formats.images.image_names import (extension_reason, is_packed_name, no_extension_reason,
                                                other_picture_extension, sniff_picture)
 from dataio.formats.images.skipped_folders import (hidden_class_reason, hidden_file_reason, hidden_in_class_reason,
                                                    images_under, output_folder_reason, output_marker,
                                                    stray_image_reason)
 
-__all__ = ["IMAGE_EXTENSIONS", "ImageTree", "escape_path", "read_regular_file", "source_path", "unescape_path",
-           "walk_image_tree"]
 NO_WEBP = "WebP: this PIL build has no WebP decoder"
 _READ_CHUNK = 1 << 20
 
