@@ -6,6 +6,7 @@ import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from numbers import Integral
 from pathlib import Path
 from typing import Any, Literal
 
@@ -122,8 +123,7 @@ class ImageLoaderConfig:
         object.__setattr__(self, "device", checked_device(self.device))
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if self.image_size < 8:
-            raise ValueError(f"image_size must be >= 8, got {self.image_size}")
+        self._check_sizes()
         if self.num_workers is not None and self.num_workers != "auto" and (
                 isinstance(self.num_workers, (str, bool)) or self.num_workers < 0):
             raise ValueError(f"num_workers must be >= 0 or 'auto', got {self.num_workers!r}")
@@ -186,6 +186,18 @@ class ImageLoaderConfig:
             raise ConfigError(f"{{0}}.batch_size is {schedule.batch_size} and the loader's batch_size "
                               f"{self.batch_size}: give the batch size once (a ResolutionSchedule without "
                               "batch_size takes the loader's)", "schedule")
+
+    def _check_sizes(self) -> None:
+        """``image_size`` (and ``decode_size``) are one int each: the side of square crops, as torchvision's
+        ``RandomResizedCrop(224)``; a (height, width) pair is refused in one line rather than a TypeError."""
+        for name in ("image_size", "decode_size"):
+            size = getattr(self, name)
+            if size is not None and (isinstance(size, bool) or not isinstance(size, Integral)):
+                square = isinstance(size, (tuple, list)) and len(size) == 2 and size[0] == size[1]
+                raise ConfigError(f"{{0}} is one int: crops are square (got {size!r}"
+                                  f"{f'; pass {name}={size[0]}' if square else ''})", name)
+        if self.image_size < 8:
+            raise ValueError(f"image_size must be >= 8, got {self.image_size}")
 
     def _check_hooks(self) -> None:
         for name in ("transform", "batch_transform"):
