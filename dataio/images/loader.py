@@ -41,7 +41,7 @@ from dataio.loading.dataloader_args import (Capabilities, check_sampler_size, co
 from dataio.loading.loader_stats import LoaderStats, SourceCounts
 from dataio.loading.stage_times import Lap, StageTimes
 from dataio.loading.thread_tuner import ThreadGate, ThreadTuner
-from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig
+from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig, one_batch_size
 from dataio.loading.error_policy import ErrorPolicy
 from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT
 from dataio.sampling.partition import DEFAULT_WINDOW
@@ -190,7 +190,7 @@ class ImageLoader(ResumableLoader):
         ``pin_memory_device``; ``batch_sampler``, ``collate_fn``, ``worker_init_fn``, ``multiprocessing_context``
         are refused, saying what to use instead.
         """
-        options = given_options(locals(), DEFAULTS)
+        options = one_batch_size(given_options(locals(), DEFAULTS), config)
         base = config or ImageLoaderConfig()
         fields, self._follow = dataloader_fields(options, FIELDS, FACE, base)
         self.config = dataclasses.replace(base, **fields)

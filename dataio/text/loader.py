@@ -52,11 +52,12 @@ from dataio.sampling.mixture_options import mixture_sources, source_storage_opti
 from dataio.sampling.world import resolve_world
 from dataio.text import batch_plans as plans
 from dataio.text.batch_plans import BatchPlan
-from dataio.text.collate import blank_piece, pack_rows, padded_rows, padded_width
+from dataio.text.collate import padded_width
 from dataio.text.config import TextLoaderConfig
 from dataio.text.local_copy import local_token_folder
 from dataio.text.mixture_plans import TextMixture
 from dataio.text.samples_view import TextSamples
+from dataio.text.token_facts import TokenFacts
 from dataio.text.token_shards import TokenShards
 
 log = logging.getLogger("dataio")
@@ -65,7 +66,7 @@ FACE = Capabilities(name="TextLoader", threads=False)  # batches are built in th
 DEFAULTS = {**constructor_defaults(TextLoaderConfig), "num_workers": None, "timeout": 0}
 
 
-class TextLoader(ResumableLoader):
+class TextLoader(ResumableLoader, TokenFacts):
     """Iterate dict batches over a token shard folder: ``TextLoader(folder, mode="budget", max_tokens=...)``.
 
     Takes DataLoader's keywords too (``dataio.loading.dataloader_args``).
@@ -78,6 +79,7 @@ class TextLoader(ResumableLoader):
                  max_tokens: int = 16384,
                  block_size: int = 1024,
                  pad_multiple: int = 8,
+                 ignore_index: int = -100,
                  window: int = 8192,
                  shuffle: bool = True,
                  shuffle_window: int = DEFAULT_WINDOW,
@@ -200,10 +202,6 @@ class TextLoader(ResumableLoader):
         if temporary is not None:
             self._copy_dirs.append(temporary)
         return TokenShards(folder, c.verify_checksums and not verified)
-
-    @property
-    def pad_id(self) -> int:
-        return self.shards.pad_id
 
     # -- DataLoader-compatible surface -------------------------------------------------
     @property
@@ -387,7 +385,7 @@ class TextLoader(ResumableLoader):
         """Padded rows of the samples ``rows``: read, padded and checked as one batch (``collate.padded_rows``),
         the bad rows (an id past the vocabulary) handled by the error policy and dropped."""
         with lap("read"):
-            batch, largest = padded_rows(self.shards.arrays, rows, self.config.pad_multiple, self.pad_id)
+            batch, largest = self._padded_rows(rows)
             bad = self.shards.past_vocabulary(rows, batch["input_ids"], largest)
         for _, error in bad:
             self.stats.handle(self.config.on_error, error)
@@ -408,12 +406,12 @@ class TextLoader(ResumableLoader):
         with lap("collate"):
             pieces = stream.pieces(rows)
         with lap("read"):
-            batch, largest = pack_rows(pieces, len(rows), stream.block_size, self.shards.arrays, pad_id=self.pad_id)
+            batch, largest = self._pack_rows(pieces, len(rows), stream.block_size)
         bad = np.flatnonzero(largest >= self.shards.vocab_size) if self.shards.vocab_size else ()
         for index in bad:
             error = self.shards.past_vocabulary_error(int(pieces.sample[index]), int(largest[index]))
             self.stats.handle(self.config.on_error, error)
-            blank_piece(batch, pieces, int(index), self.pad_id)
+            self._blank_piece(batch, pieces, int(index))
         self.stats.samples_ok += len(pieces) - len(bad)
         if self.mixture is not None:
             self.stats.sources.add(*self._piece_counts(pieces))
