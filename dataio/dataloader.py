@@ -32,8 +32,8 @@ from dataio.formats.dataset.manifest import MANIFEST_NAME, Manifest, open_datase
 from dataio.formats.remote.storage import is_remote, redact
 from dataio.images.loader import ImageLoader
 from dataio.images.shard_dataset import ShardDataset
-from dataio.loading.dataloader_args import DATALOADER_KEYWORDS, sampler_shuffles
-from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options, retry_policy
+from dataio.loader.dataloader_args import DATALOADER_KEYWORDS, sampler_shuffles
+from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options, retry_policy
 from dataio.text.loader import TextLoader
 from dataio.text.token_dataset import TokenDataset
 

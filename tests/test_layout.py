@@ -12,16 +12,28 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# The rooms of the library, in the order data flows: each may import those before it.
+ORDER = ("dataio.formats", "dataio.augment", "dataio.sampling", "dataio.mixtures", "dataio.remote", "dataio.pipeline",
+         "dataio.loader")
+
+
+def _below(room: str) -> tuple[str, ...]:
+    """The rooms of ``ORDER`` up to and including ``room``."""
+    return ORDER[:ORDER.index(room) + 1]
+
+
 # Each folder, the dataio packages it may import (besides its own), in the order data flows.
 LAYERS = {
-    "formats": ("dataio.formats",),
-    "augment": ("dataio.formats", "dataio.augment"),
-    "dataio/sampling": ("dataio.formats", "dataio.augment", "dataio.sampling"),
-    "dataio/loading": ("dataio.formats", "dataio.augment", "dataio.sampling", "dataio.loading"),
-    "dataio/images": ("dataio.formats", "dataio.augment", "dataio.sampling", "dataio.loading", "dataio.images"),
-    "dataio/text": ("dataio.formats", "dataio.augment", "dataio.sampling", "dataio.loading", "dataio.text"),
-    "dataio/train": ("dataio.formats", "dataio.augment", "dataio.sampling", "dataio.loading", "dataio.images",
-                     "dataio.text", "dataio.train", "dataio.errors"),
+    "formats": _below("dataio.formats"),
+    "augment": _below("dataio.augment"),
+    "dataio/sampling": _below("dataio.sampling"),
+    "dataio/mixtures": _below("dataio.mixtures"),
+    "dataio/remote": _below("dataio.remote"),
+    "dataio/pipeline": _below("dataio.pipeline"),
+    "dataio/loader": _below("dataio.loader"),
+    "dataio/images": ORDER + ("dataio.images",),
+    "dataio/text": ORDER + ("dataio.text",),
+    "dataio/train": ORDER + ("dataio.images", "dataio.text", "dataio.train", "dataio.errors"),
 }
 
 

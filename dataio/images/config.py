@@ -14,11 +14,11 @@ from dataio.formats.errors import ConfigError
 from dataio.formats.fallback_log import warn_once
 from dataio.images.dali_install import dali_installed, install_hint
 from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
-from dataio.loading.device_check import checked_device
-from dataio.loading.error_policy import ErrorPolicy
-from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, DEFAULT_TIMEOUT, check_remote_options
-from dataio.loading.thread_tuner import thread_budget
-from dataio.sampling.mixture_options import checked_weights
+from dataio.pipeline.device_check import checked_device
+from dataio.pipeline.error_policy import ErrorPolicy
+from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT, DEFAULT_TIMEOUT, check_remote_options
+from dataio.pipeline.thread_tuner import thread_budget
+from dataio.mixtures.mixture_options import checked_weights
 from dataio.sampling.partition import DEFAULT_WINDOW
 from dataio.sampling.world import check_rank_args
 
@@ -99,7 +99,7 @@ class ImageLoaderConfig:
     schedule: ResolutionSchedule | None = None
     decoder: Literal["auto", "turbo", "dali"] = "auto"  # auto: DALI on a CUDA device, turbo otherwise
     hw_decoder_load: float = 0.65  # DALI on A100/H100: share of images sent to the hardware JPEG decoder
-    # Remote shards (an fsspec URL as source; dataio.loading.remote_options):
+    # Remote shards (an fsspec URL as source; dataio.remote.remote_options):
     storage_options: dict | None = None  # passed to the fsspec backend (credentials, endpoint); never printed
     cache_dir: str | Path | None = None  # a bounded local cache of fetched ranges
     cache_limit: int = DEFAULT_CACHE_LIMIT  # bytes in cache_dir; least recently used ranges go first

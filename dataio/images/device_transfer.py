@@ -2,7 +2,7 @@
 
 On CUDA the host batch is pinned, copied on a side stream with
 ``non_blocking=True`` while the previous batch is being used
-(``dataio.loading.device_copy``), and converted to float and normalised on
+(``dataio.pipeline.device_copy``), and converted to float and normalised on
 the GPU. On the CPU the batch is used in place. Both
 give the layout of ``dataio.images.contract``. With device augmentation, the
 ``dataio.augment.DeviceAugment`` chain runs on the same side stream after the copy,
@@ -23,8 +23,8 @@ from dataio.augment.chain import DeviceAugment, Normalize
 from dataio.augment.seeding import derive_seed
 from dataio.images.config import ImageLoaderConfig
 from dataio.images.sample_transform import check_batch_output, takes_generator
-from dataio.loading.device_copy import DeviceCopy
-from dataio.loading.stage_times import StageTimes
+from dataio.pipeline.device_copy import DeviceCopy
+from dataio.pipeline.stage_times import StageTimes
 
 
 BATCH_TRANSFORM_STREAM = 4  # augment.seeding streams: 1 RandAugment, 2 mix, 3 crop

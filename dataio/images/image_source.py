@@ -17,10 +17,10 @@ from dataio.formats.dataset.sample_table import SampleTable, read_sample_table, 
 from dataio.formats.errors import ShardError
 from dataio.formats.remote.storage import Location, describe, remote_errors
 from dataio.images.config import ImageLoaderConfig
-from dataio.images.remote_shard_files import RemoteShardFiles
+from dataio.remote.remote_shard_files import RemoteShardFiles
 from dataio.images.shard_files import ShardFiles
-from dataio.loading.range_cache import RangeCache
-from dataio.loading.remote_options import retry_policy
+from dataio.remote.range_cache import RangeCache
+from dataio.remote.remote_options import retry_policy
 
 
 @dataclass

@@ -25,36 +25,36 @@ import torch
 from dataio.augment import (CropBoxes, DeviceAugment, EpochSizedCrop, MixConfig, Normalize, RandAugmentConfig,
                             ResolutionSchedule, SeedKey, crop_boxes)
 from dataio.sampling import partition
-from dataio.images.batches_view import BatchesWithIds
+from dataio.loader.batches_view import BatchesWithIds
 from dataio.images.buffer_pool import BufferPool
 from dataio.images.device_transfer import DeviceTransfer
-from dataio.sampling.mixture_options import mixture_sources, source_storage_options
+from dataio.mixtures.mixture_options import mixture_sources, source_storage_options
 from dataio.sampling.world import resolve_world
 from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
 from dataio.formats.errors import ConfigError, SampleError
-from dataio.loading.error_policy import DATA_EXCEPTIONS
-from dataio.loading.accelerate_pass import AcceleratePass, accelerator_live, last_round_rows
-from dataio.loading.rank_agreement import check_ranks_agree
-from dataio.loading.exit_close import close_at_exit
-from dataio.loading.dataloader_args import (Capabilities, check_sampler_size, constructor_defaults, dataloader_fields,
+from dataio.pipeline.error_policy import DATA_EXCEPTIONS
+from dataio.loader.accelerate_pass import AcceleratePass, accelerator_live, last_round_rows
+from dataio.sampling.rank_agreement import check_ranks_agree
+from dataio.pipeline.exit_close import close_at_exit
+from dataio.loader.dataloader_args import (Capabilities, check_sampler_size, constructor_defaults, dataloader_fields,
                                             given_options, keyword_checked)
-from dataio.loading.loader_stats import LoaderStats, SourceCounts
-from dataio.loading.stage_times import Lap, StageTimes
-from dataio.loading.thread_tuner import ThreadGate, ThreadTuner
+from dataio.pipeline.loader_stats import LoaderStats, SourceCounts
+from dataio.pipeline.stage_times import Lap, StageTimes
+from dataio.pipeline.thread_tuner import ThreadGate, ThreadTuner
 from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig
-from dataio.loading.error_policy import ErrorPolicy
-from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT
+from dataio.pipeline.error_policy import ErrorPolicy
+from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT
 from dataio.sampling.partition import DEFAULT_WINDOW
 from dataio.images.sample_transform import SampleTransform
-from dataio.sampling.epoch_sampler import EpochBatchSampler, EpochSampler
+from dataio.loader.epoch_sampler import EpochBatchSampler, EpochSampler
 from dataio.images.dali_decode import DaliDecoder
-from dataio.images.readahead import Readahead
+from dataio.remote.readahead import Readahead
 from dataio.images.image_mixture import ImageMixture
 from dataio.images.image_source import ImageSource, open_image_source
 from dataio.images.mixed_shard_files import MixedShardFiles
-from dataio.images.remote_shard_files import RemoteShardFiles
+from dataio.remote.remote_shard_files import RemoteShardFiles
 from dataio.images.shard_files import ShardFiles
-from dataio.images.threaded_batches import BatchTimeout, ThreadedBatches
+from dataio.pipeline.threaded_batches import BatchTimeout, ThreadedBatches
 from dataio.images.turbo_decode import REGION_DECODE, decode_crop_into
 from dataio.formats.remote.storage import Location, redact
 from dataio.formats.dataset.sample_table import SampleTable, sample_checksum
@@ -110,7 +110,7 @@ class ImageLoader(ResumableLoader):
     ``ImageBatch`` with sample ids and padding flags; ``state_dict()`` resumes
     mid-epoch, on the same or another world size. Every keyword of
     ``torch.utils.data.DataLoader`` is honoured, mapped or refused
-    (``dataio.loading.dataloader_args``).
+    (``dataio.loader.dataloader_args``).
     """
 
     @keyword_checked
@@ -184,7 +184,7 @@ class ImageLoader(ResumableLoader):
 
         ``config=`` gives them all at once; a keyword then replaces that field (one passed with its default
         value leaves the config's). DataLoader's keywords are honoured, mapped or refused in one line
-        (``dataio.loading.dataloader_args``): ``sampler`` (a ``DistributedSampler`` gives rank, world size,
+        (``dataio.loader.dataloader_args``): ``sampler`` (a ``DistributedSampler`` gives rank, world size,
         shuffle, seed and its ``drop_last``), ``prefetch_factor`` (``prefetch_batches``), ``generator`` (the
         seed), ``persistent_workers``/``in_order`` (accepted: threads persist, batches come in order),
         ``pin_memory_device``; ``batch_sampler``, ``collate_fn``, ``worker_init_fn``, ``multiprocessing_context``

@@ -16,7 +16,7 @@ from the manifest and the sample table (no scan of image files), and
   with the loader's batches.
 
 Every read is checked against the sample table's checksum, as the loader's
-are; bad samples follow ``on_error`` (``dataio.loading.map_style_errors``).
+are; bad samples follow ``on_error`` (``dataio.loader.map_style_errors``).
 Any folder ``ImageLoader`` reads works (converted tars, ``--format arrow``,
 ``dataio index``ed tars, merged rank folders, URLs): the shards are read
 through a private ``ImageLoader`` without threads. It is opened in the
@@ -48,10 +48,10 @@ from dataio.formats.remote.storage import is_remote, redact
 from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig
 from dataio.images.loader import ImageLoader
 from dataio.images.turbo_decode import decode_crop_into, decode_image
-from dataio.loading.error_policy import ErrorPolicy, ErrorStats
-from dataio.loading.dataloader_args import given_options, keyword_checked
-from dataio.loading.map_style_errors import read_or_stand_in
-from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT
+from dataio.pipeline.error_policy import ErrorPolicy, ErrorStats
+from dataio.loader.dataloader_args import given_options, keyword_checked
+from dataio.loader.map_style_errors import read_or_stand_in
+from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT
 
 _open_lock = threading.Lock()  # one open at a time per process (threads may index the data set at once)
 
@@ -78,7 +78,7 @@ class ShardDatasetConfig:
     fast_resize: bool = False  # eval view: as the loader's
     reduced_decode: bool = True
     region_decode: bool = True
-    on_error: ErrorPolicy = ErrorPolicy.RAISE  # skip/warn: a stand-in sample (dataio.loading.map_style_errors)
+    on_error: ErrorPolicy = ErrorPolicy.RAISE  # skip/warn: a stand-in sample (dataio.loader.map_style_errors)
     max_errors: int | None = None
     verify_samples: bool = True  # each image's xxh3 against the sample table, on every read
     verify_checksums: bool = False  # each shard's sha256, once, when the data set is built

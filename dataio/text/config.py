@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dataio.formats.errors import ConfigError
-from dataio.loading.device_check import checked_device
-from dataio.loading.error_policy import ErrorPolicy
-from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, DEFAULT_TIMEOUT, check_remote_options
+from dataio.pipeline.device_check import checked_device
+from dataio.pipeline.error_policy import ErrorPolicy
+from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT, DEFAULT_TIMEOUT, check_remote_options
 from dataio.sampling import partition
-from dataio.sampling.mixture_options import checked_weights
+from dataio.mixtures.mixture_options import checked_weights
 from dataio.sampling.world import check_rank_args
 
 

@@ -33,27 +33,27 @@ import torch
 
 from dataio.formats.errors import ConfigError, SampleError
 from dataio.formats.remote.storage import redact
-from dataio.loading.dataloader_args import (Capabilities, check_sampler_size, constructor_defaults, dataloader_fields,
+from dataio.loader.dataloader_args import (Capabilities, check_sampler_size, constructor_defaults, dataloader_fields,
                                             given_options, keyword_checked)
-from dataio.loading.error_policy import ErrorPolicy
+from dataio.pipeline.error_policy import ErrorPolicy
 from dataio.sampling.partition import DEFAULT_WINDOW
-from dataio.loading.remote_options import retry_policy
-from dataio.loading.device_copy import DeviceCopy, copy_arrays
-from dataio.loading.accelerate_pass import AcceleratePass
-from dataio.loading.rank_agreement import check_ranks_agree
-from dataio.loading.exit_close import close_at_exit
-from dataio.loading.loader_stats import LoaderStats, SourceCounts
-from dataio.loading.stage_times import Lap, StageTimes
+from dataio.remote.remote_options import retry_policy
+from dataio.pipeline.device_copy import DeviceCopy, copy_arrays
+from dataio.loader.accelerate_pass import AcceleratePass
+from dataio.sampling.rank_agreement import check_ranks_agree
+from dataio.pipeline.exit_close import close_at_exit
+from dataio.pipeline.loader_stats import LoaderStats, SourceCounts
+from dataio.pipeline.stage_times import Lap, StageTimes
 from dataio.sampling import partition
 from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
-from dataio.sampling.epoch_sampler import EpochBatchSampler, EpochSampler
-from dataio.sampling.mixture_options import mixture_sources, source_storage_options
+from dataio.loader.epoch_sampler import EpochBatchSampler, EpochSampler
+from dataio.mixtures.mixture_options import mixture_sources, source_storage_options
 from dataio.sampling.world import resolve_world
 from dataio.text import batch_plans as plans
 from dataio.text.batch_plans import BatchPlan
 from dataio.text.collate import blank_piece, pack_rows, padded_rows, padded_width
 from dataio.text.config import TextLoaderConfig
-from dataio.text.local_copy import local_token_folder
+from dataio.remote.local_copy import local_token_folder
 from dataio.text.mixture_plans import TextMixture
 from dataio.text.samples_view import TextSamples
 from dataio.text.token_shards import TokenShards
@@ -67,7 +67,7 @@ DEFAULTS = {**constructor_defaults(TextLoaderConfig), "num_workers": None, "time
 class TextLoader(ResumableLoader):
     """Iterate dict batches over a token shard folder: ``TextLoader(folder, mode="budget", max_tokens=...)``.
 
-    Takes DataLoader's keywords too (``dataio.loading.dataloader_args``).
+    Takes DataLoader's keywords too (``dataio.loader.dataloader_args``).
     """
 
     @keyword_checked

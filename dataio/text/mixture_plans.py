@@ -24,8 +24,8 @@ import zlib
 
 import numpy as np
 
-from dataio.sampling.mixture import EpochRule, MixturePlan
-from dataio.sampling.mixture_options import check_names, epoch_rule
+from dataio.mixtures.mixture_plan import EpochRule, MixturePlan
+from dataio.mixtures.mixture_options import check_names, epoch_rule
 from dataio.text import batch_plans as plans
 from dataio.text.batch_plans import BatchPlan, PackStream
 from dataio.text.config import TextLoaderConfig

@@ -4,7 +4,7 @@ The text counterpart of ``ShardDataset``, for scripts that build a sampler
 from a data set (``DistributedSampler(train_dataset)``) or batch with a
 collate of their own: ``len`` and ``dataset[i]``, row ``i``'s token ids as a
 1-D int64 tensor (ids past the tokenizer's vocabulary are a ``SampleError``
-naming shard and row, or follow ``on_error``: ``dataio.loading.map_style_errors``).
+naming shard and row, or follow ``on_error``: ``dataio.loader.map_style_errors``).
 The memory-mapped shards are opened in each process that reads a row; the
 pickled data set holds the folder and options only. A URL's shards are copied
 into a local folder once, when the data set is built (``cache_dir``, or a
@@ -27,11 +27,11 @@ import torch
 
 from dataio.formats.errors import ConfigError, SampleError, ShardError
 from dataio.formats.remote.storage import redact
-from dataio.loading.error_policy import ErrorPolicy, ErrorStats
-from dataio.loading.dataloader_args import given_options, keyword_checked
-from dataio.loading.map_style_errors import read_or_stand_in
-from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options, retry_policy
-from dataio.text.local_copy import local_token_folder
+from dataio.pipeline.error_policy import ErrorPolicy, ErrorStats
+from dataio.loader.dataloader_args import given_options, keyword_checked
+from dataio.loader.map_style_errors import read_or_stand_in
+from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options, retry_policy
+from dataio.remote.local_copy import local_token_folder
 from dataio.text.token_shards import TokenShards
 
 _open_lock = threading.Lock()
@@ -50,7 +50,7 @@ os.register_at_fork(after_in_child=_new_lock_in_child)
 class TokenDatasetConfig:
     """Options of ``TokenDataset``; they mean what ``TextLoaderConfig``'s of the same names do."""
 
-    on_error: ErrorPolicy = ErrorPolicy.RAISE  # skip/warn: a stand-in row (dataio.loading.map_style_errors)
+    on_error: ErrorPolicy = ErrorPolicy.RAISE  # skip/warn: a stand-in row (dataio.loader.map_style_errors)
     max_errors: int | None = None
     verify_checksums: bool = False  # each shard's sha256, once, when the data set is built
     storage_options: dict | None = dataclasses.field(default=None, repr=False)  # never printed
@@ -97,7 +97,7 @@ class TokenDataset(torch.utils.data.Dataset):
         self._num_samples, self._fingerprint = 0, ""
 
     def _local_folder(self, source: str | Path, config: TokenDatasetConfig) -> str | Path:
-        """``source`` when local; for a URL, a verified local copy of its shards (``dataio.text.local_copy``)."""
+        """``source`` when local; for a URL, a verified local copy of its shards (``dataio.remote.local_copy``)."""
         folder, self._copy_dir, _ = local_token_folder(
             source, storage_options=config.storage_options,
             retry=retry_policy(config.retries, config.retry_backoff), cache_dir=config.cache_dir)

@@ -17,7 +17,7 @@ from dataio.train.mixture_counts import ReadTally
 from dataio.train.mixture_schedule import RunUnits
 from dataio.train.val_sets import val_metrics, val_sets
 from dataio.formats.dataset.manifest import open_dataset
-from dataio.sampling.mixture_options import source_storage_options
+from dataio.mixtures.mixture_options import source_storage_options
 
 
 def _schedule(c: TrainConfig) -> ResolutionSchedule | None:

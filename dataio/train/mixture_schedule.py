@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from dataio.sampling.weight_schedule import WeightSchedule
+from dataio.mixtures.weight_schedule import WeightSchedule
 
 _PERCENT = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*%\s*")
 

@@ -10,7 +10,7 @@ sum to one.
 The share source ``i`` is owed after ``n`` samples is ``T_i(n) = sum_{m < n}
 w_i(m)``: piecewise quadratic in ``n``, evaluated in closed form (no array per
 position, so an epoch of any length costs nothing to describe), and ``first_reaching``
-inverts it. ``dataio.sampling.blend`` turns these targets into a sequence of sources
+inverts it. ``dataio.mixtures.blend`` turns these targets into a sequence of sources
 that stays within one sample of them at every prefix.
 """
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from dataio.formats.errors import SampleError
-from dataio.loading.error_policy import DATA_EXCEPTIONS, ErrorPolicy, ErrorStats
+from dataio.pipeline.error_policy import DATA_EXCEPTIONS, ErrorPolicy, ErrorStats
 
 T = TypeVar("T")
 MAX_STAND_INS = 16  # bad samples in a row before a skip policy gives up on index i

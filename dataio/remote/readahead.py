@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from dataio.loading.abandonable_pool import AbandonablePool
+from dataio.remote.abandonable_pool import AbandonablePool
 
 
 class Readahead:

@@ -15,8 +15,8 @@ from typing import Any
 
 from dataio.formats.errors import ConfigError
 from dataio.formats.remote.storage import is_remote
-from dataio.sampling.mixture import EpochRule
-from dataio.sampling.weight_schedule import WeightSchedule
+from dataio.mixtures.mixture_plan import EpochRule
+from dataio.mixtures.weight_schedule import WeightSchedule
 
 
 def checked_weights(weights: Any, epoch_length: int | None, epoch_until: str | None) -> WeightSchedule | None:

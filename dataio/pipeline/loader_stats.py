@@ -1,6 +1,6 @@
 """``loader.stats``: the error counts of ``ErrorStats`` plus where the time went, per epoch, and the threads.
 
-``stages`` holds thread-seconds per stage (``dataio.loading.stage_times``);
+``stages`` holds thread-seconds per stage (``dataio.pipeline.stage_times``);
 ``threads`` what ``num_workers="auto"`` measured and chose (``ThreadTuner``),
 or the fixed count. Both loaders use it, so ``as_dict`` keeps the error
 fields where they were and adds ``stages`` and ``threads``.
@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from dataio.loading.error_policy import ErrorStats
-from dataio.loading.stage_times import StageTimes
-from dataio.loading.thread_tuner import ThreadTuner
+from dataio.pipeline.error_policy import ErrorStats
+from dataio.pipeline.stage_times import StageTimes
+from dataio.pipeline.thread_tuner import ThreadTuner
 
 
 @dataclass

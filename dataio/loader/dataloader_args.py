@@ -23,7 +23,7 @@ import torch
 from torch.utils.data import DistributedSampler, RandomSampler, SequentialSampler
 
 from dataio.formats.errors import ConfigError
-from dataio.loading.device_check import parsed_device
+from dataio.pipeline.device_check import parsed_device
 
 # DataLoader's keywords besides ``dataset`` (torch 2.x), in its order
 DATALOADER_KEYWORDS = ("batch_size", "shuffle", "sampler", "batch_sampler", "num_workers", "collate_fn",
@@ -99,7 +99,7 @@ def did_you_mean(name: str, valid: Collection[str]) -> str:
 def _workers(given: dict[str, Any], out: dict[str, Any], can: Capabilities) -> None:
     """num_workers, prefetch_factor, timeout, persistent_workers, in_order."""
     workers = given.get("num_workers")
-    auto = workers == "auto" and can.threads  # decode threads tuned by measurement (dataio.loading.thread_tuner)
+    auto = workers == "auto" and can.threads  # decode threads tuned by measurement (dataio.pipeline.thread_tuner)
     if workers is not None and not auto and (isinstance(workers, bool) or not isinstance(workers, int)
                                              or workers < 0):
         raise ConfigError(f"{{0}} must be an integer >= 0{' or auto' if can.threads else ''}, got {workers!r}",

@@ -23,7 +23,7 @@ from dataio.formats.errors import ShardError
 from dataio.formats.dataset.manifest import Manifest
 from dataio.formats.dataset.sample_table import sample_checksum
 from dataio.formats.remote.storage import Location, RetryPolicy, describe, is_transient, remote_errors
-from dataio.loading.range_cache import RangeCache
+from dataio.remote.range_cache import RangeCache
 
 Request = tuple[int, int, int]  # (shard number, offset, size)
 

@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Generic, TypeVar
 
-from dataio.loading.stage_times import StageTimes
+from dataio.pipeline.stage_times import StageTimes
 
 Batch = TypeVar("Batch")
 # make_batch(i) -> (batch, [chunk tasks]); each task runs on a thread and returns a list of failures.

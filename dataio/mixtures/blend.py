@@ -22,14 +22,14 @@ import heapq
 import numpy as np
 
 from dataio.formats.fallback_log import warn_once
-from dataio.sampling.weight_schedule import NEVER, Targets, WeightSchedule
+from dataio.mixtures.weight_schedule import NEVER, Targets, WeightSchedule
 
-try:  # the same loop in C (dataio/sampling/_blend.c), ~100x faster; optional like the other extensions
-    from dataio.sampling import _blend
+try:  # the same loop in C (dataio/mixtures/_blend.c), ~100x faster; optional like the other extensions
+    from dataio.mixtures import _blend
 except ImportError:  # reported by check_install, and once per process when a mixture is blended
     _blend = None
 
-WITHOUT_EXTENSION = ("mixture blend: dataio.sampling._blend is not built, so mixtures blend in Python "
+WITHOUT_EXTENSION = ("mixture blend: dataio.mixtures._blend is not built, so mixtures blend in Python "
                      "(~5-8 us a position instead of 0.06: seconds for an epoch of a million samples)")
 
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dataio.sampling import partition
-from dataio.sampling.blend import blend
-from dataio.sampling.weight_schedule import Targets, WeightSchedule
+from dataio.mixtures.blend import blend
+from dataio.mixtures.weight_schedule import Targets, WeightSchedule
 
 BLOCK = 1 << 16  # positions blended at a time while looking for an epoch's end
 MAX_EPOCH = 1 << 31  # an epoch is held as an int64 order (16 GB at this length): a rule needing more is refused
