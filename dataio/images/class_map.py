@@ -7,9 +7,12 @@ the first source alone keeps its label indices when sources are added, which a
 sorted union would shuffle. The order of the sources is the dict's, so the map
 is a pure function of the sources and their order.
 
-Sources packed without class names (labels only, ``classes`` empty in the
-manifest) have no names to match: they share the numeric label space only when
-every source lacks names; a mix of named and unnamed sources is refused.
+Sources without class names (``classes`` empty in the manifest) have no names
+to match: they would share the numeric label space only when every source
+lacks names, and a mix of named and unnamed sources is refused. No converter
+writes such a manifest, and an emptied class list is refused when a source is
+opened (``dataio.formats.dataset.class_list``), so the loaders never build
+such a map; ``ClassMap.of`` keeps the rule for whoever calls it directly.
 """
 
 from __future__ import annotations

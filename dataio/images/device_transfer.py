@@ -25,6 +25,7 @@ from dataio.images.config import ImageLoaderConfig
 from dataio.images.sample_transform import check_batch_output, takes_generator
 from dataio.pipeline.device_copy import DeviceCopy
 from dataio.pipeline.stage_times import StageTimes
+from dataio.pipeline.hook_sizes import check_rows
 
 
 BATCH_TRANSFORM_STREAM = 4  # augment.seeding streams: 1 RandAugment, 2 mix, 3 crop
@@ -66,11 +67,15 @@ class DeviceTransfer:
         return images, labels
 
     def _user(self, images: torch.Tensor, labels: torch.Tensor, batch: HostBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """``batch_transform(images, labels)``, with a generator seeded for this batch when it takes one."""
+        """``batch_transform(images, labels)``, with a generator seeded for this batch when it takes one; what it
+        returns must keep the batch's size (``hook_sizes``)."""
         if self._generator is None:
-            return check_batch_output(self.batch_transform(images, labels))
-        self._generator.manual_seed(derive_seed(batch.key, BATCH_TRANSFORM_STREAM))
-        return check_batch_output(self.batch_transform(images, labels, generator=self._generator))
+            out = check_batch_output(self.batch_transform(images, labels))
+        else:
+            self._generator.manual_seed(derive_seed(batch.key, BATCH_TRANSFORM_STREAM))
+            out = check_batch_output(self.batch_transform(images, labels, generator=self._generator))
+        check_rows("batch_transform", {"images": out[0], "labels": out[1]}, len(labels), "samples")
+        return out
 
     def _move(self, batch: HostBatch) -> tuple[torch.Tensor, torch.Tensor]:
         with self.times.range("copy", self.device):

@@ -3,8 +3,8 @@
 ``ImageLoader`` opens its source with ``open_image_source``; a mixture opens one
 per source and lays them end to end (``dataio.images.image_mixture``). Every
 check that names a bad source (not image shards, a table that disagrees with
-the manifest, a missing or truncated shard) happens here, when the loader is
-built.
+the manifest, an empty or short class list, a missing or truncated shard)
+happens here, when the loader is built.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dataio.formats.dataset.manifest import Manifest, open_dataset
+from dataio.formats.dataset.class_list import class_list_problem
+from dataio.formats.dataset.manifest import MANIFEST_NAME, Manifest, ManifestError, open_dataset
 from dataio.formats.dataset.sample_table import SampleTable, read_sample_table, table_faults
 from dataio.formats.errors import ShardError
 from dataio.formats.remote.storage import Location, describe, remote_errors
@@ -48,6 +49,9 @@ def open_image_source(source: str | Path, config: ImageLoaderConfig, storage_opt
     table = _read_table(location, manifest, c)
     if len(table) != manifest.num_samples:
         raise ValueError(f"{folder}: sample table has {len(table)} rows, manifest {manifest.num_samples}")
+    problem = class_list_problem(manifest.classes, table.label, location.display(MANIFEST_NAME))
+    if problem:
+        raise ManifestError(problem)
     files = _open_files(location, manifest, c)
     faults = table_faults(table, [s.bytes for s in manifest.shards], len(manifest.classes))
     return ImageSource(location, manifest, table, files, faults, folder)

@@ -44,6 +44,7 @@ from dataio.sampling.rank_agreement import check_ranks_agree
 from dataio.pipeline.exit_close import close_at_exit
 from dataio.pipeline.loader_stats import LoaderStats, SourceCounts
 from dataio.pipeline.stage_times import Lap, StageTimes
+from dataio.pipeline.hook_sizes import checked_text_batch
 from dataio.sampling import partition
 from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
 from dataio.loader.epoch_sampler import EpochBatchSampler, EpochSampler
@@ -429,10 +430,7 @@ class TextLoader(ResumableLoader):
         if self.config.batch_transform is None:
             return moved
         with self.stats.stages.range("batch_transform", self._copy.device):
-            out = self.config.batch_transform(moved)
-        if not isinstance(out, dict):
-            raise ConfigError(f"{{0}} must return the batch dict, got {type(out).__name__}", "batch_transform")
-        return out
+            return checked_text_batch(self.config.batch_transform(moved), len(batch["input_ids"]))  # hook_sizes
 
     def _numpy_batches(self) -> Iterator[tuple[dict[str, np.ndarray], int]]:
         """The pass's batches, each with the positions of the plan it covers: 1, plus the batches before it that

@@ -16,6 +16,7 @@ import xxhash
 
 from dataio.formats.errors import DataioError
 from dataio.formats.files import write_atomic
+from dataio.formats.dataset.row_overlaps import overlapping_rows
 
 SCHEMA = pa.schema(
     [
@@ -81,17 +82,41 @@ def read_sample_table(path: str | Path, data: bytes | None = None) -> SampleTabl
         table = pa.ipc.open_file(source).read_all()
     except (OSError, pa.ArrowInvalid) as e:
         raise DataioError(f"{path}: cannot read sample table ({e})") from None
-    if not (table.schema.equals(SCHEMA) or table.schema.equals(SCHEMA_WITH_CHECKSUM)):
-        raise DataioError(f"{path}: unexpected sample table schema {table.schema}")
+    problem = schema_problem(table)
+    if problem:
+        raise DataioError(f"{path}: {problem}")
 
     def column(name: str) -> np.ndarray:
         return table.column(name).to_numpy()
 
     sample_table = SampleTable(
         column("shard"), column("offset"), column("size"), column("label"), column("width"), column("height"), table,
-        column(CHECKSUM_FIELD.name) if table.schema.equals(SCHEMA_WITH_CHECKSUM) else None,
+        column(CHECKSUM_FIELD.name) if CHECKSUM_FIELD.name in table.schema.names else None,
     )
     return sample_table
+
+
+def schema_problem(table: pa.Table) -> str | None:
+    """What is wrong with the table's columns, in one line naming the column (the expected and found types), or None.
+
+    Before, the whole schema was printed (9 lines) and the reader had to find the column that differed.
+    """
+    expected = SCHEMA_WITH_CHECKSUM if CHECKSUM_FIELD.name in table.schema.names else SCHEMA
+    for field in expected:
+        found = table.schema.get_all_field_indices(field.name)
+        if not found:
+            return f"sample table column {field.name!r} is missing"
+        if len(found) > 1:
+            return f"sample table column {field.name!r} appears {len(found)} times"
+        kind = table.schema.field(found[0]).type
+        if kind != field.type:
+            return f"sample table column {field.name!r} has type {kind}, expected {field.type}"
+        if field.name != "path" and table.column(found[0]).null_count:  # null counts are metadata: no data read
+            return f"sample table column {field.name!r} has {table.column(found[0]).null_count} empty (null) values"
+    extra = [name for name in table.schema.names if name not in expected.names]
+    if extra:
+        return f"sample table column {extra[0]!r} is not one of {', '.join(expected.names)}"
+    return None  # columns are read by name: their order does not matter
 
 
 # A single image member larger than this is a damaged table, not an image (and would be a MemoryError).
@@ -102,10 +127,11 @@ def table_faults(table: SampleTable, shard_bytes: list[int], num_classes: int) -
     """Rows of ``table`` that do not agree with the manifest, each with the reason (vectorised, no reads).
 
     A shard index outside the manifest's shards (negative ones included), a
-    label outside its classes (when it has classes), and a member that does
-    not lie inside its shard or is absurdly large are reported; reading such a
-    row would otherwise read the wrong bytes, allocate without bound, or fail
-    with an IndexError that names nothing.
+    label outside its classes (when it has classes), a member that does not
+    lie inside its shard or is absurdly large, and bytes that overlap another
+    row's (``row_overlaps``) are reported; reading such a row would otherwise
+    read the wrong bytes (another sample's, without any error), allocate
+    without bound, or fail with an IndexError that names nothing.
     """
     faults: dict[int, str] = {}
 
@@ -123,4 +149,7 @@ def table_faults(table: SampleTable, shard_bytes: list[int], num_classes: int) -
     outside = shard_ok & ((table.offset < 0) | (table.size < 0) | (table.offset > limit - table.size))
     flag(outside, lambda r: f"bytes {int(table.offset[r])}+{int(table.size[r])} are not inside the shard "
                             f"({int(limit[r])} bytes)")
+    inside = shard_ok & ~outside & (table.size <= MAX_MEMBER_BYTES)
+    for row, reason in overlapping_rows(table.shard, table.offset, table.size, shard_bytes, inside, table.key).items():
+        faults.setdefault(row, reason)
     return faults

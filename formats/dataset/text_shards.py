@@ -5,7 +5,9 @@ memory-mappable by plain ``pyarrow``) with columns:
 
 - ``input_ids``: ``list<uintK>``, K the smallest width that holds the vocabulary;
 - ``length``: ``uint32``, tokens in the row (for bucketing without touching ids);
-- ``doc``: ``uint64``, index of the source document; ``part``: ``uint32``, which
+- ``doc``: ``uint64``, id of the source document: its index in a one-process
+  conversion; unique and in corpus order, with gaps, over a dataset merged from
+  ranks (``dataio.formats.text.doc_ids``); ``part``: ``uint32``, which
   ``max_length`` chunk of it the row is.
 
 A shard is written to ``.text-NNNNNN.arrow.partial`` and renamed when complete.

@@ -1,7 +1,10 @@
 """``dataio verify OUT``: check a shard folder against its manifest, naming every problem.
 
 Per shard: present, size and sha256 as the manifest records them, and
-readable with the recorded sample count (tar members, or Arrow rows). With
+readable with the recorded sample count (tar members, or Arrow rows). The
+sample table: its rows against the manifest, against each other (no two
+read the same bytes) and against the shards' members (each row points at its
+own image member), and the class list against its labels. With
 ``deep``, every image is decoded (through the sample table) and every token
 id checked against the vocabulary. Nothing is extracted or unpickled: tar
 members are only listed, whatever their names, and only ``.cls`` members
@@ -22,12 +25,14 @@ from PIL import Image
 
 from dataio.formats.errors import DataioError, ShardError
 from dataio.formats.limits import MAX_PIXELS
-from dataio.formats.dataset.manifest import Manifest, check_shard_file, open_dataset
+from dataio.formats.dataset.class_list import class_list_problem
+from dataio.formats.dataset.manifest import MANIFEST_NAME, Manifest, check_shard_file, open_dataset
 from dataio.formats.remote.remote_copy import copy_dataset
 from dataio.formats.remote.storage import DEFAULT_TIMEOUT, Location, RetryPolicy
 from dataio.formats.files import sha256_file
 from dataio.formats.dataset.shard_members import LABEL_MEMBER, MAX_LABEL_BYTES, decode_label, member_extension
 from dataio.formats.dataset.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
+from dataio.formats.dataset.table_members import member_faults
 
 
 @dataclass
@@ -113,10 +118,21 @@ def _check_table(folder: Path, manifest: Manifest, report: VerifyReport) -> tupl
         return None, {}
     if len(table) != manifest.num_samples:
         report.problems.append(f"{manifest.sample_table}: {len(table)} rows, manifest says {manifest.num_samples}")
-    faults = table_faults(table, [s.bytes for s in manifest.shards], len(manifest.classes))
+    short = class_list_problem(manifest.classes, table.label, str(folder / MANIFEST_NAME))
+    if short:  # one line for the manifest, not one per row past its class list
+        report.problems.append(short)
+    faults = table_faults(table, [s.bytes for s in manifest.shards], 0 if short else len(manifest.classes))
     for row, reason in sorted(faults.items()):
         report.problems.append(f"sample {table.key(row)!r} in {manifest.sample_table}: {reason}")
     return table, faults
+
+
+def _check_members(folder: Path, manifest: Manifest, table: SampleTable, faults: dict[int, str], bad_shards: set[int],
+                   report: VerifyReport) -> None:
+    """Rows that do not point at their own image member (``table_members``), added to ``faults`` and reported."""
+    for row, reason in sorted(member_faults(folder, manifest, table, faults, bad_shards).items()):
+        faults[row] = reason
+        report.problems.append(f"sample {table.key(row)!r} in {manifest.sample_table}: {reason}")
 
 
 def _check_tokenizer(folder: Path, manifest: Manifest, report: VerifyReport) -> None:
@@ -248,6 +264,8 @@ def _verify_local(folder: Path, manifest: Manifest, deep: bool) -> VerifyReport:
         if not decodable:
             bad.add(index)
     table, faults = _check_table(folder, manifest, report) if manifest.kind == "images" else (None, {})
+    if table is not None:
+        _check_members(folder, manifest, table, faults, bad, report)
     if manifest.kind == "text":
         _check_tokenizer(folder, manifest, report)
     if deep:

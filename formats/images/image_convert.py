@@ -35,6 +35,7 @@ from dataio.formats.fallback_log import warn_once
 from dataio.formats.images.image_prepare import (WITHOUT_CODEC, ImagePrepareConfig, PreparedImage, Rejection,
                                           add_restart_markers, prepare_image)
 from dataio.formats.images.image_tree import NotRegularFile, errno_text, read_regular_file, source_path, walk_image_tree
+from dataio.formats.images.skipped_folders import refuse_output_inside_source
 from dataio.formats.dataset.convert_journal import Journal, ShardRecord, fingerprint
 from dataio.formats.files import write_atomic
 from dataio.formats.ranks.rank_merge import merge_if_complete
@@ -196,6 +197,7 @@ def _inputs(config: ConvertImagesConfig) -> tuple[_Inputs, np.ndarray | None]:
                                      classes_file=config.classes_file)
         inputs = _Inputs(list(source.classes), list(source.rows), [], source)
         return inputs, source.row_sizes() if config.world_size > 1 else None
+    refuse_output_inside_source(config.src, config.out)
     tree = walk_image_tree(config.src)
     classes = list(read_class_names(config.classes_file)) if config.classes_file else tree.classes
     if len(classes) != len(tree.classes):

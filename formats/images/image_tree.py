@@ -22,6 +22,13 @@ The source tree is input and may be anything:
   bytes back) and keeps every stored path on one line.
 - WebP files are accepted only when this PIL build decodes WebP; otherwise
   they are rejected with that reason, never silently skipped.
+- Files are packed by ImageFolder's extensions; every other file that looks
+  like an image (``.gif``, ``.heic``, a JPEG without an extension) is listed
+  with its reason (``image_names``). Hidden folders and files are not packed,
+  and each that holds images is listed with what ImageFolder would make of it;
+  so is a folder at the top holding an earlier dataio output
+  (``skipped_folders``). Labels so agree with ImageFolder's, or the line says
+  how they differ.
 
 The walk is deterministic: classes and names are sorted by their bytes (for
 valid UTF-8 the same order as ``sorted`` of the names, as ImageFolder does),
@@ -41,10 +48,13 @@ from pathlib import Path
 from PIL import features
 
 from dataio.formats.errors import UsageError
+from dataio.formats.images.image_names import IMAGE_EXTENSIONS  # noqa: F401  (imported from here by dataio.dataloader)
+from dataio.formats.images.image_names import (extension_reason, is_packed_name, no_extension_reason,
+                                               other_picture_extension, sniff_picture)
+from dataio.formats.images.skipped_folders import (hidden_class_reason, hidden_file_reason, hidden_in_class_reason,
+                                                   images_under, output_folder_reason, output_marker,
+                                                   stray_image_reason)
 
-# What ImageFolder accepts (torchvision's IMG_EXTENSIONS), compared lower-case; WebP only if PIL decodes it.
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
-_ALL_EXTENSIONS = IMAGE_EXTENSIONS
 NO_WEBP = "WebP: this PIL build has no WebP decoder"
 _READ_CHUNK = 1 << 20
 
@@ -161,10 +171,6 @@ def read_regular_file(path: str | bytes | Path) -> bytes:
         os.close(fd)
 
 
-def _has_image_extension(name: bytes, extensions: tuple[str, ...]) -> bool:
-    return name.lower().endswith(tuple(e.encode() for e in extensions))
-
-
 class _Walk:
     """One walk of a source tree: the folders seen (by inode) and what was found."""
 
@@ -194,9 +200,10 @@ class _Walk:
                 continue
             subfolders = []
             for entry in entries:
-                if entry.name.startswith(b"."):
-                    continue
                 path = os.path.join(folder, entry.name)
+                if entry.name.startswith(b"."):
+                    self._hidden(entry, path, relative)
+                    continue
                 kind = self._kind(entry, path)
                 if kind == "folder":
                     subfolders.append(path)
@@ -221,10 +228,30 @@ class _Walk:
         self.seen[identity] = folder
         return identity
 
+    def _hidden(self, entry: os.DirEntry, path: bytes, class_folder: bytes) -> None:
+        """A hidden entry of a class folder is not packed; one that ImageFolder would read is listed."""
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                images = images_under(os.path.join(self.src, path))
+                if images:
+                    self.reject(path, hidden_in_class_reason(images, escape_path(class_folder)))
+            elif is_packed_name(entry.name):
+                self.reject(path, hidden_file_reason(escape_path(class_folder)))
+        except OSError:
+            pass  # gone since the listing, or not to be looked at: not packed either way
+
+    def _not_packed(self, entry: os.DirEntry, path: bytes) -> None:
+        """A regular file without one of ImageFolder's extensions: listed if it looks like an image anyway."""
+        extension = other_picture_extension(entry.name)
+        if extension is not None:
+            self.reject(path, extension_reason(extension))
+        elif b"." not in entry.name and (kind := sniff_picture(os.path.join(self.src, path))) is not None:
+            self.reject(path, no_extension_reason(kind))
+
     def _kind(self, entry: os.DirEntry, path: bytes) -> str | None:
         """"folder", "file" (a regular file with an image name) or None; rejects what looks like an image
         but is not a regular file, cannot be looked at, or cannot be decoded by this PIL build."""
-        image_name = _has_image_extension(entry.name, _ALL_EXTENSIONS)
+        image_name = is_packed_name(entry.name)
         try:
             if not entry.is_symlink() and entry.is_file(follow_symlinks=False):
                 mode = stat.S_IFREG  # the usual case, known from the listing without a stat
@@ -237,6 +264,8 @@ class _Walk:
         if stat.S_ISDIR(mode):
             return "folder"
         if not image_name:
+            if stat.S_ISREG(mode):
+                self._not_packed(entry, path)
             return None
         if not stat.S_ISREG(mode):
             self.reject(path, f"not a regular file: {file_kind(mode)}")
@@ -264,20 +293,39 @@ def walk_image_tree(src: str | Path) -> ImageTree:
         raise UsageError(f"cannot list source folder {src}: {errno_text(e)}") from None
     walk = _Walk(root)
     walk.seen[(info.st_dev, info.st_ino)] = b""
-    class_folders = []
-    for entry in entries:
-        if entry.name.startswith(b"."):
-            continue
-        try:
-            if entry.is_dir(follow_symlinks=True):
-                class_folders.append(entry.name)
-        except OSError:
-            continue
+    class_folders = _class_folders(walk, entries)
     if not class_folders:
         raise UsageError(f"source folder {src} has no class subfolders (expected SRC/<class>/<image>)")
     for label, name in enumerate(class_folders):
         walk.walk_class(name, label, (info.st_dev, info.st_ino))
     return ImageTree([escape_path(name) for name in class_folders], walk.files, sorted(walk.rejected))
+
+
+def _class_folders(walk: _Walk, entries: list[os.DirEntry]) -> list[bytes]:
+    """The class folders among the top entries (sorted); hidden folders holding images, folders holding a dataio
+    output and images outside every class folder are listed in ``walk.rejected``."""
+    every_folder, folders = [], []  # ImageFolder's classes (every folder at the top), and dataio's
+    for entry in entries:
+        try:
+            is_folder = entry.is_dir(follow_symlinks=True)
+        except OSError:
+            continue
+        if not is_folder:
+            if is_packed_name(entry.name):
+                walk.reject(entry.name, stray_image_reason())
+            continue
+        every_folder.append(entry.name)
+        if entry.name.startswith(b"."):
+            continue
+        marker = output_marker(os.path.join(walk.src, entry.name))
+        if marker is not None:
+            walk.reject(entry.name, output_folder_reason(marker))
+        else:
+            folders.append(entry.name)
+    for position, name in enumerate(every_folder):
+        if name.startswith(b".") and (images := images_under(os.path.join(walk.src, name))):
+            walk.reject(name, hidden_class_reason(images, position, sum(other > name for other in folders)))
+    return folders
 
 
 def scan_image_folder(src: str | Path) -> tuple[list[str], list[tuple[str, int]]]:

@@ -37,6 +37,7 @@ from dataio.formats.dataset.out_lock import locked_output
 from dataio.formats.ranks.rank_merge import merge_if_complete
 from dataio.formats.ranks.rank_split import rank_folder, rank_range
 from dataio.formats.dataset.text_shards import ArrowTokenWriter, token_dtype
+from dataio.formats.text.doc_ids import first_doc_id
 from dataio.formats.text.text_sources import (Document, SourceStats, TextPiece, expand_sources, iter_documents,
                                          join_pieces, text_pieces)
 from dataio.formats.text.tokenizer_setup import (TOKENIZER_NAME, TokenizerConfig, TokenizerInfo, load_tokenizer,
@@ -215,9 +216,10 @@ class _Totals:
         self.next_doc, self.next_part = (doc, part + 1) if part + 1 < parts else (doc + 1, 0)
 
 
-def _identity(config: ConvertTextConfig, pieces: list[TextPiece]) -> str:
+def _identity(config: ConvertTextConfig, pieces: list[TextPiece], first_doc: int) -> str:
     tok = config.tokenizer
     options = {name: getattr(config, name) for name in ("doc_sep", "field", "max_length", "format", "shard_tokens")}
+    options.update({"first_doc": first_doc} if first_doc else {})  # one-process journals as before
     options["tokenizer"] = {"file_sha256": sha256_file(tok.path) if tok.path else None, "train": tok.train,
                             "vocab_size": tok.vocab_size, "bos": tok.bos, "eos": tok.eos, "pad": tok.pad}
     return fingerprint(options, [piece.key() for piece in pieces])
@@ -279,7 +281,7 @@ def convert_text(config: ConvertTextConfig) -> ConvertTextSummary:
     part = replace(config, out=config.out / rank_folder(config.rank, config.world_size), tokenizer=tokenizer,
                    rank=0, world_size=1)
     part.out.mkdir(parents=True, exist_ok=True)
-    summary = _tokenise(part, join_pieces(pieces[start:stop]))
+    summary = _tokenise(part, join_pieces(pieces[start:stop]), first_doc_id(pieces[:start]))  # unique doc ids
     merge_if_complete(config.out)
     return summary
 
@@ -309,17 +311,17 @@ def shared_tokenizer(config: ConvertTextConfig, files: list[Path]) -> Path:
     return path
 
 
-def _tokenise(config: ConvertTextConfig, pieces: list[TextPiece]) -> ConvertTextSummary:
-    """The conversion of ``pieces`` (whole files, or a rank's parts of them) into ``config.out``, holding its
-    lock (``out_lock``)."""
+def _tokenise(config: ConvertTextConfig, pieces: list[TextPiece], first_doc: int = 0) -> ConvertTextSummary:
+    """The conversion of ``pieces`` (whole files, or a rank's parts of them, whose ``doc`` ids start at
+    ``first_doc``: ``doc_ids``) into ``config.out``, holding its lock (``out_lock``)."""
     with locked_output(config.out):
-        return _tokenise_locked(config, pieces)
+        return _tokenise_locked(config, pieces, first_doc)
 
 
-def _tokenise_locked(config: ConvertTextConfig, pieces: list[TextPiece]) -> ConvertTextSummary:
+def _tokenise_locked(config: ConvertTextConfig, pieces: list[TextPiece], first_doc: int) -> ConvertTextSummary:
     tok = config.tokenizer
     tokenizer = load_tokenizer(tok.path) if tok.path else None  # fail on a bad tokenizer before touching OUT
-    journal = Journal(config.out, _identity(config, pieces))
+    journal = Journal(config.out, _identity(config, pieces, first_doc))
     done = journal.start(config.out, config.overwrite, _TEXT_OUTPUTS, keep=(TOKENIZER_NAME,))
 
     def documents(stats: SourceStats) -> Iterator[Document]:
@@ -348,7 +350,7 @@ def _tokenise_locked(config: ConvertTextConfig, pieces: list[TextPiece]) -> Conv
                     doc = totals.next_doc
                     parts = frame_and_split(ids, info.bos_id, info.eos_id, config.max_length)
                     for part in range(resume_part, len(parts)):
-                        entry = _write_row(writer, parts[part], doc, part, dtype)
+                        entry = _write_row(writer, parts[part], first_doc + doc, part, dtype)
                         if entry is not None:  # totals still end before this row: the resume point
                             journal.add(writer.next_index - 1, ShardRecord(entry=asdict(entry), totals=asdict(totals)))
                         totals.add_row(len(parts[part]), doc, part, len(parts))

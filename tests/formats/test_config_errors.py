@@ -51,6 +51,8 @@ def test_the_cli_names_the_flags(tmp_path):
     assert done.stderr.strip() == "dataio convert: error: --vocab-size must be >= 260 (256 bytes + specials), got 100"
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
-    done = subprocess.run([sys.executable, "-m", "dataio", "convert", "images", str(tmp_path), str(tmp_path / "full")],
+    (tmp_path / "src" / "a").mkdir(parents=True)  # beside OUT: an OUT inside the source is refused before this check
+    done = subprocess.run([sys.executable, "-m", "dataio", "convert", "images", str(tmp_path / "src"),
+                           str(tmp_path / "full")],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 2 and "(pass --overwrite to replace it)" in done.stderr

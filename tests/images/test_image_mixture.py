@@ -17,7 +17,7 @@ import dataio
 from dataio import ImageLoader
 from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
 from dataio.formats.dataset.manifest import MANIFEST_NAME
-from dataio.formats.errors import ConfigError, UsageError
+from dataio.formats.errors import ConfigError, DataioError, UsageError
 from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
 from dataio.images.contract import check_batch
 from dataio.mixtures.blend import slack
@@ -193,7 +193,7 @@ def test_a_state_from_other_sources_or_weights_is_refused(sources):
 
 
 def _without_class_names(folder: Path, out: Path) -> Path:
-    """A copy of ``folder`` whose manifest lists no class names (labels only, as some converted sets are)."""
+    """A copy of ``folder`` whose manifest's class list was emptied (labels only)."""
     shutil.copytree(folder, out)
     manifest = json.loads((out / MANIFEST_NAME).read_text())
     manifest["classes"] = []
@@ -201,18 +201,14 @@ def _without_class_names(folder: Path, out: Path) -> Path:
     return out
 
 
-def test_sources_without_class_names_share_labels_only_among_themselves(sources, tmp_path):
+def test_a_source_whose_class_list_was_emptied_is_refused_at_open(sources, tmp_path):
+    """No converter writes an image manifest without classes; one emptied by hand was read as "labels only" and
+    training on it ended in an IndexError (issue 33). Each source is now checked at open (``class_list``)."""
     plain_mid = _without_class_names(sources["mid"], tmp_path / "mid")
     plain_small = _without_class_names(sources["small"], tmp_path / "small")
-    loader = ImageLoader({"mid": plain_mid, "small": plain_small}, weights={"mid": 1, "small": 1}, **OPTIONS)
-    assert loader.classes == () and loader.class_map is None
-    for batch in loader.batches():  # labels kept: each source's own numbers
-        for sample, label in zip(batch.samples.tolist(), batch.labels.tolist()):
-            source = loader.mixture.names[int(loader.mixture.source_of(np.array([sample]))[0])]
-            folder = loader.table.path(sample).split("/")[0]
-            assert label == {"mid": {"c1": 0, "x": 1}, "small": {"c2": 0, "c3": 1}}[source][folder]
-    with pytest.raises(ValueError, match=r"\['small'\] have labels without class names and \['big'\]"):
-        ImageLoader({"big": sources["big"], "small": plain_small}, weights={"big": 1, "small": 1}, **OPTIONS)
+    for mixture in ({"mid": plain_mid, "small": plain_small}, {"big": sources["big"], "small": plain_small}):
+        with pytest.raises(DataioError, match="lists no classes.*the class list was emptied"):
+            ImageLoader(mixture, weights={name: 1 for name in mixture}, **OPTIONS)
 
 
 def test_train_augmentation_with_the_combined_classes(sources):
