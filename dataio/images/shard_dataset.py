@@ -19,7 +19,7 @@ Every read is checked against the sample table's checksum, as the loader's
 are; bad samples follow ``on_error`` (``dataio.loader.map_style_errors``).
 Any folder ``ImageLoader`` reads works (converted tars, ``--format arrow``,
 ``dataio index``ed tars, merged rank folders, URLs): the shards are read
-through a private ``ImageLoader`` without threads. It is opened in the
+through ``ImageShards``, as the loader's batches are. It is opened in the
 process that builds the data set (so a bad source is named at once) and again,
 lazily, in each process that reads a sample: the pickled data set holds the
 source, options and transforms only (a few hundred bytes), so DataLoader
@@ -46,7 +46,7 @@ from dataio.augment import Normalize, crop_boxes
 from dataio.formats.errors import ConfigError, ShardError
 from dataio.formats.remote.storage import is_remote, redact
 from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig
-from dataio.images.loader import ImageLoader
+from dataio.images.image_shards import ImageShards
 from dataio.images.turbo_decode import decode_crop_into, decode_image
 from dataio.pipeline.error_policy import ErrorPolicy, ErrorStats
 from dataio.loader.dataloader_args import given_options, keyword_checked
@@ -148,28 +148,27 @@ class ShardDataset(torch.utils.data.Dataset):
         self.source = source if isinstance(source, (str, dict)) else Path(source)
         self.transform, self.target_transform, self.config = transform, target_transform, config
         self.errors = ErrorStats(max_errors=config.max_errors)  # skip/warn: this process's bad samples
-        self._opened: tuple[int, ImageLoader, bool] | None = None  # (pid, reader, whether this data set owns it)
+        self._opened: tuple[int, ImageShards, bool] | None = None  # (pid, reader, whether this data set owns it)
         self._normalize = Normalize(config.mean, config.std) if config.normalize else None
         self._num_samples, self._fingerprint = 0, ""
 
     @classmethod
-    def _over(cls, loader: ImageLoader) -> "ShardDataset":
-        """``loader``'s eval view (``ImageLoader.dataset``), reading through ``loader`` in this process."""
-        c = loader.config
+    def over_shards(cls, shards: ImageShards, c: ImageLoaderConfig, image_size: int) -> "ShardDataset":
+        """A loader's eval view (``ImageLoader.dataset``), reading through its ``shards`` in this process."""
         config = ShardDatasetConfig(
-            image_size=loader.image_size, val_crop_ratio=c.val_crop_ratio, normalize=c.normalize, mean=c.mean,
+            image_size=image_size, val_crop_ratio=c.val_crop_ratio, normalize=c.normalize, mean=c.mean,
             std=c.std, fast_resize=c.fast_resize, reduced_decode=c.reduced_decode, region_decode=c.region_decode,
             on_error=c.on_error, max_errors=c.max_errors, verify_samples=c.verify_samples,
             storage_options=c.storage_options, cache_dir=c.cache_dir, cache_limit=c.cache_limit, retries=c.retries,
             retry_backoff=c.retry_backoff)
         dataset = cls.__new__(cls)
-        dataset._setup(_source_of(loader), None, None, config)
-        dataset._opened = (os.getpid(), loader, False)
-        dataset._num_samples, dataset._fingerprint = len(loader.table), loader.manifest.fingerprint()
+        dataset._setup(shards.source_of(), None, None, config)
+        dataset._opened = (os.getpid(), shards, False)
+        dataset._num_samples, dataset._fingerprint = len(shards.table), shards.manifest.fingerprint()
         return dataset
 
     # -- opened lazily, once per process --------------------------------------------------
-    def _reader(self, verify_checksums: bool = False) -> ImageLoader:
+    def _reader(self, verify_checksums: bool = False) -> ImageShards:
         """This process's reader: opened on first use here (after a fork or an unpickling too)."""
         opened = self._opened
         if opened is not None and opened[0] == os.getpid() and not opened[1].closed:
@@ -181,7 +180,7 @@ class ShardDataset(torch.utils.data.Dataset):
             config = self.config.reader_config(verify_checksums)
             if isinstance(self.source, dict):  # a mixture's sources end to end, read by index: any weights do
                 config = dataclasses.replace(config, weights=dict.fromkeys(self.source, 1.0))
-            reader = ImageLoader(self.source, config=config)
+            reader = ImageShards.open(self.source, config)
             if self._fingerprint and reader.manifest.fingerprint() != self._fingerprint:
                 reader.close()
                 raise ShardError(str(reader.folder), "changed since the ShardDataset was built (its manifest differs):"
@@ -229,7 +228,7 @@ class ShardDataset(torch.utils.data.Dataset):
             raise IndexError(f"sample {index} is not in 0..{len(self) - 1}")
         reader = self._reader()
         image, label = read_or_stand_in(
-            lambda i: self._sample(reader, i), lambda i, e: reader._sample_error(i, f"{type(e).__name__}: {e}"),
+            lambda i: self._sample(reader, i), lambda i, e: reader.sample_error(i, f"{type(e).__name__}: {e}"),
             index % len(self), len(self), self.config.on_error, self.errors)
         if self.transform is not None:
             image = self.transform(image)
@@ -237,9 +236,9 @@ class ShardDataset(torch.utils.data.Dataset):
             label = self.target_transform(label)
         return image, label
 
-    def _sample(self, reader: ImageLoader, index: int) -> tuple[Any, int]:
+    def _sample(self, reader: ImageShards, index: int) -> tuple[Any, int]:
         """Sample ``index`` read (checked against its checksum) and decoded; raises data errors."""
-        data = reader._read_sample(index)
+        data = reader.read(index)
         label = int(reader.table.label[index])
         c = self.config
         if c.image_size is None:
@@ -283,16 +282,6 @@ class ShardDataset(torch.utils.data.Dataset):
             return f"ShardDataset({where}, {len(self)} samples, {self.config})"
         where = _shown(self.source)
         return f"ShardDataset({where!r}, {len(self)} samples, {self.config})"
-
-
-def _source_of(loader: ImageLoader) -> str | Path | dict[str, str | Path]:
-    """What ``loader`` reads: its folder or URL, or a mixture's ``{name: folder or URL}``."""
-    if loader.mixture is not None:
-        return {name: source.location.url if source.location.remote else source.location.root
-                for name, source in loader.mixture.sources.items()}
-    location = loader.location
-    assert location is not None  # one source
-    return location.url if location.remote else location.root
 
 
 def _shown(source: str | Path) -> str:

@@ -31,6 +31,7 @@ class HostBatch:
     key: Any = None  # augment.SeedKey: seeds the batch's device augmentation and batch_transform's generator
     shared: dict[str, Any] = field(default_factory=dict)  # batch-level, not per sample (packed rows' cu_seqlens)
     laps: tuple[Lap, ...] = ()  # the read tasks' stopwatches
+    extra: dict[str, Any] = field(default_factory=dict)  # the source's own notes, never handed out
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -55,10 +56,3 @@ def take(value: Any, mask: np.ndarray) -> Any:
         return value[mask]
     return [item for item, kept in zip(value, mask.tolist()) if kept]
 
-
-def check_counts(fields: dict[str, Any], count: int, where: str) -> None:
-    """Raise ValueError naming ``where`` and the field unless every field holds ``count`` rows."""
-    for name, value in fields.items():
-        rows = len(value) if value is not None else count
-        if rows != count:
-            raise ValueError(f"{where}: field {name!r} holds {rows} rows, the batch {count} samples")

@@ -54,9 +54,13 @@ class PassDriver:
             self._pool = self._new_pool()
             if self._gate is not None:
                 self._gate = ThreadGate(self._gate.limit)
-        if self.threads == 0:
-            yield from self._inline(plan, key_of)
-            return
+        self.source.begin_pass(plan)
+        try:
+            yield from self._inline(plan, key_of) if self.threads == 0 else self._threaded(plan, key_of)
+        finally:
+            self.source.end_pass()
+
+    def _threaded(self, plan: PassPlan, key_of: KeyOf) -> Iterator[HostBatch]:
         tuner = self.stats.tuner
         if tuner is not None:
             tuner.restart()
@@ -70,15 +74,19 @@ class PassDriver:
 
     def _inline(self, plan: PassPlan, key_of: KeyOf) -> Iterator[HostBatch]:
         for index in range(len(plan)):
-            batch, tasks = self._start(plan, index, key_of)
-            failures = [failure for task in tasks for failure in task()]
-            yield self._handled(batch, failures)
+            yield self.read(plan, index, key_of)
+
+    def read(self, plan: PassPlan, index: int, key_of: KeyOf) -> HostBatch:
+        """Batch ``index`` of ``plan`` read in the calling thread, its failures handled."""
+        batch, tasks = self._start(plan, index, key_of)
+        return self._handled(batch, [failure for task in tasks for failure in task()])
 
     def _start(self, plan: PassPlan, index: int, key_of: KeyOf) -> tuple[HostBatch, list]:
         ids, repeated = plan.batch(index)
         key = key_of(int(plan.steps[index]))
-        start: BatchStart = self.source.start_batch(ids, key)
-        batch = HostBatch(start.fields, ids, repeated, int(plan.units[index]), key, start.shared, start.laps)
+        start: BatchStart = self.source.start_batch(index, ids, key)
+        batch = HostBatch(start.fields, ids, repeated, int(plan.units[index]), key, start.shared, start.laps,
+                          start.extra)
         return batch, [self._gated(task) for task in start.tasks] if self._gate is not None else list(start.tasks)
 
     def _gated(self, task: Callable[[], list]) -> Callable[[], list]:
@@ -95,7 +103,7 @@ class PassDriver:
             for _, error in failures:
                 self.stats.handle(self.policy, error)
             batch = self.source.without(batch, [position for position, _ in failures])
-        self.stats.samples_ok += len(batch)
+        self.stats.samples_ok += batch.extra.get("samples_ok", len(batch))  # packed text: its document pieces
         return batch
 
     def close(self) -> None:

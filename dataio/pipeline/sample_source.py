@@ -18,6 +18,7 @@ import numpy as np
 
 from dataio.formats.errors import SampleError
 from dataio.pipeline.host_batch import HostBatch
+from dataio.pipeline.pass_plan import PassPlan
 from dataio.pipeline.stage_times import Lap
 
 # A read task returns the batch positions it could not fill, each with the error naming the sample.
@@ -34,6 +35,7 @@ class BatchStart:
     tasks: Sequence[ReadTask] = ()
     shared: dict[str, Any] = field(default_factory=dict)
     laps: tuple[Lap, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)  # the source's notes (its tasks may fill them), kept out
 
 
 class SampleSource(Protocol):
@@ -42,9 +44,15 @@ class SampleSource(Protocol):
     def __len__(self) -> int:
         """Samples in the data set (rows of its sample table)."""
 
-    def start_batch(self, ids: np.ndarray, key: Any) -> BatchStart:
-        """Plan the batch of sample ``ids`` (seeded by ``key``, an ``augment.SeedKey``); cheap, on the calling
-        thread: the reading and decoding go into the returned tasks."""
+    def begin_pass(self, plan: PassPlan) -> None:
+        """A pass over ``plan`` begins (a remote source starts fetching ahead)."""
+
+    def end_pass(self) -> None:
+        """The pass ended, or was left: let go of what it started."""
+
+    def start_batch(self, index: int, ids: np.ndarray, key: Any) -> BatchStart:
+        """Plan batch ``index`` of the pass, the samples ``ids`` (seeded by ``key``, an ``augment.SeedKey``);
+        cheap, on the calling thread: the reading and decoding go into the returned tasks."""
 
     def without(self, batch: HostBatch, positions: list[int]) -> HostBatch:
         """``batch`` without the samples at ``positions`` (failed, and counted by the error policy)."""
