@@ -29,11 +29,17 @@ class Normalize:
         self.mean = torch.tensor([m * 255 for m in mean]).view(1, 3, 1, 1)
         self.std = torch.tensor([s * 255 for s in std]).view(1, 3, 1, 1)
 
-    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+    def __call__(self, images: torch.Tensor,
+                 memory_format: torch.memory_format = torch.preserve_format) -> torch.Tensor:
+        """The normalised batch in ``memory_format``. A uint8 batch changes layout in its float conversion's
+        pass: NHWC uint8 to contiguous NCHW float32 there took 200 ms for 256 x 224 px on 2 cores, no more than
+        staying channels_last (222-249 ms); a ``contiguous()`` after normalising took 390-452 ms."""
         if self.mean.device != images.device:
             self.mean, self.std = self.mean.to(images.device), self.std.to(images.device)
-        return images.float().sub_(self.mean).div_(self.std) if images.dtype == torch.uint8 else \
-            (images - self.mean).div_(self.std)
+        if images.dtype == torch.uint8:
+            return images.to(torch.float32, memory_format=memory_format).sub_(self.mean).div_(self.std)
+        out = (images - self.mean).div_(self.std)
+        return out if memory_format == torch.preserve_format else out.contiguous(memory_format=memory_format)
 
 
 @dataclass(frozen=True, kw_only=True)

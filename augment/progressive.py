@@ -19,10 +19,13 @@ class ResolutionSchedule:
     ``end_size`` at ``ramp_end``, then ``end_size``; the last ``final_epochs`` of
     ``epochs`` use ``final_size`` (e.g. a higher, FixRes-style resolution).
 
-    With ``dynamic_batch``, the batch size scales as ``(largest size / size)^2``
-    from ``batch_size`` (the batch at the largest resolution), so pixels per
-    batch, and activation memory, stay at most those of the largest setting;
-    it is rounded down to a multiple of ``batch_multiple``.
+    ``batch_size`` is the batch at the largest resolution. Left out (None), it
+    is the loader's: ``ImageLoader(batch_size=64, schedule=ResolutionSchedule(...))``
+    has one batch size, 64, and a schedule given its own takes it as the loader's
+    (both given and different is a ``ConfigError``). With ``dynamic_batch``, the
+    batch size scales as ``(largest size / size)^2`` from ``batch_size``, so
+    pixels per batch, and activation memory, stay at most those of the largest
+    setting; it is rounded down to a multiple of ``batch_multiple``.
     """
 
     epochs: int
@@ -32,7 +35,7 @@ class ResolutionSchedule:
     ramp_end: int | None = None  # default: epochs - final_epochs
     final_size: int | None = None
     final_epochs: int = 0
-    batch_size: int = 256
+    batch_size: int | None = None  # None: the loader's batch_size (ImageLoaderConfig fills it in)
     dynamic_batch: bool = False
     size_multiple: int = 32
     batch_multiple: int = 8
@@ -48,8 +51,10 @@ class ResolutionSchedule:
             raise ValueError("final_epochs must be in [0, epochs) and needs final_size")
         if not 0 <= self.ramp_start <= self.ramp_stop <= self.epochs:
             raise ValueError(f"need 0 <= ramp_start <= ramp_end <= epochs, got {self.ramp_start}, {self.ramp_stop}")
-        if self.batch_size < self.batch_multiple:
-            raise ValueError(f"batch_size must be >= {self.batch_multiple}")
+        if self.batch_size is not None and self.batch_size < (self.batch_multiple if self.dynamic_batch else 1):
+            raise ValueError(f"batch_size must be >= {self.batch_multiple if self.dynamic_batch else 1}"
+                             f"{' with dynamic_batch (batch_multiple)' if self.dynamic_batch else ''}, "
+                             f"got {self.batch_size}")
 
     @property
     def ramp_stop(self) -> int:
@@ -70,13 +75,21 @@ class ResolutionSchedule:
         progress = (epoch - self.ramp_start) / (self.ramp_stop - self.ramp_start)
         return _round_to(self.start_size + progress * (self.end_size - self.start_size), self.size_multiple)
 
+    @property
+    def base_batch_size(self) -> int:
+        """``batch_size``; a ValueError saying where it comes from when it was left to the loader."""
+        if self.batch_size is None:
+            raise ValueError("this ResolutionSchedule takes its batch_size from the loader: read "
+                             "loader.config.schedule, or give batch_size= to use the schedule alone")
+        return self.batch_size
+
     def batch_size_at(self, epoch: int) -> int:
         """Batch size of ``epoch``: constant, or scaled to keep pixels per batch under the largest setting's."""
         if not self.dynamic_batch:
-            return self.batch_size
-        scaled = self.batch_size * (self.largest_size / self.image_size(epoch)) ** 2
+            return self.base_batch_size
+        scaled = self.base_batch_size * (self.largest_size / self.image_size(epoch)) ** 2
         return max(self.batch_multiple, int(scaled) // self.batch_multiple * self.batch_multiple)
 
     def lr_scale(self, epoch: int) -> float:
         """Learning-rate multiplier for ``epoch`` (linear scaling rule: batch / base batch)."""
-        return self.batch_size_at(epoch) / self.batch_size
+        return self.batch_size_at(epoch) / self.base_batch_size

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,11 @@ def write_results(out: Path, name: str, result: dict[str, Any], bars: dict[str, 
         import matplotlib.pyplot as plt
     except ImportError:
         return paths
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+    longest = max((len(label) for label in bars), default=0)
+    # Sized for its labels (about 0.075 in per character at the tick font) and laid out by matplotlib's
+    # constrained layout, which keeps every text (ticks, values, wrapped title) inside the canvas.
+    fig, ax = plt.subplots(figsize=(max(7.0, 4.0 + 0.075 * longest), max(3.5, 1.4 + 0.4 * len(bars))),
+                           layout="constrained")
     ax.barh(list(bars), list(bars.values()), color="#4878a8")
     for i, value in enumerate(bars.values()):
         ax.text(value, i, f" {value:{value_format}}", va="center")
@@ -66,9 +71,10 @@ def write_results(out: Path, name: str, result: dict[str, Any], bars: dict[str, 
     ax.set_xlim(0, max(bars.values(), default=1) * 1.15)  # room for the value labels
     ax.set_xlabel(ylabel)
     machine = result.get("machine", {})
-    ax.set_title(f"{name}: {machine.get('cpu', '')[:40]}, {machine.get('cores')} cores", fontsize=9)
-    fig.tight_layout()
+    title = f"{name}: {machine.get('cpu', '')}, {machine.get('cores')} cores"
+    fig.suptitle(textwrap.fill(title, width=int(fig.get_figwidth() * 12)), fontsize=9)  # over the whole width
     fig.savefig(out / f"{name}.png", dpi=110)
     plt.close(fig)
     paths.append(out / f"{name}.png")
     return paths
+

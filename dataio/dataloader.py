@@ -10,6 +10,7 @@ works as a path does, with the loaders' ``storage_options=``.
 
 It yields what the script's torchvision pipeline yielded: float32 images
 normalised with the ImageNet mean and std (``normalize=False`` for uint8),
+contiguous NCHW (``channels_last=True`` for the channels_last memory format),
 with training transforms when the loader shuffles (``shuffle=True`` or a
 shuffling sampler) and evaluation transforms (resize + centre crop)
 otherwise, unless ``train=`` is given; the choice is logged on the
@@ -51,7 +52,8 @@ def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = 
     DataLoader's defaults and positional order are kept: ``batch_size=1``,
     not shuffled unless ``shuffle=True`` or a shuffling sampler says so, text
     in fixed-size batches (``mode="fixed"``); ``DataLoader(folder, 256, True, num_workers=8)``.
-    Images: float32 normalised (``normalize=False``: uint8); training
+    Images: float32 normalised (``normalize=False``: uint8), contiguous NCHW
+    (``channels_last=True``: channels_last memory format); training
     transforms when shuffled, else evaluation ones, unless ``train=`` is given.
 
     A ``dataio.ShardDataset`` or ``TokenDataset`` is read as its source, with
@@ -80,8 +82,9 @@ def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = 
         source = _shard_folder(dataset)
         manifest = _manifest(source, options)
     if manifest.kind == "images":
-        if options.get("config") is None:  # an explicit config keeps its own train and normalize
+        if options.get("config") is None:  # an explicit config keeps its own train, normalize and layout
             options.setdefault("normalize", True)
+            options.setdefault("channels_last", False)  # contiguous NCHW, as DataLoader stacks: x.view works
             _choose_mode(source, options, bool(shuffle) or sampler_shuffles(sampler))
         return ImageLoader(source, batch_size=batch_size, **options)
     if manifest.kind == "text":

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from numbers import Integral
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,7 +41,10 @@ class ImageLoaderConfig:
     ``decode_size`` on the host and does the crop and flip on the device (for
     when the CPU is the bottleneck). ``schedule`` sets the resolution (and,
     with ``dynamic_batch``, the batch size) per epoch, overriding
-    ``image_size`` and ``batch_size``.
+    ``image_size``; there is one batch size: a schedule without ``batch_size``
+    takes the loader's (the config holds it filled in), one with its own must
+    agree with ``batch_size`` (``ImageLoader`` takes it when ``batch_size`` is
+    not given).
 
     Output: uint8 by default (``normalize=False``), which a float model
     refuses at its first layer (``expected scalar type Byte but found
@@ -119,8 +124,7 @@ class ImageLoaderConfig:
         object.__setattr__(self, "device", checked_device(self.device))
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if self.image_size < 8:
-            raise ValueError(f"image_size must be >= 8, got {self.image_size}")
+        self._check_sizes()
         if self.num_workers is not None and self.num_workers != "auto" and (
                 isinstance(self.num_workers, (str, bool)) or self.num_workers < 0):
             raise ValueError(f"num_workers must be >= 0 or 'auto', got {self.num_workers!r}")
@@ -167,6 +171,34 @@ class ImageLoaderConfig:
             raise ValueError(f"decode_size must be >= 8, got {self.decode_size}")
         object.__setattr__(self, "weights", checked_weights(self.weights, self.epoch_length, self.epoch_until))
         self._check_hooks()
+        self._one_batch_size()
+
+    def _one_batch_size(self) -> None:
+        """The schedule's batch size is the loader's: filled in when the schedule has none, else checked."""
+        schedule = self.schedule
+        if schedule is None:
+            return
+        if schedule.batch_size is None:
+            try:
+                object.__setattr__(self, "schedule", dataclasses.replace(schedule, batch_size=self.batch_size))
+            except ValueError as e:  # below the schedule's batch_multiple with dynamic_batch
+                raise ConfigError(f"{{0}} {self.batch_size} does not fit the schedule: {e}", "batch_size") from None
+        elif schedule.batch_size != self.batch_size:
+            raise ConfigError(f"{{0}}.batch_size is {schedule.batch_size} and the loader's batch_size "
+                              f"{self.batch_size}: give the batch size once (a ResolutionSchedule without "
+                              "batch_size takes the loader's)", "schedule")
+
+    def _check_sizes(self) -> None:
+        """``image_size`` (and ``decode_size``) are one int each: the side of square crops, as torchvision's
+        ``RandomResizedCrop(224)``; a (height, width) pair is refused in one line rather than a TypeError."""
+        for name in ("image_size", "decode_size"):
+            size = getattr(self, name)
+            if size is not None and (isinstance(size, bool) or not isinstance(size, Integral)):
+                square = isinstance(size, (tuple, list)) and len(size) == 2 and size[0] == size[1]
+                raise ConfigError(f"{{0}} is one int: crops are square (got {size!r}"
+                                  f"{f'; pass {name}={size[0]}' if square else ''})", name)
+        if self.image_size < 8:
+            raise ValueError(f"image_size must be >= 8, got {self.image_size}")
 
     def _check_hooks(self) -> None:
         for name in ("transform", "batch_transform"):
@@ -240,3 +272,15 @@ class ImageLoaderConfig:
         if self.auto_threads:
             return thread_budget(self.cpu_budget)
         return os.cpu_count() or 1 if self.num_workers is None else self.num_workers
+
+
+def one_batch_size(options: dict[str, Any], config: ImageLoaderConfig | None) -> dict[str, Any]:
+    """The constructor's ``options`` with one batch size: a ``schedule=`` with its own ``batch_size`` gives the
+    loader's when ``batch_size`` is not given (nor a ``config=``), and a ``batch_size=`` over a ``config=``
+    whose schedule follows its batch size carries that schedule along."""
+    schedule = options.get("schedule")
+    if schedule is not None and schedule.batch_size is not None and "batch_size" not in options and config is None:
+        return {**options, "batch_size": schedule.batch_size}
+    if "batch_size" in options and "schedule" not in options and config is not None and config.schedule is not None:
+        return {**options, "schedule": dataclasses.replace(config.schedule, batch_size=None)}
+    return options

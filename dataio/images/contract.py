@@ -11,7 +11,8 @@ A batch is ``(images, labels)``:
   class-folder order (``ImageFolder``'s), on ``config.device``. With
   ``config.mix`` (MixUp/CutMix): ``torch.float32`` soft targets of shape
   ``(N, num_classes)`` whose rows sum to one.
-- With a resolution ``schedule``, ``S`` and ``batch_size`` are the epoch's.
+- With a resolution ``schedule``, ``S`` and ``batch_size`` are the epoch's (the
+  schedule's batch size is the loader's: ``ResolutionSchedule``).
 - ``N == batch_size`` for every batch except the last of an epoch when
   ``drop_last=False``; under the ``skip``/``warn`` error policy a batch can be
   smaller by the samples dropped.

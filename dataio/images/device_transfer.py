@@ -50,13 +50,10 @@ class DeviceTransfer:
             if crops is not None:  # crop_on_device: the host-drawn boxes in decoded pixels, and the flips
                 crops = CropBoxes(boxes=crops, flipped=batch.fields["crop_flips"])
             return self.augment(images, labels, crops)
-        if self.normalize is not None:
-            images = self.normalize(images)
-        if self.channels_last:
-            images = images.contiguous(memory_format=torch.channels_last)
-        else:
-            images = images.contiguous()
-        return images, labels
+        memory_format = torch.channels_last if self.channels_last else torch.contiguous_format
+        if self.normalize is not None:  # NCHW made in the float conversion's pass, not by a copy after it
+            images = self.normalize(images, memory_format)
+        return images.contiguous(memory_format=memory_format), labels
 
     def _user(self, images: torch.Tensor, labels: torch.Tensor, batch: HostBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """``batch_transform(images, labels)``, with a generator seeded for this batch when it takes one; what it

@@ -25,7 +25,7 @@ from dataio.formats.errors import ConfigError
 from dataio.formats.fallback_log import info_once
 from dataio.formats.pil_build import describe_pil
 from dataio.formats.remote.storage import redact
-from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig
+from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig, one_batch_size
 from dataio.images.contract import ImageBatch
 from dataio.images.device_transfer import device_stage
 from dataio.images.image_batches import ImageBatchSource, dali_decoder
@@ -140,7 +140,7 @@ class ImageLoader(ImageSampling, SourceLoader):
         ``pin_memory_device``; ``batch_sampler``, ``collate_fn``, ``worker_init_fn``, ``multiprocessing_context``
         are refused, saying what to use instead.
         """
-        options = given_options(locals(), DEFAULTS)
+        options = one_batch_size(given_options(locals(), DEFAULTS), config)
         base = config or ImageLoaderConfig()
         fields, self._follow = dataloader_fields(options, FIELDS, FACE, base)
         self.config = c = dataclasses.replace(base, **fields)

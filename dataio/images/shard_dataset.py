@@ -8,7 +8,9 @@ from the manifest and the sample table (no scan of image files), and
 
 - by default the whole image as a uint8 ``(3, H, W)`` tensor (what
   torchvision v2 transforms take), decoded by dataio's libjpeg-turbo codec;
-  ``to_pil=True`` gives a PIL RGB image for PIL-only transforms;
+  ``to_pil=True`` gives a PIL RGB image for PIL-only transforms (one that
+  refuses the tensor, as torchvision v1's ``ToTensor`` does, is given PIL
+  images, with a hint: ``dataio.images.pil_transform``);
 - with ``image_size``, the loader's eval view: resized and centre-cropped to
   ``image_size`` exactly as ``ImageLoader(train=False)`` does, float and
   normalised with ``normalize=True``. ``ImageLoader.dataset`` is this view for
@@ -47,6 +49,7 @@ from dataio.formats.errors import ConfigError, ShardError
 from dataio.formats.remote.storage import is_remote, redact
 from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig
 from dataio.images.image_shards import ImageShards
+from dataio.images.pil_transform import hint, pil_only, transform_sample
 from dataio.images.turbo_decode import decode_crop_into, decode_image
 from dataio.pipeline.error_policy import ErrorPolicy, ErrorStats
 from dataio.loader.dataloader_args import given_options, keyword_checked
@@ -142,6 +145,9 @@ class ShardDataset(torch.utils.data.Dataset):
                                                                              **options))
         reader = self._reader(verify_checksums=self.config.verify_checksums)  # a bad source is named here
         self._num_samples, self._fingerprint = len(reader.table), reader.manifest.fingerprint()
+        if transform is not None and not (self.config.to_pil or self.config.normalize) and pil_only(transform):
+            self._pil_input = True
+            hint(transform, "takes PIL images (torchvision v1)")
 
     def _setup(self, source: str | Path | dict[str, str | Path], transform: Callable | None,
                target_transform: Callable | None, config: ShardDatasetConfig) -> None:
@@ -151,6 +157,7 @@ class ShardDataset(torch.utils.data.Dataset):
         self._opened: tuple[int, ImageShards, bool] | None = None  # (pid, reader, whether this data set owns it)
         self._normalize = Normalize(config.mean, config.std) if config.normalize else None
         self._num_samples, self._fingerprint = 0, ""
+        self._pil_input = False  # the transform takes PIL images only (dataio.images.pil_transform)
 
     @classmethod
     def over_shards(cls, shards: ImageShards, c: ImageLoaderConfig, image_size: int) -> "ShardDataset":
@@ -192,11 +199,12 @@ class ShardDataset(torch.utils.data.Dataset):
         """Source, options and transforms: no open files, memory maps or table (each process opens its own)."""
         return {"source": self.source, "transform": self.transform,
                 "target_transform": self.target_transform, "config": self.config,
-                "num_samples": self._num_samples, "fingerprint": self._fingerprint}
+                "num_samples": self._num_samples, "fingerprint": self._fingerprint, "pil_input": self._pil_input}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._setup(state["source"], state["transform"], state["target_transform"], state["config"])
         self._num_samples, self._fingerprint = state["num_samples"], state["fingerprint"]
+        self._pil_input = state.get("pil_input", False)
 
     def close(self) -> None:
         """Close the shard files this data set opened in this process (they reopen on the next read)."""
@@ -230,8 +238,8 @@ class ShardDataset(torch.utils.data.Dataset):
         image, label = read_or_stand_in(
             lambda i: self._sample(reader, i), lambda i, e: reader.sample_error(i, f"{type(e).__name__}: {e}"),
             index % len(self), len(self), self.config.on_error, self.errors)
-        if self.transform is not None:
-            image = self.transform(image)
+        if self.transform is not None:  # given PIL images if it takes only those (dataio.images.pil_transform)
+            image, self._pil_input = transform_sample(self.transform, image, self._pil_input)
         if self.target_transform is not None:
             label = self.target_transform(label)
         return image, label

@@ -37,6 +37,8 @@ from dataio.sampling.rank_agreement import check_ranks_agree
 from dataio.sampling.world import resolve_world
 
 log = logging.getLogger("dataio")
+_INTERNALS = {"_pool": ("driver", "_pool"), "_gate": ("driver", "_gate"), "_dali": ("source", "dali"),
+              "_buffers": ("source", "buffers")}
 
 
 class SourceLoader(ResumableLoader):
@@ -50,7 +52,7 @@ class SourceLoader(ResumableLoader):
     _copy: DeviceCopy
 
     def _start(self, source: SampleSource, stats: LoaderStats, *, fingerprint: str, threads: int,
-               prefetch: int = 1, timeout: float = 0, num_workers: int = 0) -> None:
+               prefetch: int = 1, timeout: float = 0, num_workers: int = 0, inline: bool = False) -> None:
         """Set up the world, the position, the driver and the copy, once the façade has its config and source."""
         c = self.config
         self.source, self.stats = source, stats
@@ -59,7 +61,7 @@ class SourceLoader(ResumableLoader):
         self.position = EpochPosition(seed=c.seed, world_size=self.world_size, dataset=fingerprint)
         self._plan_cache: tuple[tuple[int, ...], PassPlan] | None = None
         self.driver = PassDriver(source, stats, threads=threads, prefetch=prefetch, timeout=timeout,
-                                 policy=c.on_error)
+                                 policy=c.on_error, inline=inline)
         self._copy = DeviceCopy(c.device)
         self._num_workers = num_workers  # as DataLoader's: the decode threads asked for (DALI runs its own)
         self._check_world()
@@ -233,6 +235,15 @@ class SourceLoader(ResumableLoader):
         self._closed = True
         self.driver.close()
         self.source.close()
+
+    def __getattr__(self, name: str) -> Any:
+        """The parts' internals under the names the loaders gave them before the skeleton, for code that inspects
+        them: ``_pool`` and ``_gate`` (the driver's decode threads and auto gate), ``_dali`` and ``_buffers``."""
+        owner, attribute = _INTERNALS.get(name, (None, None))
+        part = self.__dict__.get(owner) if owner else None
+        if part is None or not hasattr(part, attribute):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(part, attribute)
 
     def __enter__(self) -> Any:  # the façade
         return self

@@ -3,11 +3,11 @@ prefetch, their failed samples handled by the error policy once, for any kind of
 
 ``host_batches(plan)`` yields a ``HostBatch`` per batch of the plan, empty when
 every sample failed under ``skip`` (the loader counts its positions, then drops
-it). With threads, each batch's read tasks are queued on the pool
-(``ThreadedBatches``); without (``threads=0``, the text loader), each batch is
-read inline when it is asked for, with no queue in between (a text batch is
-~20 us: the queue's bookkeeping would be a tenth of it). The pool is made in
-the process that reads: a forked child gets threads of its own.
+it). Each batch's read tasks are queued on the pool (``ThreadedBatches``; with
+no threads they run in the calling thread at the same places); ``inline`` (the
+text loader) reads each batch when it is asked for, with no queue in between
+(a text batch is ~20 us: the queue's bookkeeping would be a tenth of it). The
+pool is made in the process that reads: a forked child gets threads of its own.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ class PassDriver:
     in flight per thread, ``timeout`` seconds per batch (0: none), failures by ``policy`` into ``stats``."""
 
     def __init__(self, source: SampleSource, stats: LoaderStats, *, threads: int, prefetch: int, timeout: float,
-                 policy: ErrorPolicy, name: str = "dataio-decode") -> None:
-        self.source, self.stats, self.policy = source, stats, policy
+                 policy: ErrorPolicy, inline: bool = False, name: str = "dataio-decode") -> None:
+        self.source, self.stats, self.policy, self.inline = source, stats, policy, inline
         self.threads, self.prefetch, self.timeout, self.name = threads, prefetch, timeout, name
         self._gate = ThreadGate(stats.tuner.threads) if stats.tuner is not None else None
         self._pool = self._new_pool()
@@ -56,7 +56,7 @@ class PassDriver:
                 self._gate = ThreadGate(self._gate.limit)
         self.source.begin_pass(plan)
         try:
-            yield from self._inline(plan, key_of) if self.threads == 0 else self._threaded(plan, key_of)
+            yield from self._inline(plan, key_of) if self.inline else self._threaded(plan, key_of)
         finally:
             self.source.end_pass()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from numbers import Integral
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,7 +22,9 @@ class TextLoaderConfig:
     """Every option of the text loader, validated on construction.
 
     ``batch_transform(batch) -> batch`` runs on each batch dict on ``device``,
-    after the copy (the last step before the batch is yielded).
+    after the copy (the last step before the batch is yielded). ``ignore_index``
+    is the label of positions without a next token (padding, each document's
+    last token): pass the same to the loss (nanoGPT: -1).
     """
 
     mode: Literal["fixed", "bucket", "budget", "pack"] = "budget"
@@ -29,6 +32,7 @@ class TextLoaderConfig:
     max_tokens: int = 16384  # budget: rows x padded length per batch
     block_size: int = 1024  # pack: tokens per row
     pad_multiple: int = 8
+    ignore_index: int = -100  # labels with no next token; cross_entropy's default (nanoGPT's: -1)
     window: int = 8192  # bucket/budget: samples sorted together
     shuffle: bool = True
     shuffle_window: int = partition.DEFAULT_WINDOW  # samples shuffled together after the shard shuffle
@@ -66,6 +70,9 @@ class TextLoaderConfig:
         for name in ("batch_size", "max_tokens", "block_size", "pad_multiple", "window", "shuffle_window"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if isinstance(self.ignore_index, bool) or not isinstance(self.ignore_index, Integral) or self.ignore_index >= 0:
+            raise ConfigError(f"{{0}} must be a negative int (a token id would take real labels out of the loss), "
+                              f"got {self.ignore_index!r}", "ignore_index")
         object.__setattr__(self, "on_error", ErrorPolicy(self.on_error))
         if self.max_errors is not None and self.max_errors < 0:
             raise ValueError(f"max_errors must be >= 0, got {self.max_errors}")
@@ -74,3 +81,9 @@ class TextLoaderConfig:
         check_remote_options(storage_options=self.storage_options, cache_dir=self.cache_dir,
                              cache_limit=DEFAULT_CACHE_LIMIT, retries=self.retries, retry_backoff=self.retry_backoff,
                              remote_timeout=self.remote_timeout)
+
+    def share_settings(self) -> dict[str, Any]:
+        """The options that decide each rank's batches, which every rank must agree on (``rank_agreement``)."""
+        return {"shuffle": self.shuffle, "shuffle_window": self.shuffle_window, "mode": self.mode,
+                "batch_size": self.batch_size, "max_tokens": self.max_tokens, "block_size": self.block_size,
+                "pad_multiple": self.pad_multiple, "window": self.window}

@@ -26,10 +26,11 @@ from dataio.text.token_shards import TokenShards
 
 
 class TokenBatchSource:
-    """Batches of ``shards``' token rows, padded to a multiple of ``pad_multiple``, or packed from ``stream``."""
+    """Batches of ``shards``' token rows, padded to a multiple of ``pad_multiple``, or packed from ``stream``;
+    ``ignore_index`` labels the positions without a next token."""
 
-    def __init__(self, shards: TokenShards, times: StageTimes, *, pad_multiple: int) -> None:
-        self.shards, self.times, self.pad_multiple = shards, times, pad_multiple
+    def __init__(self, shards: TokenShards, times: StageTimes, *, pad_multiple: int, ignore_index: int) -> None:
+        self.shards, self.times, self.pad_multiple, self.ignore_index = shards, times, pad_multiple, ignore_index
         self.stream: plans.PackStream | None = None  # pack mode: the current epoch's token stream
 
     def __len__(self) -> int:
@@ -60,7 +61,8 @@ class TokenBatchSource:
 
     def _padded(self, rows: np.ndarray, start: BatchStart, lap: Lap) -> Failures:
         with lap("read"):
-            batch, largest = padded_rows(self.shards.arrays, rows, self.pad_multiple, self.shards.pad_id)
+            batch, largest = padded_rows(self.shards.arrays, rows, self.pad_multiple, self.shards.pad_id,
+                                         self.ignore_index)
             bad = self.shards.past_vocabulary(rows, batch["input_ids"], largest)
         start.fields.update(batch, sample_ids=np.asarray(rows, dtype=np.int64))
         return bad
@@ -70,7 +72,7 @@ class TokenBatchSource:
             pieces = stream.pieces(rows)
         with lap("read"):
             batch, largest = pack_rows(pieces, len(rows), stream.block_size, self.shards.arrays,
-                                       pad_id=self.shards.pad_id)
+                                       pad_id=self.shards.pad_id, ignore_index=self.ignore_index)
         start.shared.update(cu_seqlens=batch.pop("cu_seqlens"), max_seqlen=batch.pop("max_seqlen"))
         start.fields.update(batch)
         start.extra.update(pieces=pieces, samples_ok=len(pieces))
@@ -84,7 +86,7 @@ class TokenBatchSource:
         if pieces is not None:
             fields = {**batch.fields, **batch.shared}
             for index in positions:
-                blank_piece(fields, pieces, index, self.shards.pad_id)
+                blank_piece(fields, pieces, index, self.shards.pad_id, self.ignore_index)
             batch.extra["samples_ok"] = len(pieces) - len(positions)
             return batch
         keep = np.ones(len(batch), dtype=bool)
@@ -95,4 +97,12 @@ class TokenBatchSource:
         return batch
 
     def close(self) -> None:
-        self.shards.close()
+        pass  # the shards are the loader's data's (``token_data``)
+
+
+def real_and_padding(batch: HostBatch) -> tuple[int, int]:
+    """Tokens of a batch that are real, and that are padding (padded modes count from ``lengths``)."""
+    mask = batch.fields["attention_mask"]
+    lengths = batch.fields.get("lengths")
+    real = int(lengths.sum()) if lengths is not None else int(mask.sum())
+    return real, mask.size - real

@@ -3,7 +3,7 @@
 The text counterpart of ``ShardDataset``, for scripts that build a sampler
 from a data set (``DistributedSampler(train_dataset)``) or batch with a
 collate of their own: ``len`` and ``dataset[i]``, row ``i``'s token ids as a
-1-D int64 tensor (ids past the tokenizer's vocabulary are a ``SampleError``
+1-D int64 tensor (``vocab_size`` is the tokenizer's; ids past it are a ``SampleError``
 naming shard and row, or follow ``on_error``: ``dataio.loader.map_style_errors``).
 The memory-mapped shards are opened in each process that reads a row; the
 pickled data set holds the folder and options only. A URL's shards are copied
@@ -142,6 +142,12 @@ class TokenDataset(torch.utils.data.Dataset):
     def pad_id(self) -> int:
         """The tokenizer's padding id, for a collate that pads."""
         return self._shards().pad_id
+
+    @property
+    def vocab_size(self) -> int:
+        """The tokenizer's vocabulary size, as the manifest records it (every id is below it; 0 if it records
+        none), for the model's embedding."""
+        return self._shards().vocab_size
 
     def __getitem__(self, index: int) -> torch.Tensor:
         """Row ``index``'s token ids (negative from the end); IndexError past the end."""

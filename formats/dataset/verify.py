@@ -255,6 +255,10 @@ def _verify_remote(location: Location, manifest: Manifest, deep: bool, retry: Re
 
 def _verify_local(folder: Path, manifest: Manifest, deep: bool) -> VerifyReport:
     report = VerifyReport(folder)
+    if manifest.num_samples == 0:  # what a conversion of nothing leaves: not a data set to train on
+        rejected = folder / "rejected.jsonl"
+        report.problems.append(f"{folder}: holds no samples (its manifest lists 0): nothing was converted or indexed"
+                               + (f"; the rejected inputs are listed in {rejected}" if rejected.is_file() else ""))
     bad = set()
     for index in range(len(manifest.shards)):
         problem, decodable = _check_shard(folder, manifest, index)

@@ -18,13 +18,14 @@ from __future__ import annotations
 import json
 import os
 import tarfile
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 
 from dataio.formats.images.class_names import label_outside, numbered_classes, read_class_names
-from dataio.formats.errors import ShardError, UsageError
+from dataio.formats.errors import NothingConverted, ShardError, UsageError
 from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.images.image_headers import image_size
 from dataio.formats.progress import progress
@@ -35,6 +36,11 @@ from dataio.formats.dataset.wds_shards import MemberLocation, dali_index_text, d
 
 JOURNAL_DIR = ".index-journal"
 REJECTED_NAME = "rejected.jsonl"
+# What each key of a tar needs to be adopted: the one place that says so (each sample's rejection and the
+# error when nothing was indexed name these).
+IMAGE_NEEDED = f"an image member ({', '.join('.' + e for e in IMAGE_MEMBERS)})"
+LABEL_NEEDED = f"a .{LABEL_MEMBER} member"
+MEMBERS_NEEDED = f"{IMAGE_NEEDED} and {LABEL_NEEDED} per key"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,8 +127,8 @@ def _index_tar(path: Path) -> dict:
                                     "(the tar's earlier member) is kept"} for r in repeats]
             image = next((by_ext[e] for e in IMAGE_MEMBERS if e in by_ext), None)
             if image is None or LABEL_MEMBER not in by_ext:
-                missing = "an image member (.jpg, .jpeg, .png)" if image is None else "a .cls member"
-                rejected.append({"path": where, "reason": f"no {missing}"})
+                missing = IMAGE_NEEDED if image is None else LABEL_NEEDED
+                rejected.append({"path": where, "reason": f"lacks {missing}"})
                 continue
             label = _label(handle, by_ext[LABEL_MEMBER])
             if label is None:
@@ -139,9 +145,10 @@ def _index_tar(path: Path) -> dict:
                 continue
             rows.append([key, image.offset, image.size, label, size[0], size[1],
                          f"{path.name}/{key}.{image.extension}", sample_checksum(data)])
+    extensions = Counter(c.extension.lower() for components in samples for c in components)
     return {"file": path.name, "bytes": path.stat().st_size, "sha256": sha256_file(path),
             "members": len(samples), "rows": rows, "rejected": rejected,
-            "index_text": dali_index_text(indexed)}
+            "index_text": dali_index_text(indexed), "extensions": dict(extensions)}
 
 
 def _read(handle, member: MemberLocation) -> bytes:
@@ -184,7 +191,7 @@ def index_shards(config: IndexConfig) -> IndexSummary:
     classes = _classes(config, [row[3] for r in results for row in r["rows"]])
     columns: dict[str, list] = {n: [] for n in ("key", "shard", "offset", "size", "label", "width", "height",
                                                 "path", CHECKSUM_FIELD.name)}
-    rejected, entries = [], []
+    rejected, entries, indexes = [], [], {}
     for shard, result in enumerate(results):
         kept = []
         for row in result["rows"]:
@@ -199,17 +206,38 @@ def index_shards(config: IndexConfig) -> IndexSummary:
             columns["shard"].append(shard)
         rejected += result["rejected"]
         index_name = result["file"][: -len(".tar")] + ".idx"
-        write_atomic(folder / index_name, result["index_text"].encode())
+        indexes[index_name] = result["index_text"]
         entries.append(ShardEntry(file=result["file"], index=index_name, num_samples=len(kept),
                                   bytes=result["bytes"], sha256=result["sha256"],
                                   num_skipped=result["members"] - len(kept)))
-    write_sample_table(folder / SAMPLE_TABLE_NAME, columns)
     rejected.sort(key=lambda r: r["path"])
     write_atomic(folder / REJECTED_NAME, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rejected).encode())
+    if not columns["key"]:
+        _remove_journal(folder)
+        raise NothingConverted(_nothing_indexed(folder, results))
+    for index_name, text in indexes.items():
+        write_atomic(folder / index_name, text.encode())
+    write_sample_table(folder / SAMPLE_TABLE_NAME, columns)
     options = {"adopted": "webdataset", "sample_checksum": CHECKSUM_FIELD.name, "restart_interval": 0}
     Manifest(kind="images", num_samples=len(columns["key"]), shards=tuple(entries), classes=classes,
              num_rejected=len(rejected), options=options).write(folder)
+    _remove_journal(folder)
+    return IndexSummary(len(columns["key"]), len(rejected), len(entries), folder)
+
+
+def _remove_journal(folder: Path) -> None:
     for journal in (folder / JOURNAL_DIR).glob("*.json"):
         journal.unlink()
     (folder / JOURNAL_DIR).rmdir()
-    return IndexSummary(len(columns["key"]), len(rejected), len(entries), folder)
+
+
+def _nothing_indexed(folder: Path, results: list[dict]) -> str:
+    """Why no sample was indexed: what each key needs, and the members the tars hold instead."""
+    keys = sum(r["members"] for r in results)
+    found: Counter = Counter()
+    for result in results:
+        found.update(result.get("extensions", {}))
+    held = ", ".join(f".{ext} ({count})" for ext, count in sorted(found.items())) or "no members"
+    listed = f"; each key is listed with the reason in {folder / REJECTED_NAME}" if keys else ""
+    return (f"nothing indexed in {folder}: dataio index needs {MEMBERS_NEEDED}; the {len(results)} tar(s) hold "
+            f"{keys} key(s) with {held}{listed}")

@@ -48,10 +48,16 @@ def test_validation_gets_eval_transforms_every_pass_and_the_log_says_why(user_ru
 def test_dropin_yields_float32_normalised_nchw_and_uint8_on_request(user_run):
     _, summary, out = user_run
     assert summary["val"]["dtype"] == "torch.float32" and summary["val"]["shape"] == [4, 3, 64, 64]
-    assert summary["val"]["channels_last"]
+    # contiguous NCHW, as torch's DataLoader stacks them (ImageLoader's default is channels_last)
+    assert summary["val"]["contiguous"] and not summary["val"]["channels_last"] and summary["uint8_contiguous"]
     first = np.load(out / "val0.npy")
     assert first.min() < -1 and first.max() > 1  # (x / 255 - mean) / std, not 0..1 or 0..255
     assert summary["uint8"] == "torch.uint8"
+
+
+def test_the_blitz_cnn_and_its_view_take_the_batches(user_run):
+    _, summary, _ = user_run
+    assert math.isfinite(summary["blitz"])  # x.view(-1, 16 * 5 * 5) on channels_last batches: a stride error
 
 
 def test_own_augmentation_runs_as_transform_and_batch_transform(user_run):

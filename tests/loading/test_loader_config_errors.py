@@ -64,3 +64,13 @@ def test_auto_decoder_keeps_turbo_for_a_transform(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     assert ImageLoaderConfig(device="cuda").resolved_decoder == "dali"
     assert ImageLoaderConfig(device="cuda", transform=abs).resolved_decoder == "turbo"
+
+
+def test_a_non_square_image_size_is_one_line_saying_crops_are_square(real_photo_shards):
+    message = refused(ImageLoaderConfig, "image_size", image_size=(64, 96))
+    assert message == "image_size is one int: crops are square (got (64, 96))"
+    assert refused(ImageLoaderConfig, "image_size", image_size=(64, 64)).endswith("; pass image_size=64)")
+    refused(ImageLoaderConfig, "decode_size", crop_on_device=True, decode_size=[96, 128])
+    for build in (dataio.ImageLoader, dataio.DataLoader, dataio.ShardDataset):
+        refused(build, "image_size", **{"dataset" if build is dataio.DataLoader else "source": real_photo_shards},
+                image_size=(64, 96))

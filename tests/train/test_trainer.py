@@ -178,3 +178,15 @@ def test_stale_temps_of_other_hosts_are_left_alone(tmp_path):
         path.write_bytes(b"x")
     assert remove_stale_temps(tmp_path / "checkpoint.pt") == [legacy]
     assert other_host.exists() and not legacy.exists()
+
+
+def test_progressive_resizing_with_a_dynamic_batch_from_the_command_line(learnable, tmp_path):
+    train_shards, _ = learnable
+    run = cli("train", "--train", str(train_shards), "--epochs", "2", "--image-size", "64", "--batch-size", "16",
+              "--progressive", "--dynamic-batch", "--workers", "1", "--out", str(tmp_path / "run"))
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    steps = json.loads((tmp_path / "run" / "log.json").read_text())["steps"]
+    per_epoch = [[s for s in steps if s["epoch"] == epoch] for epoch in (0, 1)]
+    # 192 images: epoch 0 at 32 px in batches of 16 x (64 / 32)^2 = 64 (LR x4), epoch 1 at 64 px in batches of 16
+    assert [len(epoch) for epoch in per_epoch] == [3, 12]
+    assert per_epoch[0][-1]["lr"] > 2 * per_epoch[1][0]["lr"]
