@@ -61,12 +61,12 @@ def _read_table(location: Location, manifest: Manifest, config: ImageLoaderConfi
     """The sample table: memory-mapped locally, read whole (it is small) from remote storage."""
     name = manifest.sample_table
     if not location.remote:
-        return read_sample_table(location.path(name))
+        return read_sample_table(location.path(name), declared=manifest.table_columns())
     try:
         data = location.read_bytes(name, retry_policy(config.retries, config.retry_backoff))
     except remote_errors() as e:
         raise ShardError(location.display(name), f"cannot read the sample table ({describe(e)})") from None
-    return read_sample_table(location.display(name), data)
+    return read_sample_table(location.display(name), data, declared=manifest.table_columns())
 
 
 def _open_files(location: Location, manifest: Manifest, config: ImageLoaderConfig) -> ShardFiles | RemoteShardFiles:

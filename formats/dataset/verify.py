@@ -112,7 +112,7 @@ def _check_shard(folder: Path, manifest: Manifest, index: int) -> tuple[str | No
 def _check_table(folder: Path, manifest: Manifest, report: VerifyReport) -> tuple[SampleTable | None, dict[int, str]]:
     """The sample table, if readable, and its rows that disagree with the manifest (each reported)."""
     try:
-        table = read_sample_table(folder / manifest.sample_table)
+        table = read_sample_table(folder / manifest.sample_table, declared=manifest.table_columns())
     except DataioError as e:
         report.problems.append(str(e))
         return None, {}

@@ -43,6 +43,7 @@ from dataio.formats.ranks.rank_split import rank_folder, rank_range
 from dataio.formats.images.parquet_images import LocalFile, ParquetImages, parquet_files, scan_parquet_images
 from dataio.formats.dataset.out_lock import locked_output
 from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
+from dataio.formats.dataset.sample_fields import IMAGE_FIELDS
 from dataio.formats.dataset.sample_table import CHECKSUM_FIELD, sample_checksum, write_sample_table
 from dataio.formats.sizes import parse_size
 from dataio.formats.dataset.wds_shards import ShardWriter, scan_tar
@@ -302,7 +303,7 @@ def _pack_locked(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary
     lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rejected)
     write_atomic(config.out / REJECTED_NAME, lines.encode())
     Manifest(kind="images", num_samples=len(accepted), shards=tuple(shards), classes=tuple(classes),
-             num_rejected=len(rejected), options=options).write(config.out)
+             num_rejected=len(rejected), options=options, fields=IMAGE_FIELDS).write(config.out)
     journal.finish()
     return ConvertSummary(len(accepted), len(rejected), converted, len(shards), config.out, tuple(rejected))
 
