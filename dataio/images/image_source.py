@@ -9,8 +9,10 @@ built.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dataio.formats.dataset.manifest import Manifest, open_dataset
 from dataio.formats.dataset.sample_table import SampleTable, read_sample_table, table_faults
@@ -35,7 +37,8 @@ class ImageSource:
     folder: Path | str
 
 
-def open_image_source(source: str | Path, config: ImageLoaderConfig, storage_options: dict | None) -> ImageSource:
+def open_image_source(source: str | Path, config: ImageLoaderConfig,
+                      storage_options: Mapping[str, Any] | None) -> ImageSource:
     """Open ``source`` with ``storage_options`` and ``config``'s retry, cache and checksum options; raises naming
     the source."""
     c = config

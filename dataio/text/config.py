@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -10,7 +10,8 @@ from typing import Any, Literal
 from dataio.formats.errors import ConfigError
 from dataio.loading.device_check import checked_device
 from dataio.loading.error_policy import ErrorPolicy
-from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, DEFAULT_TIMEOUT, check_remote_options
+from dataio.loading.remote_options import (DEFAULT_CACHE_LIMIT, DEFAULT_TIMEOUT, check_remote_options,
+                                             held_options)
 from dataio.sampling import partition
 from dataio.sampling.mixture_options import checked_weights
 from dataio.sampling.world import check_rank_args
@@ -44,7 +45,7 @@ class TextLoaderConfig:
     max_errors: int | None = None  # under skip/warn: more bad samples than this raise TooManyErrors
     # Remote shards (an fsspec URL as source): token shards are memory-mapped, so each is copied whole into
     # cache_dir (a temporary folder removed at close when None), checked against the manifest's sha256.
-    storage_options: dict | None = None  # passed to the fsspec backend (credentials, endpoint); never printed
+    storage_options: Mapping[str, Any] | None = None  # fsspec backend options, per URL prefix; never printed
     cache_dir: str | Path | None = None
     retries: int = 4  # retries of a transient failure (reset, timeout, 5xx), with exponential backoff
     retry_backoff: float = 0.2  # seconds before the first retry; doubled at each
@@ -73,3 +74,4 @@ class TextLoaderConfig:
         check_remote_options(storage_options=self.storage_options, cache_dir=self.cache_dir,
                              cache_limit=DEFAULT_CACHE_LIMIT, retries=self.retries, retry_backoff=self.retry_backoff,
                              remote_timeout=self.remote_timeout)
+        object.__setattr__(self, "storage_options", held_options(self.storage_options))

@@ -88,7 +88,7 @@ class TextLoader(ResumableLoader):
                  verify_checksums: bool = False,
                  on_error: ErrorPolicy | str = ErrorPolicy.RAISE,
                  max_errors: int | None = None,
-                 storage_options: dict | None = None,
+                 storage_options: Mapping[str, Any] | None = None,
                  cache_dir: str | Path | None = None,
                  retries: int = 4,
                  retry_backoff: float = 0.2,
@@ -176,7 +176,7 @@ class TextLoader(ResumableLoader):
         partition.check_world(len(self.global_plan(0)[1]), self.world_size, drop_last=self.config.drop_last,
                               unit="batches")
 
-    def _token_shards(self, source: str | Path, storage_options: dict | None) -> TokenShards:
+    def _token_shards(self, source: str | Path, storage_options: Mapping[str, Any] | None) -> TokenShards:
         """The token shards of ``source``; a URL's are copied locally first (``local_copy``), their sha256 checked
         once then, not again by ``verify_checksums``. ``storage_options``: this source's
         (``mixture_options.source_storage_options`` gives a mixture's local sources none)."""
