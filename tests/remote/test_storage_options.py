@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import dataio
 from dataio import ImageLoader, ImageLoaderConfig, ShardDataset, ShardDatasetConfig, TextLoader, TextLoaderConfig
 from dataio import TokenDataset, TokenDatasetConfig
 from dataio.bench.images import BenchImagesConfig
@@ -142,6 +143,16 @@ def test_storage_option_flags_per_url_prefix_and_per_name():
         with pytest.raises(UsageError) as error:
             storage_options_of(bad)
         assert SECRET not in str(error.value)
+
+
+def test_the_dataloader_swap_gives_a_mixtures_sources_their_own_options(s3, s3_images, http_root):
+    """``dataio.DataLoader`` opens each source's manifest with that source's options, as the loaders do."""
+    weights = {"s3": 0.5, "http": 0.5}
+    for options in ({"s3": s3.options()}, {s3_images.rsplit("/", 1)[0]: s3.options()}):
+        with dataio.DataLoader({"s3": s3_images, "http": http_root}, weights=weights, storage_options=options,
+                               batch_size=4, image_size=32, num_workers=1) as loader:
+            images, labels = next(iter(loader))
+            assert images.shape == (4, 3, 32, 32) and SECRET not in repr(loader.config)
 
 
 def test_train_on_s3_with_an_http_validation_set_writes_no_secret(s3, s3_images, http_root, tmp_path):
