@@ -39,7 +39,8 @@ def _env(**aws: str) -> dict[str, str]:
             "AWS_CONFIG_FILE": "/nonexistent", "AWS_DEFAULT_REGION": "us-east-1", "PYTHONPATH": str(ROOT), **aws}
 
 
-def _dataio(*argv: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def _dataio(*argv: str, cwd: Path, env: dict[str, str] | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "dataio", *argv], cwd=cwd, env=env or _env(), capture_output=True,
                           text=True, timeout=timeout)
 
@@ -75,7 +76,8 @@ def test_loaders_and_data_sets_over_s3_print_and_log_no_value(s3, s3_images, tex
     text_url = s3.upload(text_shards)
     with ImageLoader(s3_images, storage_options=options, **LOADER) as loader, \
             TextLoader(text_url, storage_options=options, batch_size=4, mode="fixed") as text:
-        shards, tokens = ShardDataset(s3_images, storage_options=options), TokenDataset(text_url, storage_options=options)
+        shards = ShardDataset(s3_images, storage_options=options)
+        tokens = TokenDataset(text_url, storage_options=options)
         shown = _shown(repr(loader.config), repr(loader.dataset), repr(text.config), repr(shards), repr(tokens),
                        *(record.getMessage() for record in caplog.records))
         assert SECRET not in shown and "'secret': '***'" in repr(loader.dataset)
