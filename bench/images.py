@@ -47,7 +47,7 @@ from dataio.formats.dataset.sample_table import read_sample_table
 from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
 from dataio.formats.images.image_prepare import ImagePrepareConfig
 from dataio.formats.images.synthetic import PHOTO_CLASSES
-from dataio.formats.remote.storage import redact
+from dataio.formats.remote.storage import StorageOptions, redact
 from dataio.images.dali_install import dali_installed, install_hint
 
 EVAL_ROWS = {"standard_eval", "dataio_eval"}  # the rows in eval mode, set beside standard_eval
@@ -68,7 +68,7 @@ class BenchImagesConfig:
     rounds: int = 1  # the whole loader sequence again: drift on a shared machine then hits every loader
     loaders: tuple[str, ...] = ()  # empty: default_loaders(), or PHOTO_LOADERS with photo_classes
     remote: str | None = None  # the same shards at an fsspec URL: its rows are timed beside the local ones
-    storage_options: dict | None = None  # for ``remote``; never printed or written to the results
+    storage_options: Any = None  # for ``remote``: a dict, held as StorageOptions (never printed or written)
     # photo classes of formats.synthetic (small, imagenet, camera): SRC/<class> for each, generated if absent
     # (photo_images of each, default photo_classes.DEFAULT_IMAGES), the ratio rows run on each
     photo_classes: tuple[str, ...] = ()
@@ -78,6 +78,7 @@ class BenchImagesConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "src", Path(self.src))
         object.__setattr__(self, "out", Path(self.out))
+        object.__setattr__(self, "storage_options", StorageOptions.of(self.storage_options))
         if not self.loaders:
             object.__setattr__(self, "loaders", PHOTO_LOADERS if self.photo_classes else default_loaders())
         object.__setattr__(self, "loaders", tuple(self.loaders))
@@ -340,8 +341,7 @@ def bench_folder(config: BenchImagesConfig, src: Path, shards: Path | None, tmp:
                                                        merged[row["loader"] not in EVAL_ROWS],
                                                        min(cpu[row["loader"]]), row["loader"] != "dataio_unchecked")
     return {
-        "benchmark": "images",
-        "date": datetime.date.today().isoformat(),
+        "benchmark": "images", "date": datetime.date.today().isoformat(),
         "machine": machine_description(),
         "load_average": load_average(),
         "num_images": manifest.num_samples,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 from pathlib import Path
@@ -26,6 +25,8 @@ from typing import Any
 
 from dataio.formats.errors import ConfigError, DataioError, UsageError
 from dataio.formats.limits import MAX_PIXELS
+from dataio.formats.remote.secrets import redact
+from dataio.storage_flag import HELP as _STORAGE_HELP, storage_options_of as _storage_options
 
 
 def _default_workers() -> int:
@@ -120,33 +121,6 @@ def _source(text: str) -> str | Path:
     return text if "://" in text and not text.startswith("file://") else Path(text)
 
 
-def _storage_options(pairs: list[str] | None) -> dict[str, object] | None:
-    """``--storage-option KEY=VALUE`` pairs as the backend's options; ``a.b=v`` nests, JSON values are parsed.
-
-    Credentials usually come from the backend's own environment variables
-    (``AWS_ACCESS_KEY_ID``, ``AWS_ENDPOINT_URL``, ...), read by botocore itself.
-    """
-    if not pairs:
-        return None
-    options: dict[str, object] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--storage-option takes KEY=VALUE, got {key or pair!r}")  # the value may be a secret
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            parsed = value
-        *parents, leaf = key.split(".")
-        target = options
-        for parent in parents:
-            target = target.setdefault(parent, {})  # type: ignore[assignment]
-            if not isinstance(target, dict):
-                raise UsageError(f"--storage-option {key}: {parent} is set twice")
-        target[leaf] = parsed
-    return options
-
-
 def _local_for_ranks(out: str | Path, ranks: dict[str, int]) -> None:
     """A multi-node conversion merges its ranks' folders in OUT: OUT must be a folder all ranks share."""
     if isinstance(out, str) and ranks["world_size"] > 1:
@@ -155,10 +129,7 @@ def _local_for_ranks(out: str | Path, ranks: dict[str, int]) -> None:
 
 
 def _add_storage(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
-                        help="an fsspec backend option for s3://, gs://, https:// folders (repeatable; "
-                             "a.b=v nests; default: none, the backend's own settings); AWS_* environment "
-                             "variables work as usual")
+    parser.add_argument("--storage-option", action="append", metavar="KEY=VALUE", help=_STORAGE_HELP)
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -424,7 +395,8 @@ def _parser() -> argparse.ArgumentParser:
 
 # Library parameters whose flag is not ``--`` + the name with dashes.
 _FLAGS = {"path": "--tokenizer", "train": "--train-tokenizer", "overwrite=True": "--overwrite",
-          "bos=None": "--bos ''", "eos=None": "--eos ''", "num_workers": "--workers"}
+          "bos=None": "--bos ''", "eos=None": "--eos ''", "num_workers": "--workers",
+          "storage_options": "--storage-option"}
 
 
 def _flag_names(parameters: tuple[str, ...]) -> dict[str, str]:
@@ -746,18 +718,18 @@ def main(argv: list[str] | None = None) -> int:
         "index": _index, "merge": _merge}[args.command]
     try:
         return handler(args)
-    except ConfigError as e:  # a library parameter: name the flag that sets it
-        print(f"dataio {args.command}: error: {e.for_names(_flag_names(e.parameters))}", file=sys.stderr)
+    except ConfigError as e:  # a library parameter: name the flag that sets it (every line redacted: no secret)
+        print(redact(f"dataio {args.command}: error: {e.for_names(_flag_names(e.parameters))}"), file=sys.stderr)
         return 2
     except (UsageError, ValueError) as e:
-        print(f"dataio {args.command}: error: {e}", file=sys.stderr)
+        print(redact(f"dataio {args.command}: error: {e}"), file=sys.stderr)
         return 2
     except DataioError as e:
-        print(f"dataio {args.command}: {e}", file=sys.stderr)
+        print(redact(f"dataio {args.command}: {e}"), file=sys.stderr)
         return 1
     except OSError as e:  # the machine, not the data: a file system that failed under us
         where = f"{e.filename}: " if e.filename else ""
-        print(f"dataio {args.command}: {where}{e.strerror or e}", file=sys.stderr)
+        print(redact(f"dataio {args.command}: {where}{e.strerror or e}"), file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:
         resume = "; rerun the same command to resume" if args.command == "convert" else ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from numbers import Integral
 from pathlib import Path
@@ -18,7 +18,8 @@ from dataio.images.dali_install import dali_installed, install_hint
 from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
 from dataio.pipeline.device_check import checked_device
 from dataio.pipeline.error_policy import ErrorPolicy
-from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT, DEFAULT_TIMEOUT, check_remote_options
+from dataio.remote.remote_options import (DEFAULT_CACHE_LIMIT, DEFAULT_TIMEOUT, check_remote_options,
+                                            held_options)
 from dataio.pipeline.thread_tuner import thread_budget
 from dataio.mixtures.mixture_options import checked_weights
 from dataio.sampling.partition import DEFAULT_WINDOW
@@ -105,7 +106,7 @@ class ImageLoaderConfig:
     decoder: Literal["auto", "turbo", "dali"] = "auto"  # auto: DALI on a CUDA device, turbo otherwise
     hw_decoder_load: float = 0.65  # DALI on A100/H100: share of images sent to the hardware JPEG decoder
     # Remote shards (an fsspec URL as source; dataio.remote.remote_options):
-    storage_options: dict | None = None  # passed to the fsspec backend (credentials, endpoint); never printed
+    storage_options: Mapping[str, Any] | None = None  # fsspec backend options, per URL prefix; never printed
     cache_dir: str | Path | None = None  # a bounded local cache of fetched ranges
     cache_limit: int = DEFAULT_CACHE_LIMIT  # bytes in cache_dir; least recently used ranges go first
     retries: int = 4  # retries of a transient failure (reset, timeout, 5xx), with exponential backoff
@@ -164,6 +165,7 @@ class ImageLoaderConfig:
         check_remote_options(storage_options=self.storage_options, cache_dir=self.cache_dir,
                              cache_limit=self.cache_limit, retries=self.retries, retry_backoff=self.retry_backoff,
                              remote_timeout=self.remote_timeout)
+        object.__setattr__(self, "storage_options", held_options(self.storage_options))
         for name in ("readahead_batches", "readahead_threads"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{{0}} must be >= 1, got {getattr(self, name)}", name)

@@ -9,8 +9,10 @@ happens here, when the loader is built.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dataio.formats.dataset.class_list import class_list_problem
 from dataio.formats.dataset.manifest import MANIFEST_NAME, Manifest, ManifestError, open_dataset
@@ -36,7 +38,8 @@ class ImageSource:
     folder: Path | str
 
 
-def open_image_source(source: str | Path, config: ImageLoaderConfig, storage_options: dict | None) -> ImageSource:
+def open_image_source(source: str | Path, config: ImageLoaderConfig,
+                      storage_options: Mapping[str, Any] | None) -> ImageSource:
     """Open ``source`` with ``storage_options`` and ``config``'s retry, cache and checksum options; raises naming
     the source."""
     c = config

@@ -106,7 +106,7 @@ class ImageLoader(ImageSampling, SourceLoader):
                  schedule: ResolutionSchedule | None = None,
                  decoder: Literal["auto", "turbo", "dali"] = "auto",
                  hw_decoder_load: float = 0.65,
-                 storage_options: dict | None = None,
+                 storage_options: Mapping[str, Any] | None = None,
                  cache_dir: str | Path | None = None,
                  cache_limit: int = DEFAULT_CACHE_LIMIT,
                  retries: int = 4,

@@ -36,7 +36,7 @@ import dataclasses
 import operator
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,7 @@ from dataio.images.turbo_decode import decode_crop_into, decode_image
 from dataio.pipeline.error_policy import ErrorPolicy, ErrorStats
 from dataio.loader.dataloader_args import given_options, keyword_checked
 from dataio.loader.map_style_errors import read_or_stand_in
-from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT
+from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT, held_options
 
 _open_lock = threading.Lock()  # one open at a time per process (threads may index the data set at once)
 
@@ -85,7 +85,7 @@ class ShardDatasetConfig:
     max_errors: int | None = None
     verify_samples: bool = True  # each image's xxh3 against the sample table, on every read
     verify_checksums: bool = False  # each shard's sha256, once, when the data set is built
-    storage_options: dict | None = dataclasses.field(default=None, repr=False)  # never printed
+    storage_options: Mapping[str, Any] | None = None  # as the loader's: per URL prefix, never printed
     cache_dir: str | Path | None = None
     cache_limit: int = DEFAULT_CACHE_LIMIT
     retries: int = 4
@@ -93,6 +93,7 @@ class ShardDatasetConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "on_error", ErrorPolicy(self.on_error))
+        object.__setattr__(self, "storage_options", held_options(self.storage_options))
         if self.to_pil and self.normalize:
             raise ConfigError("{0} gives uint8 PIL images, {1} float tensors: choose one", "to_pil", "normalize")
         self.reader_config()  # the fields shared with the loader, validated as the loader does
@@ -133,7 +134,7 @@ class ShardDataset(torch.utils.data.Dataset):
                  max_errors: int | None = None,
                  verify_samples: bool = True,
                  verify_checksums: bool = False,
-                 storage_options: dict | None = None,
+                 storage_options: Mapping[str, Any] | None = None,
                  cache_dir: str | Path | None = None,
                  cache_limit: int = DEFAULT_CACHE_LIMIT,
                  retries: int = 4,

@@ -15,6 +15,7 @@ from typing import Any
 
 from dataio.formats.errors import ConfigError
 from dataio.formats.remote.storage import is_remote
+from dataio.formats.remote.storage_options import StorageOptions
 from dataio.mixtures.mixture_plan import EpochRule
 from dataio.mixtures.weight_schedule import WeightSchedule
 
@@ -62,15 +63,17 @@ def check_names(schedule: WeightSchedule, names: tuple[str, ...]) -> None:
                          f"{f' (differ: {sorted(differ)})' if differ else ' (give them in the same order)'}")
 
 
-def source_storage_options(storage_options: dict | None, sources: Mapping[str, Any], name: str) -> dict | None:
-    """The ``storage_options`` of source ``name`` of a mixture: none for a local folder; for a URL, the entry
-    ``storage_options[name]`` when every key of ``storage_options`` names a source (options per source: an S3
-    bucket and an HTTP server need different ones), else ``storage_options`` itself (shared by every URL)."""
+def source_storage_options(storage_options: Mapping[str, Any] | None, sources: Mapping[str, Any],
+                           name: str) -> StorageOptions | None:
+    """The ``storage_options`` of source ``name`` of a mixture: none for a local folder; for a URL, those of every
+    URL, merged with those of the longest URL prefix it lies under, then with the entry ``storage_options[name]``
+    (options per source: an S3 bucket and an HTTP server need different ones; a key naming a source is never an
+    option of the others), ``StorageOptions.for_source``."""
     if not storage_options or not is_remote(sources[name]):
         return None
-    if all(key in sources for key in storage_options):
-        return storage_options.get(name)
-    return storage_options
+    options = StorageOptions.of(storage_options)
+    assert options is not None
+    return options.for_source(str(sources[name]), name, tuple(sources))
 
 
 def epoch_rule(epoch_length: int | None, epoch_until: str | None, one_pass: int) -> EpochRule:

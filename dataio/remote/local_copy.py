@@ -8,14 +8,16 @@ without one, a temporary folder the caller keeps and removes.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from dataio.formats.dataset.manifest import open_dataset
 from dataio.formats.remote.remote_copy import copy_dataset
 from dataio.formats.remote.storage import DEFAULT_TIMEOUT, RetryPolicy
 
 
-def local_token_folder(source: str | Path, *, storage_options: dict | None, retry: RetryPolicy,
+def local_token_folder(source: str | Path, *, storage_options: Mapping[str, Any] | None, retry: RetryPolicy,
                        cache_dir: str | Path | None, timeout: float = DEFAULT_TIMEOUT
                        ) -> tuple[str | Path, tempfile.TemporaryDirectory | None, bool]:
     """``(folder, the temporary folder to remove later or None, whether every shard's sha256 was checked)``."""

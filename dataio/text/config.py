@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from numbers import Integral
 from pathlib import Path
@@ -11,7 +11,8 @@ from typing import Any, Literal
 from dataio.formats.errors import ConfigError
 from dataio.pipeline.device_check import checked_device
 from dataio.pipeline.error_policy import ErrorPolicy
-from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT, DEFAULT_TIMEOUT, check_remote_options
+from dataio.remote.remote_options import (DEFAULT_CACHE_LIMIT, DEFAULT_TIMEOUT, check_remote_options,
+                                            held_options)
 from dataio.sampling import partition
 from dataio.mixtures.mixture_options import checked_weights
 from dataio.sampling.world import check_rank_args
@@ -49,7 +50,7 @@ class TextLoaderConfig:
     max_errors: int | None = None  # under skip/warn: more bad samples than this raise TooManyErrors
     # Remote shards (an fsspec URL as source): token shards are memory-mapped, so each is copied whole into
     # cache_dir (a temporary folder removed at close when None), checked against the manifest's sha256.
-    storage_options: dict | None = None  # passed to the fsspec backend (credentials, endpoint); never printed
+    storage_options: Mapping[str, Any] | None = None  # fsspec backend options, per URL prefix; never printed
     cache_dir: str | Path | None = None
     retries: int = 4  # retries of a transient failure (reset, timeout, 5xx), with exponential backoff
     retry_backoff: float = 0.2  # seconds before the first retry; doubled at each
@@ -81,6 +82,7 @@ class TextLoaderConfig:
         check_remote_options(storage_options=self.storage_options, cache_dir=self.cache_dir,
                              cache_limit=DEFAULT_CACHE_LIMIT, retries=self.retries, retry_backoff=self.retry_backoff,
                              remote_timeout=self.remote_timeout)
+        object.__setattr__(self, "storage_options", held_options(self.storage_options))
 
     def share_settings(self) -> dict[str, Any]:
         """The options that decide each rank's batches, which every rank must agree on (``rank_agreement``)."""

@@ -86,7 +86,7 @@ class TextLoader(SourceLoader, TokenFacts):
                  verify_checksums: bool = False,
                  on_error: ErrorPolicy | str = ErrorPolicy.RAISE,
                  max_errors: int | None = None,
-                 storage_options: dict | None = None,
+                 storage_options: Mapping[str, Any] | None = None,
                  cache_dir: str | Path | None = None,
                  retries: int = 4,
                  retry_backoff: float = 0.2,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from dataio.mixtures.mixture_options import mixture_sources, source_storage_options
 from dataio.remote.local_copy import local_token_folder
@@ -63,7 +64,7 @@ class TokenData:
         self.copies = []
 
 
-def _token_shards(source: str | Path, config: TextLoaderConfig, storage_options: dict | None,
+def _token_shards(source: str | Path, config: TextLoaderConfig, storage_options: Mapping[str, Any] | None,
                   copies: list[tempfile.TemporaryDirectory]) -> TokenShards:
     """The token shards of ``source``; a URL's are copied locally first (``local_copy``), their sha256 checked
     once then, not again by ``verify_checksums``. ``storage_options``: this source's

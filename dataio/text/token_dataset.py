@@ -19,6 +19,7 @@ import operator
 import os
 import tempfile
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from dataio.formats.remote.storage import redact
 from dataio.pipeline.error_policy import ErrorPolicy, ErrorStats
 from dataio.loader.dataloader_args import given_options, keyword_checked
 from dataio.loader.map_style_errors import read_or_stand_in
-from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options, retry_policy
+from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options, held_options, retry_policy
 from dataio.remote.local_copy import local_token_folder
 from dataio.text.token_shards import TokenShards
 
@@ -53,7 +54,7 @@ class TokenDatasetConfig:
     on_error: ErrorPolicy = ErrorPolicy.RAISE  # skip/warn: a stand-in row (dataio.loader.map_style_errors)
     max_errors: int | None = None
     verify_checksums: bool = False  # each shard's sha256, once, when the data set is built
-    storage_options: dict | None = dataclasses.field(default=None, repr=False)  # never printed
+    storage_options: Mapping[str, Any] | None = None  # as the loader's: per URL prefix, never printed
     cache_dir: str | Path | None = None
     retries: int = 4
     retry_backoff: float = 0.2
@@ -64,6 +65,7 @@ class TokenDatasetConfig:
             raise ConfigError(f"{{0}} must be >= 0, got {self.max_errors}", "max_errors")
         check_remote_options(storage_options=self.storage_options, cache_dir=self.cache_dir,
                              cache_limit=DEFAULT_CACHE_LIMIT, retries=self.retries, retry_backoff=self.retry_backoff)
+        object.__setattr__(self, "storage_options", held_options(self.storage_options))
 
 
 DATASET_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TokenDatasetConfig)}
@@ -77,7 +79,7 @@ class TokenDataset(torch.utils.data.Dataset):
                  on_error: ErrorPolicy | str = ErrorPolicy.RAISE,
                  max_errors: int | None = None,
                  verify_checksums: bool = False,
-                 storage_options: dict | None = None,
+                 storage_options: Mapping[str, Any] | None = None,
                  cache_dir: str | Path | None = None,
                  retries: int = 4,
                  retry_backoff: float = 0.2) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,7 +182,7 @@ def read_manifest(source: str | Path) -> tuple[Path, Manifest]:
     return path.parent, parse_manifest(text, where=str(path))
 
 
-def open_dataset(source: str | Path, storage_options: dict[str, Any] | None = None,
+def open_dataset(source: str | Path, storage_options: Mapping[str, Any] | None = None,
                  retry: RetryPolicy | None = None, timeout: float = DEFAULT_TIMEOUT) -> tuple[Location, Manifest]:
     """The location and manifest of a shard folder: a local path (as ``read_manifest``) or an fsspec URL.
 

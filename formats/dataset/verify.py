@@ -16,8 +16,10 @@ from __future__ import annotations
 import io
 import tempfile
 import tarfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -225,7 +227,7 @@ def _check_tokens(folder: Path, manifest: Manifest, bad_shards: set[int], report
         report.samples_checked += table.num_rows
 
 
-def verify(folder: str | Path, *, deep: bool = False, storage_options: dict | None = None,
+def verify(folder: str | Path, *, deep: bool = False, storage_options: Mapping[str, Any] | None = None,
            retry: RetryPolicy | None = None, timeout: float = DEFAULT_TIMEOUT) -> VerifyReport:
     """Check ``folder`` (a local path or an fsspec URL) against its manifest; the report lists every problem.
 
