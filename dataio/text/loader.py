@@ -73,7 +73,7 @@ class TextLoader(SourceLoader, TokenFacts):
                  pad_multiple: int = 8,
                  ignore_index: int = -100,
                  window: int = 8192,
-                 shuffle: bool = True,
+                 shuffle: bool | None = None,
                  shuffle_window: int = DEFAULT_WINDOW,
                  seed: int = 0,
                  drop_last: bool = False,
