@@ -76,9 +76,11 @@ class WeightSchedule:
         if isinstance(weights, Mapping):
             return cls.constant(weights)
         names: list[str] = []
-        for _, blend in weights:
-            names += [n for n in blend if n not in names]
-        points = tuple((p, tuple(float(blend.get(n, 0.0)) for n in names)) for p, blend in weights)
+        for point in weights:
+            if not (isinstance(point, Sequence) and len(point) == 2 and isinstance(point[1], Mapping)):
+                raise ValueError(f"points: a breakpoint is (position, {{name: weight}}), got {shown(point)}")
+            names += [n for n in point[1] if n not in names]
+        points = tuple((p, tuple(_weight(blend.get(n, 0.0)) for n in names)) for p, blend in weights)
         return cls(names=tuple(names), points=points, interpolation=interpolation)
 
     # -- the arrays the blend computes with -----------------------------------------------------------
