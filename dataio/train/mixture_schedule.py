@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -207,10 +208,7 @@ class RunUnits:
 
     def position(self, at: At) -> int:
         """The unit of the run at which breakpoint ``at`` falls; ValueError past ``MAX_POSITION``."""
-        try:
-            position = self._position(at)
-        except OverflowError:  # a fraction of more than 1e308 units
-            position = MAX_POSITION + 1
+        position = self._position(at)
         if position > MAX_POSITION:
             raise ValueError(f"weights: the breakpoint at {at.describe()} falls past unit {MAX_POSITION:,} of the "
                              f"run ({self.describe()}), the last a schedule holds")
@@ -222,7 +220,10 @@ class RunUnits:
                 raise ValueError(f"weights: the breakpoint at {at.describe()} is a fraction of training, but with "
                                  "epoch_until an epoch's length depends on the blend: give breakpoints in steps, or "
                                  "the epoch's length with epoch_length")
-            return round(at.fraction * self.total)
+            try:
+                return round(at.fraction * self.total)
+            except OverflowError:  # a run of more than 1e308 units: exactly (placed past MAX_POSITION unless 0%)
+                return round(Fraction(at.fraction) * self.total)
         assert at.step is not None
         if self.epoch_units is None or self.steps_per_epoch is None:
             return round(at.step * self.per_step)

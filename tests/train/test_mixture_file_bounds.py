@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from dataio.cli import _parser, _train_data
+from dataio.train.mixture_schedule import At, RunSchedule, RunUnits
 
 ROOT = Path(__file__).resolve().parents[2]
 CAP = "--as=2000000000"  # bytes of address space: the old expansion died of MemoryError under it
@@ -185,3 +186,18 @@ def test_no_message_formats_an_unbounded_value(text_shards):
     for call, message in json.loads(done.stdout).items():
         assert message != "accepted" and "\n" not in message and len(message) < 300, (call, message)
         assert "[[[...], [...], [...], ...]" in message or "epoch_length" in message, (call, message)
+
+
+def test_breakpoints_placed_past_the_last_position_are_refused_naming_them():
+    """A breakpoint within range can still land past 2**62 - 1 once placed in units: a fraction of an absurd
+    run (the float product overflowed: OverflowError), a step times the units a step reads."""
+    schedule = RunSchedule.of([("0%", {"a": 1, "b": 1}), ("50%", {"a": 1, "b": 0})], ["a", "b"])
+    absurd = RunUnits(epochs=10**400, epoch_units=40, per_step=1.0, unit="batches")
+    assert absurd.position(At(fraction=0.0)) == 0
+    with pytest.raises(ValueError, match="the breakpoint at 50% falls past unit 4,611,686,018,427,387,903 of the "
+                                         "run .<an integer of about 400 digits> epoch.s. 40 batches each"):
+        schedule.resolve(absurd)
+    steps = RunSchedule.of([(0, {"a": 1, "b": 1}), (2 * 10**18, {"a": 1, "b": 0})], ["a", "b"])
+    run = RunUnits(epochs=1, epoch_units=1000, per_step=256.0, unit="samples")
+    with pytest.raises(ValueError, match="the breakpoint at step 2000000000000000000 falls past unit"):
+        steps.resolve(run)
