@@ -144,3 +144,18 @@ def test_a_classes_file_that_reads_on_is_one_line(tree_with_a_huge_file, tmp_pat
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.splitlines() == ["dataio convert: error: classes file /dev/zero: file too large: it reads on "
                                         "past 67,108,864 bytes (limit 67,108,864), though its size says 0"]
+
+
+def test_a_huge_tokenizer_file_is_one_line_unread(tmp_path):
+    """``Tokenizer.from_file`` read a 20 GB (sparse) file whole: out of memory under the cap, and without one
+    as much memory as the machine has."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a few words\nand a few more\n")
+    tokenizer = tmp_path / "tokenizer.json"
+    with open(tokenizer, "wb") as f:
+        f.truncate(20 * 2**30)
+    done = dataio_capped("convert", "text", str(corpus), str(tmp_path / "out"), "--tokenizer", str(tokenizer),
+                         "--no-progress")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.splitlines() == [f"dataio convert: error: tokenizer {tokenizer}: file too large: "
+                                        "21,474,836,480 bytes (limit 268,435,456)"]
