@@ -183,6 +183,9 @@ def _parser() -> argparse.ArgumentParser:
     images.add_argument("--quality", type=int, help="re-encode every image at this JPEG quality (default: "
                         "clean JPEGs keep their own encoding)")
     images.add_argument("--max-pixels", type=_positive, default=MAX_PIXELS, help="decompression-bomb limit")
+    images.add_argument("--max-file-size", default="1GiB", metavar="SIZE",
+                        help="largest source file (or Parquet row's image) read, e.g. 500MB; a larger one is "
+                             "rejected with its size, never read past the limit")
     images.add_argument("--restart-interval", type=int, metavar="MCUS",
                         help="most MCUs between JPEG restart markers, so the loader can cut a crop out before "
                              "decoding (a lossless rewrite; default 2); 0 keeps clean JPEGs byte for byte")
@@ -439,7 +442,7 @@ def _convert_images(args: argparse.Namespace) -> int:
         num_workers=args.workers or _default_workers(), strict=args.strict, overwrite=args.overwrite,
         progress=not args.no_progress,
         prepare=ImagePrepareConfig(max_side=args.max_side, quality=args.quality, max_pixels=args.max_pixels,
-                                   **_given(restart_interval=args.restart_interval)),
+                                   max_file_size=args.max_file_size, **_given(restart_interval=args.restart_interval)),
         **_conversion_rank(args),
     )
     _local_for_ranks(args.out, {"world_size": config.world_size})

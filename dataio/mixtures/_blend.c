@@ -1,4 +1,4 @@
-/* The blend of dataio.sampling.blend (Tijdeman's chairman assignment rule) in C.
+/* The blend of dataio.mixtures.blend (Tijdeman's chairman assignment rule) in C.
  *
  * run(positions, weights, owed_at, linear, start, count, counts, out)
  *
@@ -58,9 +58,12 @@ static int64_t first_reaching(const Targets *t, Py_ssize_t i, double x, int64_t 
     }
     int64_t step = 1, hi = lo + step;
     while (owed(t, i, hi) < x) {
+        /* a weight so small (1e-30) that the stream ends first: never; and step never doubles past 2^62, so the
+           int64 arithmetic cannot overflow (it did, and the loop ran for ever) */
+        if (hi >= NEVER) return NEVER;
         lo = hi;
         step *= 2;
-        hi = lo + step;
+        hi = step < NEVER - lo ? lo + step : NEVER;
     }
     while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;

@@ -22,7 +22,7 @@ import heapq
 import numpy as np
 
 from dataio.formats.fallback_log import warn_once
-from dataio.mixtures.weight_schedule import NEVER, Targets, WeightSchedule
+from dataio.mixtures.weight_schedule import MAX_POSITION, NEVER, Targets, WeightSchedule
 
 try:  # the same loop in C (dataio/mixtures/_blend.c), ~100x faster; optional like the other extensions
     from dataio.mixtures import _blend
@@ -46,6 +46,8 @@ def blend(schedule: WeightSchedule, start: int, count: int,
     stream that starts at ``start``).
     """
     k = len(schedule.names)
+    if not 0 <= start <= start + count <= MAX_POSITION:  # the int64 arithmetic of the search stays below NEVER
+        raise ValueError(f"positions {start}..{start + count} are not within 0..{MAX_POSITION:,}")
     taken = np.zeros(k, dtype=np.int64) if counts is None else np.asarray(counts, dtype=np.int64).copy()
     if len(taken) != k:
         raise ValueError(f"counts has {len(taken)} entries for {k} sources")

@@ -16,7 +16,8 @@ from typing import Any
 from dataio.formats.errors import ConfigError
 from dataio.formats.remote.storage import is_remote
 from dataio.formats.remote.storage_options import StorageOptions
-from dataio.mixtures.mixture_plan import EpochRule
+from dataio.formats.shown import shown
+from dataio.mixtures.mixture_plan import MAX_EPOCH, EpochRule
 from dataio.mixtures.weight_schedule import WeightSchedule
 
 
@@ -30,14 +31,20 @@ def checked_weights(weights: Any, epoch_length: int | None, epoch_until: str | N
         try:
             schedule = WeightSchedule.of(weights)
         except (TypeError, AttributeError) as e:
-            raise ValueError(f"weights must be {{name: weight}}, [(position, {{name: weight}}), ...] or a "
-                             f"WeightSchedule, got {weights!r:.60} ({e})") from None
+            raise ConfigError(f"{{0}} must be {{name: weight}}, [(position, {{name: weight}}), ...] or a "
+                              f"WeightSchedule, got {shown(weights)} ({e})", "weights") from None
+        except ValueError as e:  # a weight or position out of range, named by WeightSchedule
+            raise ConfigError(f"{{0}}: {str(e).removeprefix('points: ')}", "weights") from None
     if epoch_length is not None and epoch_until is not None:
         raise ValueError("give one of epoch_length and epoch_until")
     if (epoch_length is not None or epoch_until is not None) and schedule is None:
         raise ValueError("epoch_length and epoch_until apply to mixtures: give weights= and a dict of sources")
     if epoch_length is not None:
-        EpochRule(samples=epoch_length)  # validates it
+        try:
+            EpochRule(samples=epoch_length)
+        except ValueError:
+            raise ConfigError(f"{{0}} must be >= 1 and at most {MAX_EPOCH:,} (an integer: an epoch is held in "
+                              f"memory), got {shown(epoch_length)}", "epoch_length") from None
     return schedule
 
 

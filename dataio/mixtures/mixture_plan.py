@@ -18,12 +18,14 @@ same order, which ``partition.rank_share`` then deals as for a single source.
 
 from __future__ import annotations
 
+import numbers
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from dataio.formats.shown import shown
 from dataio.sampling import partition
 from dataio.mixtures.blend import blend
 from dataio.mixtures.weight_schedule import Targets, WeightSchedule
@@ -43,13 +45,19 @@ class EpochRule:
         if (self.samples is None) == (self.until is None):
             raise ValueError("give one of samples (a number of samples per epoch) or until (a source name, or "
                              "'all')")
-        if self.samples is not None and (isinstance(self.samples, bool) or int(self.samples) < 1):
-            raise ValueError(f"samples must be >= 1, got {self.samples!r}")
+        if self.samples is not None and not _whole_in(self.samples, 1, MAX_EPOCH):
+            raise ValueError(f"samples must be >= 1 and at most {MAX_EPOCH:,} (an integer: an epoch is held in "
+                             f"memory), got {shown(self.samples)}")
 
     def describe(self) -> str:
         if self.samples is not None:
             return f"{self.samples} samples"
         return "every source finishes a pass" if self.until == "all" else f"source {self.until!r} finishes a pass"
+
+
+def _whole_in(value: object, low: int, high: int) -> bool:
+    """Whether ``value`` is an integer (numpy's too, not a bool) in ``low..high``."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and low <= value <= high
 
 
 @dataclass(frozen=True)
@@ -142,6 +150,8 @@ class MixturePlan:
         items = np.empty(len(sources), dtype=np.int64)
         for i in range(len(self.names)):
             where = np.flatnonzero(sources == i)
+            if not len(where):  # not drawn this epoch: a weight of 0, or one too small to come up
+                continue
             numbers = passes[where]  # non-decreasing: a source's draws run through its passes in turn
             # one slice per pass, not a mask over the epoch per pass (a 100-sample source at weight 0.1 runs
             # 1,280 passes in an ImageNet epoch: 4.2 s an epoch with masks)

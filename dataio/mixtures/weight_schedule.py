@@ -23,7 +23,10 @@ from typing import Literal
 
 import numpy as np
 
-NEVER = 1 << 62  # first_reaching when a source's weight stays 0: it is never owed that much
+from dataio.formats.shown import shown
+
+NEVER = 1 << 62  # first_reaching when a source is not owed that much before it: its weight stays 0, or is tiny
+MAX_POSITION = NEVER - 1  # the last breakpoint a schedule holds: past it the int64 arithmetic could overflow
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,9 +48,8 @@ class WeightSchedule:
         if not names or len(set(names)) != len(names) or not all(names):
             raise ValueError(f"names must be distinct, non-empty source names, got {list(names)}")
         if self.interpolation not in ("linear", "constant"):
-            raise ValueError(f"interpolation must be 'linear' or 'constant', got {self.interpolation!r}")
-        points = tuple((int(p), tuple(float(w) for w in ws)) for p, ws in self.points)
-        object.__setattr__(self, "points", points)
+            raise ValueError(f"interpolation must be 'linear' or 'constant', got {shown(self.interpolation)}")
+        points = tuple((_position(p), tuple(_weight(w) for w in ws)) for p, ws in self.points)
         if not points or points[0][0] != 0:
             raise ValueError("points must start with a breakpoint at position 0")
         for (a, _), (b, _) in zip(points, points[1:]):
@@ -60,6 +62,7 @@ class WeightSchedule:
             if not all(math.isfinite(w) and w >= 0 for w in weights) or sum(weights) <= 0:
                 raise ValueError(f"points: the weights at {position} must be finite, >= 0 and not all 0, "
                                  f"got {list(weights)}")
+        object.__setattr__(self, "points", tuple((p, _summable(ws)) for p, ws in points))
 
     @classmethod
     def constant(cls, weights: Mapping[str, float]) -> "WeightSchedule":
@@ -73,9 +76,11 @@ class WeightSchedule:
         if isinstance(weights, Mapping):
             return cls.constant(weights)
         names: list[str] = []
-        for _, blend in weights:
-            names += [n for n in blend if n not in names]
-        points = tuple((p, tuple(float(blend.get(n, 0.0)) for n in names)) for p, blend in weights)
+        for point in weights:
+            if not (isinstance(point, Sequence) and len(point) == 2 and isinstance(point[1], Mapping)):
+                raise ValueError(f"points: a breakpoint is (position, {{name: weight}}), got {shown(point)}")
+            names += [n for n in point[1] if n not in names]
+        points = tuple((p, tuple(_weight(blend.get(n, 0.0)) for n in names)) for p, blend in weights)
         return cls(names=tuple(names), points=points, interpolation=interpolation)
 
     # -- the arrays the blend computes with -----------------------------------------------------------
@@ -102,6 +107,37 @@ class WeightSchedule:
             t = (position - positions[j]) / (positions[j + 1] - positions[j])
             return weights[j] + (weights[j + 1] - weights[j]) * t
         return weights[j].copy()
+
+
+def _position(value: object) -> int:
+    """A breakpoint's position as an int in 0..MAX_POSITION (past it the blend's int64 arithmetic overflows)."""
+    try:
+        position = int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):  # None, "x", nan, inf
+        position = MAX_POSITION + 1
+    if position > MAX_POSITION:  # below 0: refused with the order of the breakpoints
+        raise ValueError(f"points: a breakpoint's position must be an integer in 0..{MAX_POSITION:,}, got "
+                         f"{shown(value)}")
+    return position
+
+
+def _weight(value: object) -> float:
+    """A weight as a float; an integer too large for one (10**400) is not finite."""
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except OverflowError:
+        return math.inf
+    except (TypeError, ValueError):
+        raise ValueError(f"points: a weight must be a number, got {shown(value)}") from None
+
+
+def _summable(weights: tuple[float, ...]) -> tuple[float, ...]:
+    """The weights, scaled by the largest where their sum overflows (1e308 twice): the same blend, a finite sum
+    to normalise by (an infinite one made every weight 0). Weights that sum fine are kept as given, bit for bit."""
+    if math.isfinite(sum(weights)):
+        return weights
+    largest = max(weights)
+    return tuple(w / largest for w in weights)
 
 
 def _segment_sum(start: np.ndarray | float, stop: np.ndarray | float, length: float, count: float,
@@ -142,9 +178,11 @@ class Targets:
         step = 1
         hi = lo + step
         while self.owed(i, hi) < x:  # gallop: the answer is near lo in the common case
+            if hi >= NEVER:  # a weight so small (1e-30) that the stream ends first: never (and no int64 overflow)
+                return NEVER
             lo = hi
             step *= 2
-            hi = lo + step
+            hi = lo + step if step < NEVER - lo else NEVER
         while hi - lo > 1:  # owed(lo) < x <= owed(hi)
             mid = (lo + hi) // 2
             if self.owed(i, mid) >= x:

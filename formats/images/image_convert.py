@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dataio.formats.bounded_read import FileTooLarge
 from dataio.formats.dataset.arrow_image_shards import ArrowImageWriter, image_locations
 from dataio.formats.images.class_names import read_class_names
 from dataio.formats.progress import progress
@@ -119,10 +120,13 @@ def _prepare_job(job: tuple[str | None, str | bytes | LocalFile | Rejection, Ima
         return item
     if src is None and not isinstance(item, LocalFile):
         data = item
+        if len(data) > config.max_file_size:  # a Parquet row's bytes, held to the limit of a file's
+            return Rejection(f"image too large: {len(data):,} bytes (limit {config.max_file_size:,})")
     else:
         try:
-            data = read_regular_file(item.path if isinstance(item, LocalFile) else source_path(src, item))
-        except NotRegularFile as e:
+            data = read_regular_file(item.path if isinstance(item, LocalFile) else source_path(src, item),
+                                     config.max_file_size)
+        except (NotRegularFile, FileTooLarge) as e:
             return Rejection(str(e) if src is not None else f"{item.path}: {e}")
         except OSError as e:
             return Rejection(f"cannot read: {errno_text(e)}" if src is not None
@@ -246,7 +250,8 @@ def _pack_locked(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary
     if add_restart_markers is None:  # said here, in the parent: the workers would each say it
         warn_once("jpeg-codec-pack", WITHOUT_CODEC)
     options = {"sample_checksum": CHECKSUM_FIELD.name, "max_side": config.prepare.max_side, "quality": config.prepare.quality,
-               "max_pixels": config.prepare.max_pixels, "shard_size": config.shard_size,
+               "max_pixels": config.prepare.max_pixels, "max_file_size": config.prepare.max_file_size,
+               "shard_size": config.shard_size,
                "restart_interval": config.prepare.restart_interval if add_restart_markers else 0,
                **({"format": "arrow"} if config.format == "arrow" else {})}
     journal = Journal(config.out, fingerprint({**options, "max_shard_samples": config.max_shard_samples,
