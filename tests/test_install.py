@@ -139,7 +139,7 @@ def test_wheel_requires_no_cuda_stack_nor_pillow_simd(wheels):
     assert 'nvidia-dali-cuda130>=1.51.2; extra == "dali-cuda13"' in metadata
     built = {n for n in names if n.endswith(".so")}
     assert {n.split(".")[0] for n in built} == {"dataio/formats/jpeg/_jpeg_codec", "dataio/augment/_randaugment_cpu",
-                                                "dataio/sampling/_blend", "dataio/text/_collate"}
+                                                "dataio/mixtures/_blend", "dataio/text/_collate"}
     with zipfile.ZipFile(wheels["bare"]) as bare:
         assert not [n for n in bare.namelist() if n.endswith(".so")]
 

@@ -33,7 +33,8 @@ Fetched = bytes | OSError | None
 class ImageShards:
     """Manifest, sample table, shard files and faulty rows of one source or a mixture's sources."""
 
-    def __init__(self, *, manifest: Manifest, table: SampleTable, files: ShardFiles | RemoteShardFiles | MixedShardFiles,
+    def __init__(self, *, manifest: Manifest, table: SampleTable,
+                 files: ShardFiles | RemoteShardFiles | MixedShardFiles,
                  faults: dict[int, str], folder: Path | str, location: Location | None, mixture: ImageMixture | None,
                  verify_samples: bool) -> None:
         self.manifest, self.table, self.files, self.faults = manifest, table, files, faults

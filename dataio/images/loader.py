@@ -216,11 +216,6 @@ class ImageLoader(ImageSampling, SourceLoader):
         if self.mixture is not None:  # one bincount a batch
             self.stats.sources.add(np.bincount(self.mixture.source_of(host.samples), minlength=len(self.mixture.names)))
 
-    def _share_settings(self) -> dict[str, Any]:
-        c = self.config
-        return {"shuffle": c.shuffles, "shuffle_window": c.shuffle_window, "batch_size": self.batch_size,
-                "drop_tail": c.drops_tail}
-
     def _kind(self) -> str:
         return f"ImageLoader/{'train' if self.config.train else 'eval'}"
 

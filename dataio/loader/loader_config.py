@@ -63,3 +63,14 @@ class LoaderConfig:
                              retry_backoff=self.retry_backoff, remote_timeout=self.remote_timeout)
         object.__setattr__(self, "storage_options", held_options(self.storage_options))
         object.__setattr__(self, "weights", checked_weights(self.weights, self.epoch_length, self.epoch_until))
+
+    @property
+    def shuffles(self) -> bool:
+        """Whether epochs are shuffled (``shuffle``; None: yes, unless a kind says otherwise)."""
+        return self.shuffle is not False
+
+    @property
+    def drops_tail(self) -> bool:
+        """Whether the samples that do not divide among the ranks are dropped rather than padded: ``drop_last``
+        (every rank then reads only full batches of distinct samples)."""
+        return self.drop_last

@@ -221,7 +221,8 @@ def pack_plan(lengths: np.ndarray, *, block_size: int, batch_size: int, rng: np.
     return PackStream(order.astype(np.int64), offsets, block_size), from_batches(batches)
 
 
-def epoch_plan(lengths: np.ndarray, shard_of: np.ndarray, config: Any, epoch: int) -> tuple[PackStream | None, BatchPlan]:
+def epoch_plan(lengths: np.ndarray, shard_of: np.ndarray, config: Any,
+               epoch: int) -> tuple[PackStream | None, BatchPlan]:
     """One source's batches of ``epoch`` over all ranks (and the token stream when packing), in the mode of
     ``config`` (a ``TextLoaderConfig``): a pure function of (lengths, shards, options, seed, epoch)."""
     c = config

@@ -235,7 +235,9 @@ class TextLoader(SourceLoader, TokenFacts):
 
     def mixture_passes(self) -> dict[str, int]:
         """A mixture's passes each source has finished, by the position of this pass (all ranks together)."""
-        return self.mixture.passes(*self.global_plan(), self.position.consumed_now(), self.epoch) if self.mixture else {}
+        if self.mixture is None:
+            return {}
+        return self.mixture.passes(*self.global_plan(), self.position.consumed_now(), self.epoch)
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         """One pass (``SourceLoader._pass``: timed, closed at exit, refused during another or after ``close()``)."""

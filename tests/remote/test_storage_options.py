@@ -22,7 +22,7 @@ from dataio import TokenDataset, TokenDatasetConfig
 from dataio.formats.dataset.manifest import ManifestError
 from dataio.formats.errors import ConfigError, UsageError
 from dataio.formats.remote.storage_options import StorageOptions
-from dataio.storage_flag import storage_options_of
+from dataio.cli.storage_flag import storage_options_of
 from dataio.train.config import TrainConfig
 from dataio.train.set_options import train_options, val_options
 from tests.remote.conftest import KEY
