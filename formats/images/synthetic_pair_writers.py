@@ -174,7 +174,8 @@ def write_hub_parquet(root: str | Path, config: SyntheticPairsConfig, *, image_c
         images, captions = [], []
         for row, index in enumerate(range(start, min(start + config.samples_per_shard, config.count))):
             pair, kind = make_pair(index, config), bad.get(index)
-            image: dict | None = {"bytes": pair.image, "path": f"{index:08d}.{config.image_format}"}
+            path = f"{index:08d}.{config.image_format}"
+            image: dict | None = {"bytes": pair.image, "path": path}
             caption: str | None = pair.caption
             if kind == "empty_caption":
                 caption = ""
@@ -185,7 +186,7 @@ def write_hub_parquet(root: str | Path, config: SyntheticPairsConfig, *, image_c
             elif kind == "missing_image":
                 image = None
             elif kind == "truncated_image":
-                image = {"bytes": pair.image[:len(pair.image) // 3], "path": image["path"]}
+                image = {"bytes": pair.image[:len(pair.image) // 3], "path": path}
             images.append(image)
             captions.append(caption)
             key = f"{name}:{row}"
