@@ -82,7 +82,8 @@ class OpenClipStyleTrainTransform:
             self.rng = np.random.default_rng(self.seed * 1000 + (info.id if info is not None else 0))
         box = crop_boxes.random_resized_crop_boxes(np.array([image.width]), np.array([image.height]), self.rng,
                                                    self.scale, (3 / 4, 4 / 3))[0]
-        image = image.crop(tuple(int(v) for v in box)).resize((self.size, self.size), Image.BICUBIC)
+        x0, y0, x1, y1 = (int(v) for v in box)
+        image = image.crop((x0, y0, x1, y1)).resize((self.size, self.size), Image.Resampling.BICUBIC)
         pixels = torch.from_numpy(np.array(image)).permute(2, 0, 1)  # PILToTensor
         if not self.normalize:
             return pixels
@@ -149,7 +150,8 @@ def make_open_clip_style(shards: Iterable[Path], *, batch_size: int, size: int, 
     loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=num_workers,
                                          persistent_workers=num_workers > 0)
     base = _dataloader_epoch(loader)  # its worker handling, counting pairs instead of (images, labels)
-    return Epoch(base.batches, lambda batch: len(batch["key"]), base.close, worker_pids=base.worker_pids)
+    return Epoch(base.batches, lambda batch: len(batch["key"]), base.close,  # type: ignore[index]
+                 worker_pids=base.worker_pids)
 
 
 def img2dataset_tars(folder: Path) -> list[Path]:

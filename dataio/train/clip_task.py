@@ -17,7 +17,7 @@ the training's global batch size, so it reads as the train loss does.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -57,7 +57,7 @@ class PairLoaders:
     vocab_size: int
     context_length: int  # the longest ``input_ids`` row the loaders give
     tally: Any = None  # a mixture's per-source counts (``ReadTally``); None for one source
-    mixture: dict | None = field(default=None)  # what a resume must find unchanged (``mixture_record``)
+    mixture: dict | None = None  # what a resume must find unchanged (``mixture_record``)
 
 
 PairLoaderFactory = Callable[[TrainConfig, torch.device], PairLoaders]
@@ -96,12 +96,17 @@ class ClipTask:
 
     def loss(self, model: nn.Module, batch: Batch) -> tuple[torch.Tensor, int]:
         """The global batch's contrastive loss (as this rank computes its part of it), and the batch's rows."""
-        images, texts, scale = model(batch["image"], batch["input_ids"], batch["attention_mask"])
+        images, texts, scale = model(*self._inputs(batch))
         repeated = batch.get("repeated")
         if repeated is not None and bool(repeated.any()):
             keep = ~repeated.to(images.device)
             images, texts = images[keep], texts[keep]
         return self.clip_loss(images, texts, scale), len(batch["input_ids"])
+
+    def _inputs(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The model's inputs on the run's device (a loader that delivers there already makes these no-ops)."""
+        return tuple(batch[name].to(self.device, non_blocking=True)  # type: ignore[return-value]
+                     for name in ("image", "input_ids", "attention_mask"))
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module) -> dict[str, float]:
@@ -117,9 +122,9 @@ class ClipTask:
         parts, scale = [], torch.tensor(1.0)
         loader.set_epoch(0)
         for batch in loader:
-            images, texts, scale = model(batch["image"], batch["input_ids"], batch["attention_mask"])
-            mask = batch["attention_mask"].to(self.device).bool()
-            parts.append(Embedded(images, texts, batch["input_ids"].to(self.device).masked_fill(~mask, -1),
+            image, input_ids, attention_mask = self._inputs(batch)
+            images, texts, scale = model(image, input_ids, attention_mask)
+            parts.append(Embedded(images, texts, input_ids.masked_fill(attention_mask == 0, -1),
                                   batch["sample_ids"].to(self.device), batch["repeated"].to(self.device).bool()))
         found = Embedded.concat(parts, self.towers.embed_dim, self.device).gathered().unique()
         rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
