@@ -51,7 +51,8 @@ def test_clipped_polygons_match_a_fine_sampling_of_the_warped_boxes() -> None:
         assert abs(polygon_areas(polygons[i:i + 1])[0] - sampled_area) <= 0.02 * sampled_area + 1.0, i
         if inside.sum() > 100:
             got = envelopes(polygons[i:i + 1])[0]
-            sampled = [points[0, inside].min(), points[1, inside].min(), points[0, inside].max(), points[1, inside].max()]
+            xs, ys = points[0, inside], points[1, inside]
+            sampled = [xs.min(), ys.min(), xs.max(), ys.max()]
             assert np.abs(got - sampled).max() <= 0.5, (i, got, sampled)  # a sharp tip can fall between samples
 
 
