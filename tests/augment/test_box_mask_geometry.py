@@ -21,9 +21,12 @@ found again in the output by its colour (``shape_photos.shape_pixels``):
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from dataio.augment import RandAugment, RandAugmentConfig, SeedKey, cpu_kernel
 from dataio.augment.bbox_crop import BBoxCropConfig, bbox_crop_boxes
@@ -143,6 +146,8 @@ def test_kept_boxes_bound_their_shapes_and_masks_cover_them(photos, crop, decode
         crops, centre_kept = draw_crops(crop, photos, rng)
         flipped = flips(len(photos), rng, 0.5)
         images = decode(decoder, photos, crops, flipped)
+        if decoder_name == "dali":
+            crops = np.round(crops)  # DALI's slice crops whole pixels (target_maps): its targets take those
         kept_rows = np.flatnonzero(centre_kept)
         targets = BoxTargets.from_ragged(all_boxes, np.arange(len(all_boxes)), counts, widths, heights)
         targets = targets.select(centre_kept).mapped(crop_resize_maps(crops, flipped, SIZE, SIZE), SIZE, SIZE)
@@ -163,3 +168,24 @@ def test_kept_boxes_bound_their_shapes_and_masks_cover_them(photos, crop, decode
         where = f"{decoder_name} {crop} seed {seed} {'kernel' if kernel else 'torch'}"
         kept_total += check(images, targets, masks, photos, kept_rows, crops, axis_aligned, where)
     assert kept_total >= SEEDS * len(photos)  # the checks above ran on boxes, not on an empty batch
+
+
+def test_the_crop_maps_place_an_edge_where_each_decoder_does(dali_decoder) -> None:
+    """An upscaled fractional crop (4x): turbo resizes the exact box; DALI's slice rounds it to whole pixels,
+    so its targets take ``np.round(boxes)``. Either way the mapped edge is where the decoder put it."""
+    pixels = np.full((120, 160, 3), 60, np.uint8)
+    pixels[:, 30:] = 220  # an edge at x = 30
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, "JPEG", quality=100, subsampling=0)
+    data = buffer.getvalue()
+    for x0 in (10.3, 10.7):
+        box = np.array([x0, 20.0, x0 + 40.0, 60.0])
+        turbo = np.zeros((160, 160, 3), np.uint8)
+        decode_crop_into(data, box, False, turbo)
+        dali = dali_decoder.decode([np.frombuffer(data, np.uint8)], box[None], np.array([False]), 160)[0].numpy()
+        for image, boxes in ((turbo, box[None]), (dali, np.round(box[None]))):
+            mapped = crop_resize_maps(boxes, np.array([False]), 160, 160)[0] @ [30.0, 0.0, 1.0]
+            row = image[80, :, 0].astype(float)
+            i = int(np.argmax(row > 140))
+            measured = i - 0.5 + (140 - row[i - 1]) / (row[i] - row[i - 1])
+            assert abs(measured - mapped[0]) <= 0.1, (x0, measured, mapped[0])
