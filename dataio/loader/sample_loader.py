@@ -69,8 +69,10 @@ class SampleLoader(SampleSharing, SourceLoader):
     def _sample_shards(self) -> np.ndarray | int:
         return getattr(self.source, "shard_of", len(self.source))
 
-    def _move(self, host: HostBatch) -> dict[str, torch.Tensor]:
-        return self._fields({**host.fields, "sample_ids": host.samples, "repeated": host.repeated}, len(host))
+    def _move(self, host: HostBatch) -> dict[str, torch.Tensor] | None:
+        if not len(host.samples):
+            return None
+        return self._fields({**host.fields, "sample_ids": host.samples, "repeated": host.repeated}, len(host.samples))
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         return self._iterate(lambda moved, host: moved)

@@ -46,48 +46,58 @@ class PassDriver:
         self._pool_pid = os.getpid()
         return ThreadPoolExecutor(self.threads, thread_name_prefix=self.name) if self.threads else None
 
-    def host_batches(self, plan: PassPlan, key_of: KeyOf) -> Iterator[HostBatch]:
-        """The plan's batches in order, each with its failed samples handled by the policy and dropped."""
+    def host_batches(self, plan: PassPlan, key_of: KeyOf | None) -> Iterator[HostBatch]:
+        """The plan's batches in order, each with its failed samples handled by the policy and dropped;
+        ``key_of(step)`` seeds each batch (None: the source draws nothing)."""
         if self._pool is not None and self._pool_pid != os.getpid():
             # A forked child iterating its copy of the loader: the executor's threads stayed in the parent, and
             # a decode thread on a num_workers="auto" gate the parent's threads held at the fork would wait on it.
             self._pool = self._new_pool()
             if self._gate is not None:
                 self._gate = ThreadGate(self._gate.limit)
-        self.source.begin_pass(plan)
-        try:
-            yield from self._inline(plan, key_of) if self.inline else self._threaded(plan, key_of)
-        finally:
-            self.source.end_pass()
+        return self._inline(plan, key_of) if self.inline else self._threaded(plan, key_of)
 
-    def _threaded(self, plan: PassPlan, key_of: KeyOf) -> Iterator[HostBatch]:
+    def _threaded(self, plan: PassPlan, key_of: KeyOf | None) -> Iterator[HostBatch]:
         tuner = self.stats.tuner
         if tuner is not None:
             tuner.restart()
         producer = ThreadedBatches(lambda i: self._start(plan, i, key_of), len(plan), pool=self._pool,
                                    prefetch=self.prefetch * max(1, self.threads), timeout=self.timeout,
                                    times=self.stats.stages)
-        for batch, failures in producer:
-            if tuner is not None and not tuner.done:  # auto: decode throughput at the gate's count
-                self._gate.set_limit(tuner.observe(len(batch), batch.finished(), time.perf_counter()))
-            yield self._handled(batch, failures)
+        self.source.begin_pass(plan)
+        try:
+            for batch, failures in producer:
+                if tuner is not None and not tuner.done:  # auto: decode throughput at the gate's count
+                    self._gate.set_limit(tuner.observe(len(batch.samples), batch.finished(), time.perf_counter()))
+                yield self._handled(batch, failures)
+        finally:
+            self.source.end_pass()
 
-    def _inline(self, plan: PassPlan, key_of: KeyOf) -> Iterator[HostBatch]:
-        for index in range(len(plan)):
-            yield self.read(plan, index, key_of)
+    def _inline(self, plan: PassPlan, key_of: KeyOf | None) -> Iterator[HostBatch]:
+        self.source.begin_pass(plan)
+        try:
+            for index in range(len(plan)):
+                yield self.read(plan, index, key_of)
+        finally:
+            self.source.end_pass()
 
-    def read(self, plan: PassPlan, index: int, key_of: KeyOf) -> HostBatch:
+    def read(self, plan: PassPlan, index: int, key_of: KeyOf | None) -> HostBatch:
         """Batch ``index`` of ``plan`` read in the calling thread, its failures handled."""
         batch, tasks = self._start(plan, index, key_of)
-        return self._handled(batch, [failure for task in tasks for failure in task()])
+        failures = [failure for task in tasks for failure in task()]
+        if failures or batch.extra:
+            return self._handled(batch, failures)
+        self.stats.samples_ok += len(batch.samples)  # the usual batch: no failure, nothing of the source's
+        return batch
 
-    def _start(self, plan: PassPlan, index: int, key_of: KeyOf) -> tuple[HostBatch, list]:
-        ids, repeated = plan.batch(index)
-        key = key_of(int(plan.steps[index]))
-        start: BatchStart = self.source.start_batch(index, ids, key)
-        batch = HostBatch(start.fields, ids, repeated, int(plan.units[index]), key, start.shared, start.laps,
-                          start.extra)
-        return batch, [self._gated(task) for task in start.tasks] if self._gate is not None else list(start.tasks)
+    def _start(self, plan: PassPlan, index: int, key_of: KeyOf | None) -> tuple[HostBatch, list]:
+        start, stop = plan.offsets[index], plan.offsets[index + 1]
+        ids, repeated = plan.ids[start:stop], plan.repeated[start:stop]
+        key = key_of(int(plan.steps[index])) if key_of is not None else None
+        begun: BatchStart = self.source.start_batch(index, ids, key)
+        batch = HostBatch(begun.fields, ids, repeated, int(plan.units[index]), key, begun.shared, begun.laps,
+                          begun.extra)
+        return batch, [self._gated(task) for task in begun.tasks] if self._gate is not None else begun.tasks
 
     def _gated(self, task: Callable[[], list]) -> Callable[[], list]:
         """With ``num_workers="auto"``, the tuner's count of the pool's threads work at once."""
@@ -103,7 +113,7 @@ class PassDriver:
             for _, error in failures:
                 self.stats.handle(self.policy, error)
             batch = self.source.without(batch, [position for position, _ in failures])
-        self.stats.samples_ok += batch.extra.get("samples_ok", len(batch))  # packed text: its document pieces
+        self.stats.samples_ok += batch.extra.get("samples_ok", len(batch.samples))  # packed text: document pieces
         return batch
 
     def close(self) -> None:

@@ -48,7 +48,7 @@ from dataio.text import batch_plans as plans
 from dataio.text.batch_plans import BatchPlan
 from dataio.text.config import TextLoaderConfig
 from dataio.text.samples_view import TextSamples
-from dataio.text.token_batches import TokenBatchSource, real_and_padding
+from dataio.text.token_batches import TokenBatchSource
 from dataio.text.token_data import TokenData
 from dataio.text.token_facts import TokenFacts
 
@@ -126,6 +126,7 @@ class TextLoader(SourceLoader, TokenFacts):
         self._global: tuple[int, Any] | None = None  # the epoch's plan over all ranks
         self.padding_tokens = self.real_tokens = 0  # counters over everything yielded
         source_ = TokenBatchSource(self.shards, stats.stages, pad_multiple=c.pad_multiple, ignore_index=c.ignore_index)
+        self._keyed = False  # nothing drawn per batch: no seed key to build
         self._start(source_, stats, fingerprint=self.data.fingerprint(), threads=0, inline=True)
         self._fields = FieldCopy(self._copy.device, stats.stages, pin=c.pin_memory, batch_transform=c.batch_transform,
                                  check=checked_text_batch)
@@ -134,9 +135,8 @@ class TextLoader(SourceLoader, TokenFacts):
                  f", a mixture of {len(self.mixture.names)} sources" if self.mixture else "")
 
     def set_weights(self, weights: Any) -> None:
-        """Blend a mixture by ``weights`` (as the constructor's) instead: on a fresh loader only, before its
-        first pass or ``load_state_dict``. ``dataio train`` places a schedule given in fractions of the run once
-        the loader knows an epoch's length in units; the sources stay open and each source's batches are kept."""
+        """Blend a mixture by ``weights`` instead, on a fresh loader (``dataio train`` places a schedule given in
+        fractions of the run once the loader knows an epoch's units); each source's batches are kept."""
         if self.mixture is None:
             raise ConfigError("{0} needs a mixture: pass the sources as a dict {{name: folder or URL}}", "weights")
         p = self.position
@@ -201,21 +201,22 @@ class TextLoader(SourceLoader, TokenFacts):
         """Batch ``index`` of this rank's current pass, as numpy arrays (bad samples per ``on_error``), read and
         timed as the pass reads it (``token_batches``)."""
         self._epoch_total()
-        return self._arrays(self.driver.read(self.pass_plan(), index, self._key))
+        return self._arrays(self.driver.read(self.pass_plan(), index, None))
 
     def _arrays(self, host: HostBatch) -> dict[str, np.ndarray]:
         return {**host.fields, **host.shared, "repeated": host.repeated}
 
     def _counted(self, host: HostBatch) -> None:
-        real, padding = real_and_padding(host)
-        self.real_tokens += real
-        self.padding_tokens += padding
+        fields, lengths = host.fields, host.fields.get("lengths")  # padded: real tokens from lengths; packed: mask
+        real = int(lengths.sum()) if lengths is not None else int(fields["attention_mask"].sum())
+        self.real_tokens, self.padding_tokens = self.real_tokens + real, self.padding_tokens + fields[
+            "attention_mask"].size - real
         if self.mixture is not None:
-            self.mixture.count_batch(self.stats.sources, host.fields.get("sample_ids", host.samples),
-                                     self.shards.lengths, real, host.extra.get("pieces"))
+            self.mixture.count_batch(self.stats.sources, fields.get("sample_ids", host.samples), self.shards.lengths,
+                                     real, host.extra.get("pieces"))
 
-    def _move(self, host: HostBatch) -> dict[str, torch.Tensor]:
-        return self._fields(self._arrays(host), len(host))
+    def _move(self, host: HostBatch) -> dict[str, torch.Tensor] | None:
+        return self._fields(self._arrays(host), len(host.samples)) if len(host.samples) else None
 
     def _share_settings(self) -> dict[str, Any]:
         return self.config.share_settings()
