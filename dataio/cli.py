@@ -759,9 +759,9 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{e.filename}: " if e.filename else ""
         print(f"dataio {args.command}: {where}{e.strerror or e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt as e:
-        resume = "; rerun the same command to resume" if args.command == "convert" else ""
-        if getattr(e, "checkpoint", None) is not None:  # dataio train stopped at a step boundary
-            resume = f" at step {e.step}: checkpoint saved to {e.checkpoint}; rerun with --resume to continue"
-        print(f"dataio {args.command}: interrupted{resume}", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # Ctrl-C; dataio train's TrainingInterrupted: a signal, at a step boundary
+        line = "interrupted" + ("; rerun the same command to resume" if args.command == "convert" else "")
+        if getattr(e, "checkpoint", None) is not None:
+            line = f"{e.what} at step {e.step}: checkpoint saved to {e.checkpoint}; rerun with --resume to continue"
+        print(f"dataio {args.command}: {line}", file=sys.stderr)
+        return getattr(e, "exit_code", 130)  # 128 + the signal's number: 130, 143 (SIGTERM), 138 (SIGUSR1)
