@@ -33,7 +33,7 @@ from torch import nn
 
 from dataio.formats.dataset.out_lock import locked_output
 from dataio.formats.errors import CheckpointError, ConfigError, UsageError
-from dataio.train import bottleneck, checkpoint, schedule, step_logs
+from dataio.train import bottleneck, checkpoint, checkpoint_fit, schedule, step_logs
 from dataio.train.chronometer import Chronometer
 from dataio.train.config import TrainConfig
 from dataio.train.image_task import ImageTask
@@ -164,7 +164,7 @@ class Trainer:
                 "schedule": schedule.state(self.schedule, self.step), "scaler": self.scaler.state_dict(),
                 "rng": checkpoint.rng_state(), "loader": self.task.train_loader.state_dict(), "step": self.step,
                 "chronometer": json.dumps(self.chronometer.as_dict()),
-                "mixture": json.dumps(self.task.mixture_record())}
+                "mixture": json.dumps(self.task.mixture_record()), "run": checkpoint_fit.run_record(self.config)}
 
     def _save(self) -> None:
         with self.signals.saving():  # a second signal waits for the checkpoint, never breaks torch's writer
@@ -182,14 +182,18 @@ class Trainer:
         try:
             self._restore_state(state)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as e:
-            # a checkpoint of another model, or a dict that is not a checkpoint at all
+            # read fine, so not corrupted: a dict that is not a trainer checkpoint, or one of another kind of run
             raise CheckpointError(f"checkpoint {self.config.out / checkpoint.NAME} does not fit this run "
-                                  f"({checkpoint.reason(e)}); resume with the options that wrote it, or move it "
-                                  "away to start afresh") from None
+                                  f"({checkpoint_fit.unfit_reason(e)}); resume with the options that wrote it, or "
+                                  "move it away to start afresh") from None
 
     def _restore_state(self, state: dict[str, Any]) -> None:
         if not isinstance(state, dict):
             raise TypeError(f"it holds a {type(state).__name__}, not a dict")
+        misfit = checkpoint_fit.misfit(state, self.model, self.config)
+        if misfit:  # another model, its shapes (classes, vocabulary) or another optimizer: named, never "corrupted"
+            raise CheckpointError(f"checkpoint {self.config.out / checkpoint.NAME} {misfit}; resume with the options "
+                                  "and data that wrote it, or move it away to start afresh")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
