@@ -62,7 +62,7 @@ class StopSignals:
     def __init__(self, world_size: int) -> None:
         self.world_size = world_size
         self.asked = 0  # the highest signal number received; every rank takes the highest of all ranks
-        self._saving = False
+        self._saving = 0  # the depth of nested saving() blocks
         self._previous: dict[int, Any] = {}
 
     def install(self) -> None:
@@ -83,12 +83,12 @@ class StopSignals:
 
     @contextlib.contextmanager
     def saving(self) -> Iterator[None]:
-        """A block no signal interrupts (a checkpoint, the logs): signals in it are only noted."""
-        self._saving = True
+        """A block no signal interrupts (a checkpoint, the logs): signals in it are only noted. Blocks nest."""
+        self._saving += 1
         try:
             yield
         finally:
-            self._saving = False
+            self._saving -= 1
 
     def stop_now(self, device: torch.device) -> int:
         """The signal that asked for a stop on any rank (the highest), or 0; every rank gets the same answer."""

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from dataio.train.stop_signals import StopSignals
 from tests.train.test_progress import LINE
 from tests.train.test_trainer import ROOT, cli
 
@@ -81,13 +82,17 @@ def test_a_scheduler_signal_saves_writes_the_log_and_resume_continues_exactly(re
 
 def test_sigterm_under_torchrun_stops_every_rank_at_one_step_and_resumes_exactly(real_photo_shards, tmp_path):
     """As SLURM does, SIGTERM goes to every process of the job step: torchrun's agent (which sends each worker a
-    SIGTERM of its own) and both workers; every rank saves at the same step and prints one line."""
+    SIGTERM of its own) and both workers (each in a session of its own); every rank saves at the same step and
+    prints one line."""
     args = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "dataio",
             *_args(real_photo_shards)]
-    process = _start(args + ["--out", str(tmp_path / "cut")], start_new_session=True)
+    process = _start(args + ["--out", str(tmp_path / "cut")])
     first = process.stdout.readline()
     assert LINE.fullmatch(first.rstrip("\n")), first
-    os.killpg(process.pid, signal.SIGTERM)
+    workers = [int(pid) for pid in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()]
+    assert len(workers) == 2
+    for pid in (process.pid, *workers):
+        os.kill(pid, signal.SIGTERM)
     _, err = process.communicate(timeout=300)
     lines = re.findall(STOPPED.format(what="stopped by SIGTERM"), err)
     assert len(lines) == 2 and lines[0] == lines[1], err[-4000:]  # one line per rank, the same step
@@ -179,3 +184,23 @@ def test_a_second_trainer_on_the_same_out_is_refused_naming_the_holder(real_phot
     _, err = first.communicate(timeout=300)
     assert first.returncode == 0 and err == "", err[-3000:]
     assert _saved_step(out) == 14 and not (out / ".dataio.lock").exists()
+
+
+def test_saving_blocks_nest_and_a_second_ctrl_c_outside_them_stops_at_once():
+    """The stop's block (checkpoint, then log.json and train.png) holds the checkpoint's own: leaving the inner one
+    must not let a second Ctrl-C break the log's write."""
+    signals = StopSignals(world_size=1)
+    signals.install()
+    try:
+        with signals.saving():
+            with signals.saving():
+                os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)  # the checkpoint is written, log.json not yet
+            time.sleep(0.01)
+        assert signals.asked == signal.SIGINT
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)
+    finally:
+        signals.restore()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
