@@ -7,7 +7,7 @@ the defaults come from a SLURM array, a SLURM job step or torchrun: ``_conversio
 line and exit 2 (an OUT that exists as a file or cannot be created or
 written counts as one); data errors, and output that fails while being
 written (disk full), print one line and exit 1; Ctrl-C prints one line and
-exits 130.
+exits 130 (``dataio train``: SIGTERM 143, SIGUSR1 138, after its checkpoint).
 
 Deliberately lazy: each command imports its stage inside its handler, so
 ``dataio --help`` and the converters start without importing torch, and
