@@ -79,6 +79,9 @@ class ConfigError(UsageError, ValueError):
 class ShardError(DataioError):
     """A shard is missing, truncated or does not match its manifest."""
 
+    shard: str | None  # None only when built from a message that is not its own (torch's re-raise of another)
+    reason: str | None
+
     def __init__(self, shard: str, reason: str | None = None) -> None:
         if reason is None:  # one message (torch's re-raise): the fields from its line
             found = _own_line(self, shard, r"shard (.*?): (.*)")
@@ -91,6 +94,10 @@ class ShardError(DataioError):
 
 class SampleError(DataioError):
     """One sample could not be read or decoded."""
+
+    shard: str | None  # None only when built from a message that is not its own
+    key: str | None
+    reason: str | None
 
     def __init__(self, shard: str, key: str | None = None, reason: str | None = None) -> None:
         if key is None and reason is None:  # one message (torch's re-raise): the fields from its line
@@ -113,6 +120,9 @@ class TooManyErrors(DataioError):
 
 class OutputError(DataioError):
     """Output could not be written (disk full, quota, I/O error, read-only file system), naming the path."""
+
+    path: object
+    errno: int | None  # None when built from a message (torch's re-raise)
 
     def __init__(self, path: object, error: OSError | None = None) -> None:
         if error is None:  # one message (torch's re-raise): the path from its line

@@ -63,7 +63,7 @@ def misfit(state: Any, model: nn.Module, config: TrainConfig) -> str | None:
     PATH``; None when they fit, or when it is no trainer checkpoint at all (the caller says so)."""
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
         return None
-    run = state.get("run") if isinstance(state.get("run"), dict) else {}
+    run: dict[str, Any] = state["run"] if isinstance(state.get("run"), dict) else {}
     was = run.get("model")
     if was is not None and was != config.model:
         return f"is for model {was}; this run builds {config.model}"
