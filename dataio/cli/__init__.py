@@ -7,7 +7,7 @@ the defaults come from a SLURM array, a SLURM job step or torchrun: ``_conversio
 line and exit 2 (an OUT that exists as a file or cannot be created or
 written counts as one); data errors, and output that fails while being
 written (disk full), print one line and exit 1; Ctrl-C prints one line and
-exits 130.
+exits 130 (``dataio train``: SIGTERM 143, SIGUSR1 138, after its checkpoint).
 
 Deliberately lazy: each command imports its stage inside its handler, so
 ``dataio --help`` and the converters start without importing torch, and
@@ -64,9 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{e.filename}: " if e.filename else ""
         print(redact(f"dataio {args.command}: {where}{e.strerror or e}"), file=sys.stderr)
         return 1
-    except KeyboardInterrupt as e:
-        resume = "; rerun the same command to resume" if args.command == "convert" else ""
-        if getattr(e, "checkpoint", None) is not None:  # dataio train stopped at a step boundary
-            resume = f" at step {e.step}: checkpoint saved to {e.checkpoint}; rerun with --resume to continue"
-        print(f"dataio {args.command}: interrupted{resume}", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # Ctrl-C; dataio train's TrainingInterrupted: a signal, at a step boundary
+        line = "interrupted" + ("; rerun the same command to resume" if args.command == "convert" else "")
+        if getattr(e, "checkpoint", None) is not None:
+            line = f"{e.what} at step {e.step}: checkpoint saved to {e.checkpoint}; rerun with --resume to continue"
+        print(f"dataio {args.command}: {line}", file=sys.stderr)
+        return getattr(e, "exit_code", 130)  # 128 + the signal's number: 130, 143 (SIGTERM), 138 (SIGUSR1)
