@@ -17,6 +17,7 @@ Deliberately lazy: each command imports its stage inside its handler, so
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from dataio import __version__
@@ -70,3 +71,15 @@ def main(argv: list[str] | None = None) -> int:
             line = f"{e.what} at step {e.step}: checkpoint saved to {e.checkpoint}; rerun with --resume to continue"
         print(f"dataio {args.command}: {line}", file=sys.stderr)
         return getattr(e, "exit_code", 130)  # 128 + the signal's number: 130, 143 (SIGTERM), 138 (SIGUSR1)
+
+
+def entry() -> int:
+    """The ``dataio`` script and ``python -m dataio``: ``main()``, then Ctrl-C ignored while the interpreter exits.
+
+    The work is done once ``main`` returns; a Ctrl-C during the teardown that follows (joining a converter's
+    worker processes, flushing files) found Python's handlers already removed and killed the process with
+    SIGINT, no line printed and exit code -2 for a finished run.
+    """
+    code = main()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return code

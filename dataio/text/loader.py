@@ -48,7 +48,7 @@ from dataio.text import batch_plans as plans
 from dataio.text.batch_plans import BatchPlan
 from dataio.text.config import TextLoaderConfig
 from dataio.text.samples_view import TextSamples
-from dataio.text.token_batches import TokenBatchSource
+from dataio.text.token_batches import TokenBatchSource, real_tokens
 from dataio.text.token_data import TokenData
 from dataio.text.token_facts import TokenFacts
 
@@ -207,13 +207,12 @@ class TextLoader(SourceLoader, TokenFacts):
         return {**host.fields, **host.shared, "repeated": host.repeated}
 
     def _counted(self, host: HostBatch) -> None:
-        fields, lengths = host.fields, host.fields.get("lengths")  # padded: real tokens from lengths; packed: mask
-        real = int(lengths.sum()) if lengths is not None else int(fields["attention_mask"].sum())
-        self.real_tokens, self.padding_tokens = self.real_tokens + real, self.padding_tokens + fields[
+        real = real_tokens(host.fields)
+        self.real_tokens, self.padding_tokens = self.real_tokens + real, self.padding_tokens + host.fields[
             "attention_mask"].size - real
         if self.mixture is not None:
-            self.mixture.count_batch(self.stats.sources, fields.get("sample_ids", host.samples), self.shards.lengths,
-                                     real, host.extra.get("pieces"))
+            samples = host.fields.get("sample_ids", host.samples)
+            self.mixture.count_batch(self.stats.sources, samples, self.shards.lengths, real, host.extra.get("pieces"))
 
     def _move(self, host: HostBatch) -> dict[str, torch.Tensor] | None:
         return self._fields(self._arrays(host), len(host.samples)) if len(host.samples) else None
@@ -245,6 +244,5 @@ class TextLoader(SourceLoader, TokenFacts):
         return self._iterate(lambda moved, host: moved)
 
     def close(self) -> None:
-        """Release the memory-mapped shards (as ``ImageLoader.close`` closes its files); iterating again raises."""
-        super().close()
+        super().close()  # and the memory-mapped shards and remote copies: iterating again raises
         self.data.close()

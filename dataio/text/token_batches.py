@@ -104,3 +104,8 @@ class TokenBatchSource:
     def close(self) -> None:
         pass  # the shards are the loader's data's (``token_data``)
 
+
+def real_tokens(fields: dict[str, Any]) -> int:
+    """A batch's tokens that are not padding: from ``lengths`` when padded (one small sum), else the mask."""
+    lengths = fields.get("lengths")
+    return int(lengths.sum()) if lengths is not None else int(fields["attention_mask"].sum())

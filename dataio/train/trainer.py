@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -32,63 +31,19 @@ import torch.distributed as dist
 from torch import nn
 
 from dataio.formats.dataset.out_lock import locked_output
-from dataio.formats.errors import CheckpointError, ConfigError, UsageError
+from dataio.formats.errors import CheckpointError
 from dataio.train import bottleneck, checkpoint, checkpoint_fit, schedule, step_logs
 from dataio.train.chronometer import Chronometer
 from dataio.train.config import TrainConfig
 from dataio.train.image_task import ImageTask
 from dataio.train.models import is_text_model
 from dataio.train.profiling import StepProfiler
+from dataio.train.run_setup import amp_dtype, make_optimizer, output_folder, run_device
 from dataio.train.progress import Progress
 from dataio.train.step_logs import SourceColumns, StepLogs
 from dataio.train.stop_signals import StopSignals, TrainingInterrupted
 from dataio.train.text_task import TextTask
 from dataio.train.val_sets import val_columns
-
-
-def _device(config: TrainConfig) -> torch.device:
-    """The device to train on; ConfigError naming ``device`` when the one asked for is not on this machine."""
-    if config.device == "auto":
-        return torch.device(f"cuda:{config.local_rank}" if torch.cuda.is_available() else "cpu")
-    device = torch.device(config.device)
-    if device.type == "cuda" and not (torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count()):
-        found = f"{torch.cuda.device_count()} CUDA device(s)" if torch.cuda.is_available() else "no CUDA device"
-        raise ConfigError(f"{{0}} {config.device}: this machine has {found}", "device")
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError(f"{{0}} {config.device}: MPS is not available on this machine", "device")
-    return device
-
-
-def _output_folder(out: Path) -> None:
-    """OUT must be a folder this process can write, checked before training rather than at the first checkpoint."""
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"output {out} exists and is not a folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".write-test-{os.getpid()}"
-        probe.touch()
-        probe.unlink()
-    except OSError as e:
-        raise UsageError(f"output folder {out} cannot be written: {e.strerror or e}") from None
-
-
-def _amp_dtype(config: TrainConfig, device: torch.device) -> torch.dtype | None:
-    """bf16, fp16 or None (full precision)."""
-    if config.amp == "off" or (config.amp == "auto" and device.type != "cuda"):
-        return None
-    if config.amp == "fp16" or (config.amp == "auto" and not torch.cuda.is_bf16_supported()):
-        return torch.float16
-    return torch.bfloat16
-
-
-def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
-    """SGD (Nesterov momentum) or AdamW; no weight decay on 1-d parameters (norms, biases)."""
-    decay = [p for p in model.parameters() if p.requires_grad and p.ndim > 1]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim <= 1]
-    groups = [{"params": decay, "weight_decay": config.decay}, {"params": no_decay, "weight_decay": 0.0}]
-    if config.optimizer == "sgd":
-        return torch.optim.SGD(groups, lr=config.peak_lr, momentum=config.momentum, nesterov=True)
-    return torch.optim.AdamW(groups, lr=config.peak_lr, betas=(0.9, 0.95))
 
 
 def _task(config: TrainConfig, device: torch.device) -> ImageTask | TextTask:
@@ -102,10 +57,10 @@ class Trainer:
 
     def __init__(self, config: TrainConfig) -> None:
         self.config = c = config
-        self.device = _device(c)
+        self.device = run_device(c)
         self._lock = contextlib.ExitStack()  # OUT's lock on rank 0, held until fit() ends
         if c.rank == 0:
-            _output_folder(c.out)
+            output_folder(c.out)
             self._lock.enter_context(locked_output(c.out))  # a second trainer on OUT: one line naming the holder
             checkpoint.remove_leftovers(c.out)  # a SIGKILL mid-save leaves up to a checkpoint's size behind
         try:
@@ -131,7 +86,7 @@ class Trainer:
         self.model = self.task.build_model().to(self.device)
         self.optimizer = make_optimizer(self.model, c)
         self.schedule: schedule.Schedule = self._curve(self.total_steps)
-        self.amp_dtype = _amp_dtype(c, self.device)
+        self.amp_dtype = amp_dtype(c, self.device)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.amp_dtype is torch.float16)
         self.chronometer = Chronometer(unit=self.task.unit)
         self.tally = self.task.tally  # a mixture's per-source counts; None for one folder
