@@ -63,6 +63,8 @@ class ImageLoader(ImageSampling, SourceLoader):
     (``dataio.loader.dataloader_args``).
     """
 
+    config: ImageLoaderConfig
+
     @keyword_checked
     def __init__(self, source: str | Path | Mapping[str, str | Path], config: ImageLoaderConfig | None = None, *,
                  batch_size: int = 256,

@@ -64,6 +64,8 @@ class TextLoader(SourceLoader, TokenFacts):
     Takes DataLoader's keywords too (``dataio.loader.dataloader_args``).
     """
 
+    config: TextLoaderConfig
+
     @keyword_checked
     def __init__(self, source: str | Path | Mapping[str, str | Path], config: TextLoaderConfig | None = None, *,
                  mode: Literal["fixed", "bucket", "budget", "pack"] = "budget",
@@ -198,8 +200,7 @@ class TextLoader(SourceLoader, TokenFacts):
 
     # -- batches -----------------------------------------------------------------------------
     def numpy_batch(self, index: int) -> dict[str, np.ndarray]:
-        """Batch ``index`` of this rank's current pass, as numpy arrays (bad samples per ``on_error``), read and
-        timed as the pass reads it (``token_batches``)."""
+        """Batch ``index`` of this rank's pass as numpy arrays (bad samples per ``on_error``), read as the pass does."""
         self._epoch_total()
         return self._arrays(self.driver.read(self.pass_plan(), index, None))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import signal
 
 import pytest
 import torch
@@ -180,11 +181,11 @@ def test_the_trainer_runs_the_clip_task_and_resumes_it_to_the_same_weights(tmp_p
     def interrupt_at_step_30(model, batch):
         calls.append(1)
         if len(calls) == 30:  # as a Ctrl-C would, mid-way through the second epoch (24 steps an epoch)
-            cut._stop_asked = True
+            cut.signals.asked = signal.SIGINT
         return ClipTask.loss(cut.task, model, batch)
 
     cut.task.loss = interrupt_at_step_30
-    with pytest.raises(TrainingInterrupted, match="stopped at step 30"):
+    with pytest.raises(TrainingInterrupted, match="interrupted at step 30"):
         cut.fit()
     resumed = _trainer(tmp_path, monkeypatch, resume=True, out="cut")
     assert resumed.step == 30 and resumed.task.train_loader.epoch == 1
