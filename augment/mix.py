@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from dataio.augment.seeding import RandomStage
+from dataio.formats.errors import ConfigError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,6 +44,17 @@ class MixConfig:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
         if self.mode not in ("sample", "batch"):
             raise ValueError(f"mode must be 'sample' or 'batch', got {self.mode!r}")
+
+
+def refuse_with_box_targets(mix: MixConfig | None) -> None:
+    """Raise ConfigError if MixUp/CutMix is asked for on samples with box or mask targets.
+
+    Blending two images leaves no one right set of boxes (and a CutMix patch hides parts of
+    objects that no box rule accounts for), so the loader refuses the pairing rather than
+    pick a rule silently."""
+    if mix is not None:
+        raise ConfigError("{0} (MixUp/CutMix) cannot be used with box or mask targets: it blends two images and "
+                          "has no rule for their boxes; leave it unset", "mix")
 
 
 def smooth_one_hot(labels: torch.Tensor, num_classes: int, smoothing: float) -> torch.Tensor:

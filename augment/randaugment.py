@@ -139,15 +139,21 @@ class RandAugment(RandomStage):
         sign = torch.where(torch.rand((n, c.num_ops), generator=g) < 0.5, -1.0, 1.0)
         return self._op_ids[picks], magnitude, sign
 
-    def __call__(self, images: torch.Tensor, *, output: Literal["uint8", "float"] | None = None) -> torch.Tensor:
+    def __call__(self, images: torch.Tensor, *, output: Literal["uint8", "float"] | None = None,
+                 draws: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """Augment ``(N, 3, H, W)`` uint8 (or float 0-255) images; each sample its own ops.
 
-        ``output`` overrides the config's for this call."""
+        ``output`` overrides the config's for this call. ``draws``: ``self.draw(N)``'s, made by the
+        caller so that box and mask targets follow the same ops (``target_maps.randaugment_maps``);
+        by default the call draws them itself."""
         if images.ndim != 4 or images.shape[1] != 3:
             raise ValueError(f"RandAugment expects (N, 3, H, W) images, got {tuple(images.shape)}")
         output = output or self.config.output
         n, _, height, width = images.shape
-        ops, magnitude, sign = self.draw(n)
+        ops, magnitude, sign = self.draw(n) if draws is None else draws
+        if ops.shape != (n, self.config.num_ops):
+            raise ValueError(f"draws are for {tuple(ops.shape)} (samples, ops); the batch needs "
+                             f"{(n, self.config.num_ops)}")
         if self.uses_kernel(images.device, images.dtype):
             codes, params = kernel_plan(ops, magnitude, sign, height, width)
             out = cpu_kernel.apply(images, codes, params, fill=int(round(self.config.fill)))

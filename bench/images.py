@@ -40,17 +40,17 @@ import torch
 
 from dataio.bench import image_baselines as baselines
 from dataio.bench import stage_limits
-from dataio.bench.images_report import COMPARISONS, STAGES, render
+from dataio.bench.images_checks import (EVAL_ROWS, auto_check, checks, checksum_cost, is_turbo, limit_modes,
+                                       mean_megapixels)
+from dataio.bench.images_report import STAGES, render
 from dataio.bench.report import load_average, machine_description, write_results
 from dataio.formats.dataset.manifest import read_manifest
-from dataio.formats.dataset.sample_table import read_sample_table
 from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
 from dataio.formats.images.image_prepare import ImagePrepareConfig
 from dataio.formats.images.synthetic import PHOTO_CLASSES
-from dataio.formats.remote.storage import redact
+from dataio.formats.remote.storage import StorageOptions, redact
 from dataio.images.dali_install import dali_installed, install_hint
 
-EVAL_ROWS = {"standard_eval", "dataio_eval"}  # the rows in eval mode, set beside standard_eval
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,7 +68,7 @@ class BenchImagesConfig:
     rounds: int = 1  # the whole loader sequence again: drift on a shared machine then hits every loader
     loaders: tuple[str, ...] = ()  # empty: default_loaders(), or PHOTO_LOADERS with photo_classes
     remote: str | None = None  # the same shards at an fsspec URL: its rows are timed beside the local ones
-    storage_options: dict | None = None  # for ``remote``; never printed or written to the results
+    storage_options: Any = None  # for ``remote``: a dict, held as StorageOptions (never printed or written)
     # photo classes of formats.synthetic (small, imagenet, camera): SRC/<class> for each, generated if absent
     # (photo_images of each, default photo_classes.DEFAULT_IMAGES), the ratio rows run on each
     photo_classes: tuple[str, ...] = ()
@@ -78,6 +78,7 @@ class BenchImagesConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "src", Path(self.src))
         object.__setattr__(self, "out", Path(self.out))
+        object.__setattr__(self, "storage_options", StorageOptions.of(self.storage_options))
         if not self.loaders:
             object.__setattr__(self, "loaders", PHOTO_LOADERS if self.photo_classes else default_loaders())
         object.__setattr__(self, "loaders", tuple(self.loaders))
@@ -248,13 +249,8 @@ def _breakdown(stats: list[dict[str, Any]], images: int) -> dict[str, Any]:
 
 
 def bench_images(config: BenchImagesConfig, log=print) -> dict[str, Any]:
-    """Run every loader, print the table, write JSON and PNG; returns the result dict. With
-    ``config.photo_classes``, the ratio rows on each class (``photo_classes.bench_photo_classes``)."""
-    if config.photo_classes:
-        # lazy: photo_classes imports this module (it runs bench_folder on each class)
-        from dataio.bench.photo_classes import bench_photo_classes
-
-        return bench_photo_classes(config, log)
+    """Run every loader on one folder, print the table, write JSON and PNG; returns the result dict (the ratio
+    rows on each photo class are ``photo_classes.bench_photo_classes``'s, over this module's ``bench_folder``)."""
     with tempfile.TemporaryDirectory(prefix="dataio-bench-") as tmp:
         result = bench_folder(config, config.src, config.shards, Path(tmp), log)
     log(render(result))
@@ -290,7 +286,7 @@ def bench_folder(config: BenchImagesConfig, src: Path, shards: Path | None, tmp:
     packed = baselines.packed_images(folder)
     own_loop = baselines.make_machine_limit(packed, size=config.image_size, dataio_path=True)
     checksum_loop = baselines.make_checksum_loop(packed)
-    modes = _limit_modes(config.loaders)
+    modes = limit_modes(config.loaders)
     limit_rates, own_rates, checksum_rates = [], [], []
     limits: dict[bool, list[dict[str, Any]]] = {train: [] for train in modes}
     rates: dict[str, list[list[float]]] = {name: [] for name in config.loaders}  # per round, per epoch
@@ -335,18 +331,17 @@ def bench_folder(config: BenchImagesConfig, src: Path, shards: Path | None, tmp:
         row["cpu_vs_standard"] = base["cpu_us_per_image"] / row["cpu_us_per_image"] if base else None
         row["of_limit"] = row["img_s"] / limit
         stages = row.get("stages")
-        if stages and stages["clock"] == "cpu" and _is_turbo(row["loader"]):
+        if stages and stages["clock"] == "cpu" and is_turbo(row["loader"]):
             row["stage_limits"] = stage_limits.compare(stages["best_us_per_image"],
                                                        merged[row["loader"] not in EVAL_ROWS],
                                                        min(cpu[row["loader"]]), row["loader"] != "dataio_unchecked")
     return {
-        "benchmark": "images",
-        "date": datetime.date.today().isoformat(),
+        "benchmark": "images", "date": datetime.date.today().isoformat(),
         "machine": machine_description(),
         "load_average": load_average(),
         "num_images": manifest.num_samples,
         "mean_image_kb": statistics.fmean(len(data) for data in packed) / 1e3 if packed else None,
-        "mean_megapixels": _mean_megapixels(folder, manifest),
+        "mean_megapixels": mean_megapixels(folder, manifest),
         "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()
                    if k not in ("storage_options", "remote")},  # credentials may be among them
         **({"remote": redact(config.remote)} if config.remote else {}),
@@ -354,78 +349,9 @@ def bench_folder(config: BenchImagesConfig, src: Path, shards: Path | None, tmp:
                           "dataio_single_thread_img_s": own_single},
         "stage_limits": {("train" if train else "eval"): found for train, found in merged.items()},
         "rows": rows,
-        "sample_checksum": _checksum_cost(by_name, own_single, statistics.median(checksum_rates)),
-        "checks": _checks(by_name, limit),
-        "auto_threads": _auto_check(by_name),
-        "round_checks": [_checks({r["loader"]: {"img_s": r["round_img_s"][i]} for r in rows}, limit)
+        "sample_checksum": checksum_cost(by_name, own_single, statistics.median(checksum_rates)),
+        "checks": checks(by_name, limit),
+        "auto_threads": auto_check(by_name),
+        "round_checks": [checks({r["loader"]: {"img_s": r["round_img_s"][i]} for r in rows}, limit)
                          for i in range(config.rounds)] if config.rounds > 1 else [],
     }
-
-
-def _is_turbo(name: str) -> bool:
-    """dataio's rows decoding with libjpeg-turbo on local shards: those the stage limits apply to."""
-    return name.startswith("dataio") and name not in ("dataio_dali_gpu", "dataio_remote", "dataio_remote_cached")
-
-
-def _limit_modes(loaders: tuple[str, ...]) -> list[bool]:
-    """The modes (train True, eval False) whose stage limits the rows need."""
-    turbo = [n for n in loaders if _is_turbo(n)]
-    return [train for train in (True, False) if any((n not in EVAL_ROWS) == train for n in turbo)]
-
-
-def _mean_megapixels(folder: Path, manifest: Any) -> float | None:
-    """The images' mean size in megapixels, from the sample table."""
-    table = read_sample_table(folder / manifest.sample_table)
-    return float((table.width.astype(float) * table.height).mean() / 1e6) if len(table) else None
-
-
-def _checksum_cost(by_name: dict[str, dict], own_single: float, checksum_single: float) -> dict[str, Any]:
-    """What the per-sample checksums cost: their share of dataio's single-thread per-image work (a
-    CPU-time measure, steady on a shared machine), and the end-to-end throughput of the loader with
-    them against without them (noisier: two timed runs)."""
-    checked, unchecked = (by_name.get(n, {}).get("img_s") for n in ("dataio", "dataio_unchecked"))
-    return {"us_per_image": 1e6 / checksum_single,
-            "share_of_per_image_work": own_single / checksum_single,
-            "throughput_cost": 1 - checked / unchecked if checked and unchecked else None}
-
-
-def _auto_check(by_name: dict[str, dict]) -> dict[str, Any] | None:
-    """auto's throughput against the best fixed-thread dataio row within auto's budget (per round too),
-    and against the best fixed row of all (counts past the budget oversubscribe the cores auto was given)."""
-    auto = by_name.get("dataio_auto")
-    fixed = {n: r for n, r in by_name.items() if n.startswith("dataio_t")}
-    if auto is None or not fixed:
-        return None
-    budget = auto.get("stages", {}).get("threads", {}).get("max_threads") or max(int(n[8:]) for n in fixed)
-    within = {n: r for n, r in fixed.items() if int(n[len("dataio_t"):]) <= budget} or fixed
-    best = max(within, key=lambda n: within[n]["img_s"])
-    overall = max(fixed, key=lambda n: fixed[n]["img_s"])
-    ratio = auto["img_s"] / within[best]["img_s"]
-    rounds = [a / max(f["round_img_s"][i] for f in within.values()) for i, a in enumerate(auto["round_img_s"])]
-    return {"budget_threads": budget, "best_fixed": best, "best_fixed_img_s": within[best]["img_s"],
-            "auto_img_s": auto["img_s"], "ratio": ratio, "round_ratios": rounds,
-            "chosen_threads": auto.get("stages", {}).get("threads_per_round"),
-            "best_fixed_overall": overall, "ratio_to_best_overall": auto["img_s"] / fixed[overall]["img_s"]}
-
-
-def _checks(by_name: dict[str, dict], limit: float) -> dict[str, dict[str, Any]]:
-    ours = by_name.get("dataio", {}).get("img_s")
-    dali = max((by_name[n]["img_s"] for n in ("dali_cpu", "dali_cpu_plain") if n in by_name), default=None)
-    ours_eval = by_name.get("dataio_eval", {}).get("img_s")
-    measured = {
-        "vs_standard": ours / by_name["standard"]["img_s"] if ours and "standard" in by_name else None,
-        "eval_vs_standard": (ours_eval / by_name["standard_eval"]["img_s"]
-                             if ours_eval and "standard_eval" in by_name else None),
-        "vs_dali_cpu": ours / dali if ours and dali else None,
-        "of_machine_limit": ours / limit if ours else None,
-    }
-    dataset = by_name.get("shard_dataset", {}).get("img_s")
-    if dataset and "standard" in by_name:  # the same transform and DataLoader: it must still beat (a)
-        measured["shard_dataset_vs_standard"] = dataset / by_name["standard"]["img_s"]
-    mixture = by_name.get("dataio_mixture", {}).get("img_s")
-    if mixture and ours:  # the same images through three sources and through one, taken in turns
-        measured["mixture_vs_single"] = mixture / ours
-    gpu = by_name.get("dataio_dali_gpu", {}).get("img_s")
-    if gpu:
-        measured["dali_gpu_vs_turbo"] = gpu / ours if ours else None
-    return {k: {"value": v, "row": COMPARISONS[k][0], "against": COMPARISONS[k][1]} for k, v in measured.items()}

@@ -53,7 +53,7 @@ from dataio.formats.dataset.sample_table import read_sample_table, sample_checks
 from dataio.images.config import ImageLoaderConfig
 from dataio.images.shard_files import ShardFiles
 from dataio.images.turbo_decode import RESIZE_IN_C, REGION_DECODE, _rgbx, decode_crop_into, region_of
-from dataio.loading.stage_times import StageTimes
+from dataio.pipeline.stage_times import StageTimes
 
 STAGES = ("read", "decode", "resize")  # the decode threads' stages, the ones with a limit here
 WITHIN = 1.10  # "at its limit": within 10%

@@ -2,7 +2,7 @@
 
 One line each for the PIL in use (pillow-simd or plain pillow, and the distributions that own ``PIL``),
 the four optional C extensions (the region decoder ``dataio.formats.jpeg._jpeg_codec``, the RandAugment kernel
-``dataio.augment._randaugment_cpu``, the mixture blend ``dataio.sampling._blend``, the padded text batches
+``dataio.augment._randaugment_cpu``, the mixture blend ``dataio.mixtures._blend``, the padded text batches
 ``dataio.text._collate``; a ``pip install`` without a compiler or libjpeg headers succeeds without them) and NVIDIA DALI (which build, or which extra fits this torch). Exits 1 on a broken install
 (two distributions owning ``PIL``, or two DALI builds); with ``--strict`` (the Makefile's venv), also when
 a fast CPU path is missing: pillow-simd with libjpeg-turbo and all four extensions.
@@ -20,7 +20,7 @@ from dataio.augment.cpu_kernel import AVAILABLE, WITHOUT_KERNEL
 from dataio.formats.images import image_prepare
 from dataio.formats.pil_build import SWAP, describe_pil, pil_build, pil_owners
 from dataio.images import turbo_decode
-from dataio.sampling import blend
+from dataio.mixtures import blend
 from dataio.text import collate
 from dataio.images.dali_install import BUILDS, install_hint, installed_builds, torch_cuda_major
 
@@ -59,10 +59,10 @@ def report() -> tuple[list[str], list[str], list[str]]:
         lines.append(WITHOUT_KERNEL)
         slow.append("the RandAugment kernel dataio.augment._randaugment_cpu is not built")
     if blend._blend is not None:
-        lines.append("mixture blend dataio.sampling._blend: built")
+        lines.append("mixture blend dataio.mixtures._blend: built")
     else:
         lines.append(blend.WITHOUT_EXTENSION)
-        slow.append("the mixture blend dataio.sampling._blend is not built")
+        slow.append("the mixture blend dataio.mixtures._blend is not built")
     if collate._collate is not None:
         lines.append("padded text batches dataio.text._collate: built")
     else:

@@ -1,4 +1,4 @@
-"""The CLI reference page, ``docs/cli.md``, written from the parser of ``dataio/cli.py``.
+"""The CLI reference page, ``docs/cli.md``, written from the parser of the ``dataio/cli/`` package.
 
 ``python -m dataio.cli_reference`` rewrites the page (run it from the repository root after changing a flag);
 ``tests/test_docs.py`` renders it in memory and fails while the committed page differs. Every command gets its
@@ -71,7 +71,7 @@ def render(parser: argparse.ArgumentParser | None = None) -> str:
     parser = parser or _parser()
     plain = argparse.HelpFormatter(prog=parser.prog, width=WIDTH)  # the help text without the appended default
     lines = ["# CLI reference", "",
-             f"Generated from the parser in `dataio/cli.py` by `{COMMAND}`: do not edit it by hand. Every command "
+             f"Generated from the parsers in `dataio/cli/` by `{COMMAND}`: do not edit it by hand. Every command "
              "prints the same with `--help`, its defaults included; `dataio --version` prints the version.", ""]
     for sub, summary in walk(parser):
         subcommands = [a for a in sub._actions if isinstance(a, argparse._SubParsersAction)]

@@ -33,8 +33,9 @@ from dataio.formats.dataset.manifest import MANIFEST_NAME, Manifest, open_datase
 from dataio.formats.remote.storage import is_remote, redact
 from dataio.images.loader import ImageLoader
 from dataio.images.shard_dataset import ShardDataset
-from dataio.loading.dataloader_args import DATALOADER_KEYWORDS, sampler_shuffles
-from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options, retry_policy
+from dataio.loader.dataloader_args import DATALOADER_KEYWORDS, sampler_shuffles
+from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options, retry_policy
+from dataio.mixtures.mixture_options import source_storage_options
 from dataio.text.loader import TextLoader
 from dataio.text.token_dataset import TokenDataset
 
@@ -73,7 +74,7 @@ def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = 
         if not dataset:
             raise ConfigError("{0} is an empty dict of sources", "dataset")
         source: Any = {name: _shard_folder(folder) for name, folder in dataset.items()}
-        manifests = {name: _manifest(folder, options) for name, folder in source.items()}
+        manifests = {name: _manifest(folder, options, source, name) for name, folder in source.items()}
         kinds = {name: m.kind for name, m in manifests.items()}
         if len(set(kinds.values())) > 1:
             raise UsageError(f"the sources of a mixture hold one kind of shards; these differ: {kinds}")
@@ -108,8 +109,10 @@ def _choose_mode(source: str | Path | dict[str, str | Path], options: dict[str, 
     log.info("dataio.DataLoader(%s): %s %s; %s output", where, mode, why, output)
 
 
-def _manifest(source: str | Path, options: dict[str, Any]) -> Manifest:
-    """The manifest of ``source`` (a URL's read with the loaders' storage and retry options)."""
+def _manifest(source: str | Path, options: dict[str, Any], sources: Mapping[str, Any] | None = None,
+              name: str = "") -> Manifest:
+    """The manifest of ``source`` (a URL's read with the loaders' storage and retry options; source ``name`` of
+    a mixture's ``sources`` with its own, as the loaders give them)."""
     if not is_remote(source):
         return open_dataset(source)[1]
     retries = options.get("retries", DEFAULT_RETRIES)
@@ -117,6 +120,8 @@ def _manifest(source: str | Path, options: dict[str, Any]) -> Manifest:
     storage_options = options.get("storage_options")
     check_remote_options(storage_options=storage_options, cache_dir=None, cache_limit=DEFAULT_CACHE_LIMIT,
                          retries=retries, retry_backoff=backoff)
+    if sources is not None:
+        storage_options = source_storage_options(storage_options, sources, name)
     return open_dataset(source, storage_options, retry_policy(retries, backoff))[1]
 
 

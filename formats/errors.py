@@ -3,13 +3,42 @@
 Every error about data names where it came from: the file, shard and sample
 key, and the reason. ``dataio.errors`` re-exports these names beside the
 readers' error policy.
+
+Every class can be built from its message alone and pickles with its type and
+fields: torch's DataLoader re-raises a worker's exception as
+``type(e)(message)`` (``torch._utils.ExceptionWrapper.reraise``) and turns it
+into a ``RuntimeError`` when that call fails, which ``except DataioError``
+would not catch. Built from a message, the fields are read back from the
+error's own line at the end of it (the worker's traceback), else None.
 """
 
 from __future__ import annotations
 
+import ast
+import re
+
+
+def _rebuilt(cls: type, args: tuple) -> BaseException:
+    """An exception of ``cls`` with ``args``, without calling its ``__init__`` (whose arguments differ)."""
+    return cls.__new__(cls, *args)
+
+
+def _own_line(error: BaseException, message: str, pattern: str) -> re.Match | None:
+    """``pattern`` matched on the last line ``[module.]ClassName: ...`` of ``message`` (a worker's traceback, as
+    torch passes it), or on ``message`` itself."""
+    lines = re.findall(rf"^(?:[\w.]+\.)?{type(error).__name__}: (.*)$", message, re.MULTILINE)
+    return re.fullmatch(pattern, lines[-1] if lines else message)
+
+
+_QUOTED = r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""  # a str's repr, as SampleError writes the key
+
 
 class DataioError(Exception):
     """Base class of every error dataio raises on purpose."""
+
+    def __reduce__(self) -> tuple:
+        """Pickled as its type, its args and its fields (``__dict__``), whatever its ``__init__`` takes."""
+        return _rebuilt, (type(self), self.args), self.__dict__ or None
 
 
 class UsageError(DataioError):
@@ -50,7 +79,15 @@ class ConfigError(UsageError, ValueError):
 class ShardError(DataioError):
     """A shard is missing, truncated or does not match its manifest."""
 
-    def __init__(self, shard: str, reason: str) -> None:
+    shard: str | None  # None only when built from a message that is not its own (torch's re-raise of another)
+    reason: str | None
+
+    def __init__(self, shard: str, reason: str | None = None) -> None:
+        if reason is None:  # one message (torch's re-raise): the fields from its line
+            found = _own_line(self, shard, r"shard (.*?): (.*)")
+            super().__init__(shard)
+            self.shard, self.reason = found.groups() if found else (None, None)
+            return
         super().__init__(f"shard {shard}: {reason}")
         self.shard, self.reason = shard, reason
 
@@ -58,7 +95,17 @@ class ShardError(DataioError):
 class SampleError(DataioError):
     """One sample could not be read or decoded."""
 
-    def __init__(self, shard: str, key: str, reason: str) -> None:
+    shard: str | None  # None only when built from a message that is not its own
+    key: str | None
+    reason: str | None
+
+    def __init__(self, shard: str, key: str | None = None, reason: str | None = None) -> None:
+        if key is None and reason is None:  # one message (torch's re-raise): the fields from its line
+            found = _own_line(self, shard, rf"sample {_QUOTED} in shard (.*?): (.*)")
+            super().__init__(shard)
+            self.shard, self.key, self.reason = ((found[2], ast.literal_eval(found[1]), found[3]) if found
+                                                 else (None, None, None))
+            return
         super().__init__(f"sample {key!r} in shard {shard}: {reason}")
         self.shard, self.key, self.reason = shard, key, reason
 
@@ -74,7 +121,15 @@ class TooManyErrors(DataioError):
 class OutputError(DataioError):
     """Output could not be written (disk full, quota, I/O error, read-only file system), naming the path."""
 
-    def __init__(self, path: object, error: OSError) -> None:
+    path: object
+    errno: int | None  # None when built from a message (torch's re-raise)
+
+    def __init__(self, path: object, error: OSError | None = None) -> None:
+        if error is None:  # one message (torch's re-raise): the path from its line
+            found = _own_line(self, str(path), r"cannot write (.*): .*")
+            super().__init__(path)
+            self.path, self.errno = found[1] if found else None, None
+            return
         reason = error.strerror or type(error).__name__
         super().__init__(f"cannot write {path}: {reason}")
         self.path, self.errno = path, error.errno

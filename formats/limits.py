@@ -9,3 +9,12 @@ MAX_PIXELS = 89_478_485
 # at or past this bound are rejected per row instead. A million classes is past every public classification
 # set (ImageNet-21k: 21,841); more takes a --classes FILE.
 MAX_CLASSES = 1_000_000
+
+# Largest source file the packer reads (``--max-file-size``): every image within the default MAX_PIXELS fits,
+# even stored uncompressed at 16 bits a channel with alpha (8 bytes a pixel: 716 MB); it is also the largest
+# image member the readers accept (``sample_table.MAX_MEMBER_BYTES``). A file past it (a 50 GB sparse file, a
+# ``/proc`` file that reads on for ever) is rejected with its size, after reading at most one byte past it.
+MAX_FILE_BYTES = 1 << 30
+
+# A ``--classes FILE`` past this (a million names of 64 bytes) is refused instead of read on.
+MAX_CLASSES_FILE_BYTES = 64 << 20

@@ -15,4 +15,7 @@ def parse_size(text: str | int) -> int:
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", text)
     if not match or match.group(2).upper() not in _UNITS:
         raise ValueError(f"not a size: {text!r} (examples: 256MB, 1GiB, 1000000)")
-    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+    value = float(match.group(1)) * _UNITS[match.group(2).upper()]
+    if value >= 2**63:  # a thousand-digit number is inf as a float: an overflow, not a size
+        raise ValueError(f"not a size: {text!r:.40} is past 2**63 bytes")
+    return int(value)

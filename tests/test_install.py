@@ -139,7 +139,7 @@ def test_wheel_requires_no_cuda_stack_nor_pillow_simd(wheels):
     assert 'nvidia-dali-cuda130>=1.51.2; extra == "dali-cuda13"' in metadata
     built = {n for n in names if n.endswith(".so")}
     assert {n.split(".")[0] for n in built} == {"dataio/formats/jpeg/_jpeg_codec", "dataio/augment/_randaugment_cpu",
-                                                "dataio/sampling/_blend", "dataio/text/_collate"}
+                                                "dataio/mixtures/_blend", "dataio/text/_collate"}
     with zipfile.ZipFile(wheels["bare"]) as bare:
         assert not [n for n in bare.namelist() if n.endswith(".so")]
 
@@ -170,12 +170,12 @@ def test_without_a_compiler_the_install_works_and_each_fallback_is_said_once(whe
     assert check.returncode == 1, "--strict passed without pillow-simd or the C extensions"
     assert "dataio.formats.jpeg._jpeg_codec is not built" in check.stdout
     assert "dataio.augment._randaugment_cpu is not built" in check.stdout
-    assert "dataio.sampling._blend is not built" in check.stdout
+    assert "dataio.mixtures._blend is not built" in check.stdout
     assert "dataio.text._collate is not built" in check.stdout
     assert [line.split(": ", 2)[2].split(" (")[0] for line in check.stderr.splitlines()] == [
         "PIL is not pillow-simd with libjpeg-turbo", "the region decoder dataio.formats.jpeg._jpeg_codec is not built",
         "the RandAugment kernel dataio.augment._randaugment_cpu is not built",
-        "the mixture blend dataio.sampling._blend is not built",
+        "the mixture blend dataio.mixtures._blend is not built",
         "the padded text batches dataio.text._collate is not built"], check.stderr
     packed, shards = _convert(user_env, real_photos, tmp_path)  # 12 ImageNet-size photos and 2 camera ones
     assert "packed 14 images" in packed.stdout, packed.stdout

@@ -12,16 +12,28 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# The rooms of the library, in the order data flows: each may import those before it.
+ORDER = ("dataio.formats", "dataio.augment", "dataio.sampling", "dataio.mixtures", "dataio.remote", "dataio.pipeline",
+         "dataio.loader")
+
+
+def _below(room: str) -> tuple[str, ...]:
+    """The rooms of ``ORDER`` up to and including ``room``."""
+    return ORDER[:ORDER.index(room) + 1]
+
+
 # Each folder, the dataio packages it may import (besides its own), in the order data flows.
 LAYERS = {
-    "formats": ("dataio.formats",),
-    "augment": ("dataio.formats", "dataio.augment"),
-    "dataio/sampling": ("dataio.formats", "dataio.augment", "dataio.sampling"),
-    "dataio/loading": ("dataio.formats", "dataio.augment", "dataio.sampling", "dataio.loading"),
-    "dataio/images": ("dataio.formats", "dataio.augment", "dataio.sampling", "dataio.loading", "dataio.images"),
-    "dataio/text": ("dataio.formats", "dataio.augment", "dataio.sampling", "dataio.loading", "dataio.text"),
-    "dataio/train": ("dataio.formats", "dataio.augment", "dataio.sampling", "dataio.loading", "dataio.images",
-                     "dataio.text", "dataio.train", "dataio.errors"),
+    "formats": _below("dataio.formats"),
+    "augment": _below("dataio.augment"),
+    "dataio/sampling": _below("dataio.sampling"),
+    "dataio/mixtures": _below("dataio.mixtures"),
+    "dataio/remote": _below("dataio.remote"),
+    "dataio/pipeline": _below("dataio.pipeline"),
+    "dataio/loader": _below("dataio.loader"),
+    "dataio/images": ORDER + ("dataio.images",),
+    "dataio/text": ORDER + ("dataio.text",),
+    "dataio/train": ORDER + ("dataio.images", "dataio.text", "dataio.train", "dataio.errors"),
 }
 
 
@@ -66,16 +78,17 @@ def test_imports_only_point_down(folder):
 
 
 def test_only_the_cli_imports_bench_and_only_inside_its_bench_and_demo_commands():
+    commands = {ROOT / "dataio" / "cli" / "bench.py", ROOT / "dataio" / "cli" / "demo.py"}
     wrong = []
     for path in python_files("dataio") + python_files("formats") + python_files("augment") + python_files("tests"):
         for module, line, at_top in imported_modules(path):
-            if module.startswith(("dataio.bench", "bench")) and (path.name != "cli.py" or at_top):
+            if module.startswith(("dataio.bench", "bench")) and (path not in commands or at_top):
                 wrong.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
     assert not wrong, "\n".join(wrong)
-    cli = (ROOT / "dataio" / "cli.py").read_text()
-    handlers = {node.name for node in ast.walk(ast.parse(cli)) if isinstance(node, ast.FunctionDef)
+    handlers = {node.name for path in commands for node in ast.walk(ast.parse(path.read_text()))
+                if isinstance(node, ast.FunctionDef)
                 and any(m.startswith("dataio.bench") for m, _, _ in _imports_in(node))}
-    assert handlers == {"_bench_images", "_bench_augment", "_bench_text", "_bench_sampler", "_demo"}
+    assert handlers == {"run_images", "run_augment", "run_text", "run_sampler", "run"}
 
 
 def _imports_in(node: ast.AST) -> list[tuple[str, int, bool]]:
@@ -87,7 +100,7 @@ def test_imports_inside_functions_say_why():
     unexplained = []
     for folder in ("dataio", "formats", "augment", "bench"):
         for path in python_files(folder):
-            if path.name == "cli.py":  # its module docstring explains: each command imports its stage lazily
+            if path.parent.name == "cli":  # its docstring explains: each command imports its stage lazily
                 continue
             lines = path.read_text().splitlines()
             for module, line, at_top in imported_modules(path):
@@ -116,3 +129,74 @@ def test_the_distribution_adds_exactly_one_top_level_name(tmp_path):
     result = json.loads(done.stdout)
     assert result["found"] == {"bench": False, "formats": False, "augment": False}
     assert result["kernel"] and result["codec"]
+
+
+def _module_name(path: Path) -> str:
+    """The installed module name of a library file (``augment/x.py`` is ``dataio.augment.x``)."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[0] in ("augment", "formats", "bench"):
+        parts = ["dataio", *parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported_files(path: Path, files: dict[str, Path]) -> set[str]:
+    """The library modules ``path`` imports, at the top or lazily, leaving out ``if TYPE_CHECKING:`` blocks (never
+    run); ``from package import module`` names the module."""
+    tree = ast.parse(path.read_text(), str(path))
+    skipped = {id(n) for node in tree.body if _type_checking(node) for n in ast.walk(node)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                module = f"{node.module}.{alias.name}"
+                if module in files:
+                    found.add(module)
+                elif not (node.module in files and _is_extension(files[node.module].parent, alias.name)):
+                    found.add(node.module)  # a name the package's __init__ defines
+    return {name for name in found if name in files}
+
+
+def _is_extension(package: Path, name: str) -> bool:
+    """Whether ``name`` in ``package`` is a C extension module (its source ``name.c``): it imports nothing back."""
+    return (package / f"{name}.c").is_file()
+
+
+def test_no_import_circle_anywhere_in_the_library():
+    """Every import between library modules, lazy ones too (a lazy import closed the loader <-> ShardDataset
+    circle before the skeleton): the graph has no cycle, inside a room or across rooms."""
+    files = {_module_name(p): p for folder in ("dataio", "formats", "augment", "bench") for p in python_files(folder)
+             if "results" not in p.parts}
+    graph = {name: _imported_files(path, files) - {name} for name, path in files.items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            raise AssertionError("import circle: " + " -> ".join(cycle))
+
+
+def test_files_are_short_and_the_loaders_are_facades():
+    """Every library file under 400 lines; ImageLoader and TextLoader under 250 each (issue 34): what both do
+    lives in the skeleton (dataio/pipeline, dataio/loader), each kind's reading in its source."""
+    long = [f"{p.relative_to(ROOT)}: {len(p.read_text().splitlines())} lines"
+            for folder in ("dataio", "formats", "augment", "bench") for p in python_files(folder)
+            if len(p.read_text().splitlines()) >= 400]
+    assert not long, "\n".join(long)
+    for path in (ROOT / "dataio" / "images" / "loader.py", ROOT / "dataio" / "text" / "loader.py"):
+        assert len(path.read_text().splitlines()) < 250, path

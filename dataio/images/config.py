@@ -7,7 +7,6 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from numbers import Integral
-from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -16,20 +15,16 @@ from dataio.formats.errors import ConfigError
 from dataio.formats.fallback_log import warn_once
 from dataio.images.dali_install import dali_installed, install_hint
 from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
-from dataio.loading.device_check import checked_device
-from dataio.loading.error_policy import ErrorPolicy
-from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, DEFAULT_TIMEOUT, check_remote_options
-from dataio.loading.thread_tuner import thread_budget
-from dataio.sampling.mixture_options import checked_weights
-from dataio.sampling.partition import DEFAULT_WINDOW
-from dataio.sampling.world import check_rank_args
+from dataio.loader.loader_config import LoaderConfig
+from dataio.pipeline.thread_tuner import thread_budget
+from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 @dataclass(frozen=True, kw_only=True)
-class ImageLoaderConfig:
+class ImageLoaderConfig(LoaderConfig):
     """Every option of the image loader, validated on construction.
 
     Train mode does RandomResizedCrop(``crop_scale``, ``crop_ratio``) and a
@@ -66,15 +61,9 @@ class ImageLoaderConfig:
     batch_size: int = 256
     image_size: int = 224
     train: bool = True
-    shuffle: bool | None = None
-    seed: int = 0
-    drop_last: bool = False  # DataLoader's: each rank's short last batch is dropped
     drop_tail: bool | None = None  # DistributedSampler's drop_last: trim, not pad, the uneven tail; None: drop_last
-    even_batches: bool = True  # False: the uneven tail is neither padded nor trimmed (ranks' counts differ: predict)
     num_workers: int | Literal["auto"] | None = None  # decode threads; None: one per core; auto: measured
     cpu_budget: int | float | None = None  # auto: cores (int) or share of them (float); None: all but one
-    pin_memory: bool = False
-    device: str = "cpu"
     normalize: bool = False  # float output, normalised on the target device
     mean: tuple[float, float, float] = IMAGENET_MEAN
     std: tuple[float, float, float] = IMAGENET_STD
@@ -90,13 +79,7 @@ class ImageLoaderConfig:
     region_decode: bool = True  # decode only the crop's rows and columns (dataio.formats.jpeg._jpeg_codec)
     prefetch_batches: int = 1  # batches in flight per decode thread (DataLoader's prefetch_factor)
     timeout: float = 0  # > 0: waiting longer than this many seconds for a batch raises (as DataLoader)
-    on_error: ErrorPolicy = ErrorPolicy.RAISE
-    max_errors: int | None = None
-    verify_checksums: bool = False  # each shard's sha256 against the manifest, when the loader is built
     verify_samples: bool = True  # each image's xxh3 against the sample table, on every read (tables since 1.1)
-    world_size: int | None = None  # None: from torch.distributed when initialised, else 1
-    rank: int | None = None
-    shuffle_window: int = DEFAULT_WINDOW  # samples shuffled together after the shard shuffle
     randaugment: RandAugmentConfig | None = None
     mix: MixConfig | None = None
     crop_on_device: bool = False
@@ -104,24 +87,12 @@ class ImageLoaderConfig:
     schedule: ResolutionSchedule | None = None
     decoder: Literal["auto", "turbo", "dali"] = "auto"  # auto: DALI on a CUDA device, turbo otherwise
     hw_decoder_load: float = 0.65  # DALI on A100/H100: share of images sent to the hardware JPEG decoder
-    # Remote shards (an fsspec URL as source; dataio.loading.remote_options):
-    storage_options: dict | None = None  # passed to the fsspec backend (credentials, endpoint); never printed
-    cache_dir: str | Path | None = None  # a bounded local cache of fetched ranges
     cache_limit: int = DEFAULT_CACHE_LIMIT  # bytes in cache_dir; least recently used ranges go first
-    retries: int = 4  # retries of a transient failure (reset, timeout, 5xx), with exponential backoff
-    retry_backoff: float = 0.2  # seconds before the first retry; doubled at each
-    remote_timeout: float = DEFAULT_TIMEOUT  # seconds a request may wait to connect or for its next bytes
     readahead_batches: int = 4  # batches whose ranges are fetched ahead of the decoders
     readahead_threads: int = 4  # batches fetched at once
-    profile: bool = False  # stage ranges as torch.profiler record_function (and NVTX on CUDA) ranges
-    # Mixtures (the source a dict of name -> folder or URL; dataio.images.image_mixture):
-    weights: Any = None  # {name: weight}, or [(position, {name: weight}), ...] (a schedule), or a WeightSchedule
-    epoch_length: int | None = None  # samples per epoch; default: one pass of every source
-    epoch_until: str | None = None  # or: the epoch ends when this source (or "all") finishes a pass
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "on_error", ErrorPolicy(self.on_error))
-        object.__setattr__(self, "device", checked_device(self.device))
+        super().__post_init__()
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
         self._check_sizes()
@@ -142,13 +113,8 @@ class ImageLoaderConfig:
             raise ValueError(f"hflip must be a probability, got {self.hflip}")
         if self.prefetch_batches < 1:
             raise ValueError("prefetch_batches must be >= 1")
-        if self.max_errors is not None and self.max_errors < 0:
-            raise ValueError("max_errors must be >= 0")
         if self.timeout < 0:
             raise ValueError(f"timeout must be >= 0 seconds, got {self.timeout}")
-        check_rank_args(self.world_size, self.rank)
-        if self.shuffle_window < 1:
-            raise ValueError(f"shuffle_window must be >= 1, got {self.shuffle_window}")
         if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
             raise ValueError("mean and std need 3 values, std positive")
         if not self.train and (self.randaugment or self.mix or self.crop_on_device or self.schedule):
@@ -161,15 +127,11 @@ class ImageLoaderConfig:
             raise ValueError("crop_on_device is for the turbo decoder (DALI crops while decoding)")
         if not 0 <= self.hw_decoder_load <= 1:
             raise ValueError(f"hw_decoder_load must be in [0, 1], got {self.hw_decoder_load}")
-        check_remote_options(storage_options=self.storage_options, cache_dir=self.cache_dir,
-                             cache_limit=self.cache_limit, retries=self.retries, retry_backoff=self.retry_backoff,
-                             remote_timeout=self.remote_timeout)
         for name in ("readahead_batches", "readahead_threads"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{{0}} must be >= 1, got {getattr(self, name)}", name)
         if self.decode_size is not None and self.decode_size < 8:
             raise ValueError(f"decode_size must be >= 8, got {self.decode_size}")
-        object.__setattr__(self, "weights", checked_weights(self.weights, self.epoch_length, self.epoch_until))
         self._check_hooks()
         self._one_batch_size()
 

@@ -25,9 +25,21 @@ A batch is ``(images, labels)``:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import numpy as np
 import torch
 
 from dataio.images.config import ImageLoaderConfig
+
+
+class ImageBatch(NamedTuple):
+    """A batch with its provenance, from ``ImageLoader.batches()`` (and ``with_ids()``)."""
+
+    images: torch.Tensor  # as above
+    labels: torch.Tensor  # (N,) int64, or (N, classes) float soft labels with mix
+    samples: np.ndarray  # (N,) int64 global sample ids (rows of the sample table)
+    repeated: np.ndarray  # (N,) bool: padding repeats that evaluation should drop
 
 
 def check_batch(images: torch.Tensor, labels: torch.Tensor, config: ImageLoaderConfig, epoch: int = 0) -> None:

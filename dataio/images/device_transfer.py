@@ -2,7 +2,7 @@
 
 On CUDA the host batch is pinned, copied on a side stream with
 ``non_blocking=True`` while the previous batch is being used
-(``dataio.loading.device_copy``), and converted to float and normalised on
+(``dataio.pipeline.device_copy``), and converted to float and normalised on
 the GPU. On the CPU the batch is used in place. Both
 give the layout of ``dataio.images.contract``. With device augmentation, the
 ``dataio.augment.DeviceAugment`` chain runs on the same side stream after the copy,
@@ -14,28 +14,18 @@ the batch's ``SeedKey``, so its draws are the same on every run and resume.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any, Protocol
-
 import torch
 
-from dataio.augment.chain import DeviceAugment, Normalize
+from dataio.augment.chain import CropBoxes, DeviceAugment, EpochSizedCrop, Normalize
 from dataio.augment.seeding import derive_seed
 from dataio.images.config import ImageLoaderConfig
 from dataio.images.sample_transform import check_batch_output, takes_generator
-from dataio.loading.device_copy import DeviceCopy
-from dataio.loading.hook_sizes import check_rows
-from dataio.loading.stage_times import StageTimes
+from dataio.pipeline.host_batch import HostBatch
+from dataio.pipeline.stage_times import StageTimes
+from dataio.pipeline.hook_sizes import check_rows
 
 
 BATCH_TRANSFORM_STREAM = 4  # augment.seeding streams: 1 RandAugment, 2 mix, 3 crop
-
-
-class HostBatch(Protocol):
-    images: torch.Tensor  # (N, S, S, 3) uint8
-    labels: torch.Tensor  # (N,) int64
-    key: Any  # augment.SeedKey of this batch
-    crops: Any  # augment.CropBoxes for crop_on_device, else None
 
 
 class DeviceTransfer:
@@ -47,7 +37,6 @@ class DeviceTransfer:
         self.device = torch.device(config.device)
         self.normalize = normalize  # the loader's one Normalize, shared with ``augment``
         self.channels_last = config.channels_last
-        self.copy = DeviceCopy(self.device)
         self.times = times or StageTimes()  # "copy" (host to device) and "augment" (everything after it)
         self.batch_transform = config.batch_transform
         self._seeded = self.batch_transform is not None and takes_generator(self.batch_transform)
@@ -57,7 +46,10 @@ class DeviceTransfer:
         images = images.permute(0, 3, 1, 2)  # NCHW view of NHWC memory: channels_last
         if self.augment is not None and len(labels):  # an empty batch (all skipped) is dropped anyway
             self.augment.seed_for(batch.key)
-            return self.augment(images, labels, batch.crops)
+            crops = batch.fields.get("crop_boxes")
+            if crops is not None:  # crop_on_device: the host-drawn boxes in decoded pixels, and the flips
+                crops = CropBoxes(boxes=crops, flipped=batch.fields["crop_flips"])
+            return self.augment(images, labels, crops)
         memory_format = torch.channels_last if self.channels_last else torch.contiguous_format
         if self.normalize is not None:  # NCHW made in the float conversion's pass, not by a copy after it
             images = self.normalize(images, memory_format)
@@ -74,10 +66,11 @@ class DeviceTransfer:
         check_rows("batch_transform", {"images": out[0], "labels": out[1]}, len(labels), "samples")
         return out
 
-    def _move(self, batch: HostBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(self, batch: HostBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The batch's ``image`` and ``label`` fields on the device, finished, then through ``batch_transform``."""
         with self.times.range("copy", self.device):
-            images = batch.images.to(self.device, non_blocking=True)
-            labels = batch.labels.to(self.device, non_blocking=True)
+            images = batch.fields["image"].to(self.device, non_blocking=True)
+            labels = batch.fields["label"].to(self.device, non_blocking=True)
         with self.times.range("augment", self.device):
             images, labels = self._finish(images, labels, batch)
         if self.batch_transform is None or not len(labels):  # an empty batch (all skipped) is dropped anyway
@@ -85,7 +78,17 @@ class DeviceTransfer:
         with self.times.range("batch_transform", self.device):
             return self._user(images, labels, batch)
 
-    def __call__(self, batches: Iterable[HostBatch]) -> Iterator[tuple[torch.Tensor, torch.Tensor, HostBatch]]:
-        """Yield ``(images, labels, host batch)``; on CUDA, batch k+1 is copied while batch k is consumed."""
-        for (images, labels), batch in self.copy(batches, self._move):
-            yield images, labels, batch
+
+def device_stage(config: ImageLoaderConfig, times: StageTimes) -> DeviceTransfer:
+    """The loader's device stage: normalisation, and the device augmentation chain when training asks for one."""
+    c = config
+    normalize = Normalize(c.mean, c.std) if c.normalize else None
+    augment = None
+    if c.device_augments:
+        crop = None
+        if c.crop_on_device:  # sizes come from the schedule per epoch; the boxes from the batch's crop fields
+            crop = EpochSizedCrop(c.image_size, schedule=c.schedule, scale=c.crop_scale, ratio=c.crop_ratio,
+                                  hflip=c.hflip)
+        augment = DeviceAugment(crop=crop, randaugment=c.randaugment, mix=c.mix, normalize=normalize,
+                                channels_last=c.channels_last)
+    return DeviceTransfer(c, augment, normalize, times)

@@ -29,8 +29,8 @@ from dataio.images.class_map import ClassMap
 from dataio.images.config import ImageLoaderConfig
 from dataio.images.image_source import ImageSource
 from dataio.images.mixed_shard_files import MixedShardFiles
-from dataio.sampling.mixture import MixturePlan
-from dataio.sampling.mixture_options import check_names, epoch_rule
+from dataio.mixtures.mixture_plan import MixturePlan
+from dataio.mixtures.mixture_options import check_names, epoch_rule
 
 
 class ImageMixture:

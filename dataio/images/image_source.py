@@ -9,8 +9,10 @@ happens here, when the loader is built.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dataio.formats.dataset.class_list import class_list_problem
 from dataio.formats.dataset.manifest import MANIFEST_NAME, Manifest, ManifestError, open_dataset
@@ -18,10 +20,10 @@ from dataio.formats.dataset.sample_table import SampleTable, read_sample_table, 
 from dataio.formats.errors import ShardError
 from dataio.formats.remote.storage import Location, describe, remote_errors
 from dataio.images.config import ImageLoaderConfig
-from dataio.images.remote_shard_files import RemoteShardFiles
+from dataio.remote.remote_shard_files import RemoteShardFiles
 from dataio.images.shard_files import ShardFiles
-from dataio.loading.range_cache import RangeCache
-from dataio.loading.remote_options import retry_policy
+from dataio.remote.range_cache import RangeCache
+from dataio.remote.remote_options import retry_policy
 
 
 @dataclass
@@ -36,7 +38,8 @@ class ImageSource:
     folder: Path | str
 
 
-def open_image_source(source: str | Path, config: ImageLoaderConfig, storage_options: dict | None) -> ImageSource:
+def open_image_source(source: str | Path, config: ImageLoaderConfig,
+                      storage_options: Mapping[str, Any] | None) -> ImageSource:
     """Open ``source`` with ``storage_options`` and ``config``'s retry, cache and checksum options; raises naming
     the source."""
     c = config
@@ -61,12 +64,12 @@ def _read_table(location: Location, manifest: Manifest, config: ImageLoaderConfi
     """The sample table: memory-mapped locally, read whole (it is small) from remote storage."""
     name = manifest.sample_table
     if not location.remote:
-        return read_sample_table(location.path(name))
+        return read_sample_table(location.path(name), declared=manifest.table_columns())
     try:
         data = location.read_bytes(name, retry_policy(config.retries, config.retry_backoff))
     except remote_errors() as e:
         raise ShardError(location.display(name), f"cannot read the sample table ({describe(e)})") from None
-    return read_sample_table(location.display(name), data)
+    return read_sample_table(location.display(name), data, declared=manifest.table_columns())
 
 
 def _open_files(location: Location, manifest: Manifest, config: ImageLoaderConfig) -> ShardFiles | RemoteShardFiles:

@@ -11,7 +11,7 @@ milliseconds.
 
 from __future__ import annotations
 
-from dataio.images.remote_shard_files import RemoteShardFiles
+from dataio.remote.remote_shard_files import RemoteShardFiles
 from dataio.images.shard_files import ShardFiles
 
 Request = tuple[int, int, int]  # (shard number of the mixture, offset, size)

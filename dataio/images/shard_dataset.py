@@ -18,10 +18,10 @@ from the manifest and the sample table (no scan of image files), and
   with the loader's batches.
 
 Every read is checked against the sample table's checksum, as the loader's
-are; bad samples follow ``on_error`` (``dataio.loading.map_style_errors``).
+are; bad samples follow ``on_error`` (``dataio.loader.map_style_errors``).
 Any folder ``ImageLoader`` reads works (converted tars, ``--format arrow``,
 ``dataio index``ed tars, merged rank folders, URLs): the shards are read
-through a private ``ImageLoader`` without threads. It is opened in the
+through ``ImageShards``, as the loader's batches are. It is opened in the
 process that builds the data set (so a bad source is named at once) and again,
 lazily, in each process that reads a sample: the pickled data set holds the
 source, options and transforms only (a few hundred bytes), so DataLoader
@@ -36,7 +36,7 @@ import dataclasses
 import operator
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +48,13 @@ from dataio.augment import Normalize, crop_boxes
 from dataio.formats.errors import ConfigError, ShardError
 from dataio.formats.remote.storage import is_remote, redact
 from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig
-from dataio.images.loader import ImageLoader
+from dataio.images.image_shards import ImageShards
 from dataio.images.pil_transform import hint, pil_only, transform_sample
 from dataio.images.turbo_decode import decode_crop_into, decode_image
-from dataio.loading.error_policy import ErrorPolicy, ErrorStats
-from dataio.loading.dataloader_args import given_options, keyword_checked
-from dataio.loading.map_style_errors import read_or_stand_in
-from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT
+from dataio.pipeline.error_policy import ErrorPolicy, ErrorStats
+from dataio.loader.dataloader_args import given_options, keyword_checked
+from dataio.loader.map_style_errors import read_or_stand_in
+from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT, held_options
 
 _open_lock = threading.Lock()  # one open at a time per process (threads may index the data set at once)
 
@@ -81,11 +81,11 @@ class ShardDatasetConfig:
     fast_resize: bool = False  # eval view: as the loader's
     reduced_decode: bool = True
     region_decode: bool = True
-    on_error: ErrorPolicy = ErrorPolicy.RAISE  # skip/warn: a stand-in sample (dataio.loading.map_style_errors)
+    on_error: ErrorPolicy = ErrorPolicy.RAISE  # skip/warn: a stand-in sample (dataio.loader.map_style_errors)
     max_errors: int | None = None
     verify_samples: bool = True  # each image's xxh3 against the sample table, on every read
     verify_checksums: bool = False  # each shard's sha256, once, when the data set is built
-    storage_options: dict | None = dataclasses.field(default=None, repr=False)  # never printed
+    storage_options: Mapping[str, Any] | None = None  # as the loader's: per URL prefix, never printed
     cache_dir: str | Path | None = None
     cache_limit: int = DEFAULT_CACHE_LIMIT
     retries: int = 4
@@ -93,6 +93,7 @@ class ShardDatasetConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "on_error", ErrorPolicy(self.on_error))
+        object.__setattr__(self, "storage_options", held_options(self.storage_options))
         if self.to_pil and self.normalize:
             raise ConfigError("{0} gives uint8 PIL images, {1} float tensors: choose one", "to_pil", "normalize")
         self.reader_config()  # the fields shared with the loader, validated as the loader does
@@ -133,7 +134,7 @@ class ShardDataset(torch.utils.data.Dataset):
                  max_errors: int | None = None,
                  verify_samples: bool = True,
                  verify_checksums: bool = False,
-                 storage_options: dict | None = None,
+                 storage_options: Mapping[str, Any] | None = None,
                  cache_dir: str | Path | None = None,
                  cache_limit: int = DEFAULT_CACHE_LIMIT,
                  retries: int = 4,
@@ -154,29 +155,28 @@ class ShardDataset(torch.utils.data.Dataset):
         self.source = source if isinstance(source, (str, dict)) else Path(source)
         self.transform, self.target_transform, self.config = transform, target_transform, config
         self.errors = ErrorStats(max_errors=config.max_errors)  # skip/warn: this process's bad samples
-        self._opened: tuple[int, ImageLoader, bool] | None = None  # (pid, reader, whether this data set owns it)
+        self._opened: tuple[int, ImageShards, bool] | None = None  # (pid, reader, whether this data set owns it)
         self._normalize = Normalize(config.mean, config.std) if config.normalize else None
         self._num_samples, self._fingerprint = 0, ""
         self._pil_input = False  # the transform takes PIL images only (dataio.images.pil_transform)
 
     @classmethod
-    def _over(cls, loader: ImageLoader) -> "ShardDataset":
-        """``loader``'s eval view (``ImageLoader.dataset``), reading through ``loader`` in this process."""
-        c = loader.config
+    def over_shards(cls, shards: ImageShards, c: ImageLoaderConfig, image_size: int) -> "ShardDataset":
+        """A loader's eval view (``ImageLoader.dataset``), reading through its ``shards`` in this process."""
         config = ShardDatasetConfig(
-            image_size=loader.image_size, val_crop_ratio=c.val_crop_ratio, normalize=c.normalize, mean=c.mean,
+            image_size=image_size, val_crop_ratio=c.val_crop_ratio, normalize=c.normalize, mean=c.mean,
             std=c.std, fast_resize=c.fast_resize, reduced_decode=c.reduced_decode, region_decode=c.region_decode,
             on_error=c.on_error, max_errors=c.max_errors, verify_samples=c.verify_samples,
             storage_options=c.storage_options, cache_dir=c.cache_dir, cache_limit=c.cache_limit, retries=c.retries,
             retry_backoff=c.retry_backoff)
         dataset = cls.__new__(cls)
-        dataset._setup(_source_of(loader), None, None, config)
-        dataset._opened = (os.getpid(), loader, False)
-        dataset._num_samples, dataset._fingerprint = len(loader.table), loader.manifest.fingerprint()
+        dataset._setup(shards.source_of(), None, None, config)
+        dataset._opened = (os.getpid(), shards, False)
+        dataset._num_samples, dataset._fingerprint = len(shards.table), shards.manifest.fingerprint()
         return dataset
 
     # -- opened lazily, once per process --------------------------------------------------
-    def _reader(self, verify_checksums: bool = False) -> ImageLoader:
+    def _reader(self, verify_checksums: bool = False) -> ImageShards:
         """This process's reader: opened on first use here (after a fork or an unpickling too)."""
         opened = self._opened
         if opened is not None and opened[0] == os.getpid() and not opened[1].closed:
@@ -188,7 +188,7 @@ class ShardDataset(torch.utils.data.Dataset):
             config = self.config.reader_config(verify_checksums)
             if isinstance(self.source, dict):  # a mixture's sources end to end, read by index: any weights do
                 config = dataclasses.replace(config, weights=dict.fromkeys(self.source, 1.0))
-            reader = ImageLoader(self.source, config=config)
+            reader = ImageShards.open(self.source, config)
             if self._fingerprint and reader.manifest.fingerprint() != self._fingerprint:
                 reader.close()
                 raise ShardError(str(reader.folder), "changed since the ShardDataset was built (its manifest differs):"
@@ -237,7 +237,7 @@ class ShardDataset(torch.utils.data.Dataset):
             raise IndexError(f"sample {index} is not in 0..{len(self) - 1}")
         reader = self._reader()
         image, label = read_or_stand_in(
-            lambda i: self._sample(reader, i), lambda i, e: reader._sample_error(i, f"{type(e).__name__}: {e}"),
+            lambda i: self._sample(reader, i), lambda i, e: reader.sample_error(i, f"{type(e).__name__}: {e}"),
             index % len(self), len(self), self.config.on_error, self.errors)
         if self.transform is not None:  # given PIL images if it takes only those (dataio.images.pil_transform)
             image, self._pil_input = transform_sample(self.transform, image, self._pil_input)
@@ -245,9 +245,9 @@ class ShardDataset(torch.utils.data.Dataset):
             label = self.target_transform(label)
         return image, label
 
-    def _sample(self, reader: ImageLoader, index: int) -> tuple[Any, int]:
+    def _sample(self, reader: ImageShards, index: int) -> tuple[Any, int]:
         """Sample ``index`` read (checked against its checksum) and decoded; raises data errors."""
-        data = reader._read_sample(index)
+        data = reader.read(index)
         label = int(reader.table.label[index])
         c = self.config
         if c.image_size is None:
@@ -291,16 +291,6 @@ class ShardDataset(torch.utils.data.Dataset):
             return f"ShardDataset({where}, {len(self)} samples, {self.config})"
         where = _shown(self.source)
         return f"ShardDataset({where!r}, {len(self)} samples, {self.config})"
-
-
-def _source_of(loader: ImageLoader) -> str | Path | dict[str, str | Path]:
-    """What ``loader`` reads: its folder or URL, or a mixture's ``{name: folder or URL}``."""
-    if loader.mixture is not None:
-        return {name: source.location.url if source.location.remote else source.location.root
-                for name, source in loader.mixture.sources.items()}
-    location = loader.location
-    assert location is not None  # one source
-    return location.url if location.remote else location.root
 
 
 def _shown(source: str | Path) -> str:

@@ -39,7 +39,7 @@ from PIL import Image
 from dataio.formats.fallback_log import warn_once
 from dataio.formats.limits import MAX_PIXELS  # as the converter's: a header claiming more is refused
 from dataio.images.buffer_pool import scratch_buffer
-from dataio.loading.stage_times import NO_LAP
+from dataio.pipeline.stage_times import NO_LAP
 
 try:
     from dataio.formats.jpeg import _jpeg_codec

@@ -20,6 +20,7 @@ Packing plans are rows of a token stream instead (``PackPlan``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -218,3 +219,34 @@ def pack_plan(lengths: np.ndarray, *, block_size: int, batch_size: int, rng: np.
     if drop_last:
         batches = [b for b in batches if len(b) == batch_size]
     return PackStream(order.astype(np.int64), offsets, block_size), from_batches(batches)
+
+
+def epoch_plan(lengths: np.ndarray, shard_of: np.ndarray, config: Any,
+               epoch: int) -> tuple[PackStream | None, BatchPlan]:
+    """One source's batches of ``epoch`` over all ranks (and the token stream when packing), in the mode of
+    ``config`` (a ``TextLoaderConfig``): a pure function of (lengths, shards, options, seed, epoch)."""
+    c = config
+    rng = epoch_rng(c.seed, epoch) if c.shuffle else None
+    order = partition.epoch_order(shard_of, seed=c.seed, epoch=epoch, shuffle=c.shuffle, window=c.shuffle_window)
+    if c.mode == "pack":
+        return pack_plan(lengths, block_size=c.block_size, batch_size=c.batch_size, rng=rng, drop_last=c.drop_last,
+                         order=order)
+    if c.mode == "fixed":
+        return None, fixed_plan(len(lengths), c.batch_size, rng=rng, drop_last=c.drop_last, order=order)
+    if c.mode == "bucket":
+        return None, bucket_plan(lengths, c.batch_size, window=c.window, rng=rng, drop_last=c.drop_last, order=order)
+    return None, budget_plan(lengths, c.max_tokens, window=c.window, pad_multiple=c.pad_multiple, rng=rng, order=order)
+
+
+def samples_at(plan: BatchPlan, position: int) -> int:
+    """Samples (rows; block rows when packing) in the first ``position`` batches of ``plan``."""
+    return int(plan.offsets[position])
+
+
+def position_of(plan: BatchPlan, samples: int, epoch: int) -> int:
+    """The batch of ``plan`` at which ``samples`` rows were read: a saved state's position in batches."""
+    position = int(np.searchsorted(plan.offsets, samples))
+    if position >= len(plan.offsets) or plan.offsets[position] != samples:
+        raise ValueError(f"samples_consumed={samples} is not at a batch boundary of epoch {epoch}'s plan: "
+                         "was the state saved with other batching options?")
+    return position

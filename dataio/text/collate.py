@@ -8,7 +8,6 @@ boundaries in packed rows.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np

@@ -4,7 +4,7 @@ The text counterpart of ``ShardDataset``, for scripts that build a sampler
 from a data set (``DistributedSampler(train_dataset)``) or batch with a
 collate of their own: ``len`` and ``dataset[i]``, row ``i``'s token ids as a
 1-D int64 tensor (``vocab_size`` is the tokenizer's; ids past it are a ``SampleError``
-naming shard and row, or follow ``on_error``: ``dataio.loading.map_style_errors``).
+naming shard and row, or follow ``on_error``: ``dataio.loader.map_style_errors``).
 The memory-mapped shards are opened in each process that reads a row; the
 pickled data set holds the folder and options only. A URL's shards are copied
 into a local folder once, when the data set is built (``cache_dir``, or a
@@ -19,6 +19,7 @@ import operator
 import os
 import tempfile
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,11 @@ import torch
 
 from dataio.formats.errors import ConfigError, SampleError, ShardError
 from dataio.formats.remote.storage import redact
-from dataio.loading.error_policy import ErrorPolicy, ErrorStats
-from dataio.loading.dataloader_args import given_options, keyword_checked
-from dataio.loading.map_style_errors import read_or_stand_in
-from dataio.loading.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options, retry_policy
-from dataio.text.local_copy import local_token_folder
+from dataio.pipeline.error_policy import ErrorPolicy, ErrorStats
+from dataio.loader.dataloader_args import given_options, keyword_checked
+from dataio.loader.map_style_errors import read_or_stand_in
+from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options, held_options, retry_policy
+from dataio.remote.local_copy import local_token_folder
 from dataio.text.token_shards import TokenShards
 
 _open_lock = threading.Lock()
@@ -50,10 +51,10 @@ os.register_at_fork(after_in_child=_new_lock_in_child)
 class TokenDatasetConfig:
     """Options of ``TokenDataset``; they mean what ``TextLoaderConfig``'s of the same names do."""
 
-    on_error: ErrorPolicy = ErrorPolicy.RAISE  # skip/warn: a stand-in row (dataio.loading.map_style_errors)
+    on_error: ErrorPolicy = ErrorPolicy.RAISE  # skip/warn: a stand-in row (dataio.loader.map_style_errors)
     max_errors: int | None = None
     verify_checksums: bool = False  # each shard's sha256, once, when the data set is built
-    storage_options: dict | None = dataclasses.field(default=None, repr=False)  # never printed
+    storage_options: Mapping[str, Any] | None = None  # as the loader's: per URL prefix, never printed
     cache_dir: str | Path | None = None
     retries: int = 4
     retry_backoff: float = 0.2
@@ -64,6 +65,7 @@ class TokenDatasetConfig:
             raise ConfigError(f"{{0}} must be >= 0, got {self.max_errors}", "max_errors")
         check_remote_options(storage_options=self.storage_options, cache_dir=self.cache_dir,
                              cache_limit=DEFAULT_CACHE_LIMIT, retries=self.retries, retry_backoff=self.retry_backoff)
+        object.__setattr__(self, "storage_options", held_options(self.storage_options))
 
 
 DATASET_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TokenDatasetConfig)}
@@ -77,7 +79,7 @@ class TokenDataset(torch.utils.data.Dataset):
                  on_error: ErrorPolicy | str = ErrorPolicy.RAISE,
                  max_errors: int | None = None,
                  verify_checksums: bool = False,
-                 storage_options: dict | None = None,
+                 storage_options: Mapping[str, Any] | None = None,
                  cache_dir: str | Path | None = None,
                  retries: int = 4,
                  retry_backoff: float = 0.2) -> None:
@@ -97,7 +99,7 @@ class TokenDataset(torch.utils.data.Dataset):
         self._num_samples, self._fingerprint = 0, ""
 
     def _local_folder(self, source: str | Path, config: TokenDatasetConfig) -> str | Path:
-        """``source`` when local; for a URL, a verified local copy of its shards (``dataio.text.local_copy``)."""
+        """``source`` when local; for a URL, a verified local copy of its shards (``dataio.remote.local_copy``)."""
         folder, self._copy_dir, _ = local_token_folder(
             source, storage_options=config.storage_options,
             retry=retry_policy(config.retries, config.retry_backoff), cache_dir=config.cache_dir)

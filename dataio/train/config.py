@@ -11,6 +11,9 @@ from typing import Any, Literal
 
 from dataio.formats.errors import ConfigError
 from dataio.formats.remote.storage import is_remote
+from dataio.formats.remote.storage_options import StorageOptions
+from dataio.formats.shown import shown
+from dataio.mixtures.mixture_plan import MAX_EPOCH
 from dataio.train.mixture_schedule import RunSchedule
 
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")  # the devices the trainer knows how to run on
@@ -81,7 +84,9 @@ class TrainConfig:
     world_size: int = 1
     rank: int = 0
     local_rank: int = 0
-    storage_options: dict | None = None  # for URL train/val folders: passed to the fsspec backend, never printed
+    # for URL train/val folders, passed to the fsspec backend; per URL prefix, train source or validation set
+    # (dataio.train.set_options); held as StorageOptions, never printed
+    storage_options: Mapping[str, Any] | None = None
     weights: Any = None  # a mixture's blend or schedule (above); held as a RunSchedule
     epoch_length: int | None = None  # a mixture's epoch in the loader's units (default: one pass of every source)
     epoch_until: str | None = None  # or: the epoch ends when this source (or "all") finishes a pass
@@ -95,6 +100,7 @@ class TrainConfig:
                 if getattr(self, name) is not None:
                     raise ValueError(f"{name} applies to a mixture: give train as a dict {{name: folder or URL}}")
         object.__setattr__(self, "out", Path(self.out))
+        object.__setattr__(self, "storage_options", StorageOptions.of(self.storage_options))
         if isinstance(self.val, Mapping):
             object.__setattr__(self, "val", _named_folders(self.val, "val", "validation set"))
         elif self.val is not None:
@@ -141,8 +147,10 @@ class TrainConfig:
         object.__setattr__(self, "weights", RunSchedule.of(self.weights, tuple(sources)))
         if self.epoch_length is not None and self.epoch_until is not None:
             raise ValueError("give one of epoch_length and epoch_until")
-        if self.epoch_length is not None and (isinstance(self.epoch_length, bool) or self.epoch_length < 1):
-            raise ValueError(f"epoch_length must be >= 1, got {self.epoch_length}")
+        if self.epoch_length is not None and not (isinstance(self.epoch_length, int) and not isinstance(
+                self.epoch_length, bool) and 1 <= self.epoch_length <= MAX_EPOCH):
+            raise ConfigError(f"{{0}} must be >= 1 and at most {MAX_EPOCH:,} (an integer: an epoch is held in "
+                              f"memory), got {shown(self.epoch_length)}", "epoch_length")
         if self.epoch_until is not None and self.epoch_until != "all" and self.epoch_until not in sources:
             raise ValueError(f"epoch_until: {self.epoch_until!r} is not a source ({', '.join(sources)}) or 'all'")
         if self.epoch_until is not None and self.weights.uses_fractions:

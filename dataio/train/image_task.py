@@ -15,9 +15,9 @@ from dataio.train.models import build_image_model
 from dataio.train.config import TrainConfig
 from dataio.train.mixture_counts import ReadTally
 from dataio.train.mixture_schedule import RunUnits
+from dataio.train.set_options import train_options, val_options
 from dataio.train.val_sets import val_metrics, val_sets
 from dataio.formats.dataset.manifest import open_dataset
-from dataio.sampling.mixture_options import source_storage_options
 
 
 def _schedule(c: TrainConfig) -> ResolutionSchedule | None:
@@ -40,11 +40,11 @@ class ImageTask:
         self.config, self.device = c, device
         common = dict(num_workers=c.num_workers, cpu_budget=c.cpu_budget, profile=c.profile_steps > 0,
                       device=str(device), normalize=True, channels_last=c.channels_last,
-                      pin_memory=device.type == "cuda", world_size=c.world_size, rank=c.rank, seed=c.seed,
-                      storage_options=c.storage_options)
+                      pin_memory=device.type == "cuda", world_size=c.world_size, rank=c.rank, seed=c.seed)
+        options, val_options_of = train_options(c), val_options(c)  # each data set's own (set_options)
         sources = c.train if isinstance(c.train, dict) else {"train": c.train}
-        manifests = [open_dataset(folder, source_storage_options(c.storage_options, sources, name)
-                                  if c.mixture else c.storage_options)[1] for name, folder in sources.items()]
+        manifests = [open_dataset(folder, options.get(name) if isinstance(options, dict) else options)[1]
+                     for name, folder in sources.items()]
         self.num_classes = len(manifests[0].classes)
         if c.mixture:  # every source's classes, each once
             self.num_classes = len(dict.fromkeys(name for manifest in manifests for name in manifest.classes))
@@ -57,9 +57,10 @@ class ImageTask:
         self.train_loader = ImageLoader(
             c.train, batch_size=c.batch_size, image_size=c.image_size, train=True, schedule=self.schedule,
             randaugment=RandAugmentConfig(magnitude=c.randaugment) if c.randaugment else None, mix=mix, **mixture,
-            **common)
+            storage_options=options, **common)
         self.val_loaders = {name: ImageLoader(folder, batch_size=c.batch_size, image_size=c.image_size, train=False,
-                                              **common) for name, folder in val_sets(c.val).items()}
+                                              storage_options=val_options_of[name], **common)
+                            for name, folder in val_sets(c.val).items()}
         self.tally = ReadTally(self.train_loader, c.weights.names) if c.mixture else None
         if c.mixture and len(self.train_loader.classes) != self.num_classes:
             raise ValueError(f"train: the mixture's sources hold {self.num_classes} classes, the loader maps "

@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from dataio.sampling.weight_schedule import WeightSchedule
+from dataio.formats.shown import shown
+from dataio.mixtures.weight_schedule import MAX_POSITION, WeightSchedule
 
 _PERCENT = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*%\s*")
 
@@ -48,8 +50,8 @@ class At:
         if self.fraction is not None and not 0 <= self.fraction <= 1:
             raise ValueError(f"a breakpoint's fraction must be in [0, 1] (0% to 100%; a step is an integer), got "
                              f"{self.fraction}")
-        if self.step is not None and self.step < 0:
-            raise ValueError(f"a breakpoint's step must be >= 0, got {self.step}")
+        if self.step is not None and not 0 <= self.step <= MAX_POSITION:
+            raise ValueError(f"a breakpoint's step must be >= 0 and at most {MAX_POSITION:,}, got {shown(self.step)}")
 
     @classmethod
     def parse(cls, value: Any) -> "At":
@@ -59,10 +61,10 @@ class At:
         if isinstance(value, str):
             match = _PERCENT.fullmatch(value)
             if not match:
-                raise ValueError(f"a breakpoint is 'N%', a fraction in [0, 1] or a step, got {value!r}")
+                raise ValueError(f"a breakpoint is 'N%', a fraction in [0, 1] or a step, got {shown(value)}")
             return cls(fraction=float(match.group(1)) / 100)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"a breakpoint is 'N%', a fraction in [0, 1] or a step, got {value!r}")
+            raise ValueError(f"a breakpoint is 'N%', a fraction in [0, 1] or a step, got {shown(value)}")
         if isinstance(value, int):
             return cls(step=value)
         if not math.isfinite(value):
@@ -71,6 +73,14 @@ class At:
 
     def describe(self) -> str:
         return f"{self.fraction * 100:g}%" if self.fraction is not None else f"step {self.step}"
+
+
+def _float(weight: Any) -> float:
+    """A weight as a float; an integer too large for one (10**400) is not finite (refused with the others)."""
+    try:
+        return float(weight)
+    except OverflowError:
+        return math.inf
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,10 +96,10 @@ class RunSchedule:
         if not self.names or len(set(self.names)) != len(self.names) or not all(self.names):
             raise ValueError(f"weights: the sources must be distinct, non-empty names, got {list(self.names)}")
         if self.interpolation not in ("linear", "constant"):
-            raise ValueError(f"weights: interpolation must be 'linear' or 'constant', got {self.interpolation!r}")
+            raise ValueError(f"weights: interpolation must be 'linear' or 'constant', got {shown(self.interpolation)}")
         if not self.points:
             raise ValueError("weights: give at least one blend")
-        points = tuple((At.parse(at), tuple(float(w) for w in ws)) for at, ws in self.points)
+        points = tuple((At.parse(at), tuple(_float(w) for w in ws)) for at, ws in self.points)
         object.__setattr__(self, "points", points)
         for at, weights in points:
             if len(weights) != len(self.names):
@@ -124,11 +134,11 @@ class RunSchedule:
             blends = []
             for i, point in enumerate(weights):
                 if not (isinstance(point, Sequence) and len(point) == 2 and isinstance(point[1], Mapping)):
-                    raise ValueError(f"weights[{i}]: a breakpoint is (at, {{name: weight}}), got {point!r:.80}")
+                    raise ValueError(f"weights[{i}]: a breakpoint is (at, {{name: weight}}), got {shown(point)}")
                 blends.append((point[0], point[1]))
         else:
             raise ValueError(f"weights must be {{name: weight}} or [(at, {{name: weight}}), ...], got "
-                             f"{weights!r:.80}")
+                             f"{shown(weights)}")
         names = tuple(str(n) for n in names)
         points = []
         for at, blend in blends:
@@ -141,8 +151,8 @@ class RunSchedule:
             values = {str(n): w for n, w in blend.items()}
             for name, w in values.items():
                 if isinstance(w, bool) or not isinstance(w, (int, float)):
-                    raise ValueError(f"weights at {at.describe()}: {name}'s weight must be a number, got {w!r}")
-            points.append((at, tuple(float(values.get(n, 0.0)) for n in names)))
+                    raise ValueError(f"weights at {at.describe()}: {name}'s weight must be a number, got {shown(w)}")
+            points.append((at, tuple(_float(values.get(n, 0.0)) for n in names)))
         return cls(names=names, points=tuple(points), interpolation=interpolation)
 
     @property
@@ -197,13 +207,23 @@ class RunUnits:
         return None if self.epoch_units is None else max(1, math.ceil(self.epoch_units / self.per_step))
 
     def position(self, at: At) -> int:
-        """The unit of the run at which breakpoint ``at`` falls."""
+        """The unit of the run at which breakpoint ``at`` falls; ValueError past ``MAX_POSITION``."""
+        position = self._position(at)
+        if position > MAX_POSITION:
+            raise ValueError(f"weights: the breakpoint at {at.describe()} falls past unit {MAX_POSITION:,} of the "
+                             f"run ({self.describe()}), the last a schedule holds")
+        return position
+
+    def _position(self, at: At) -> int:
         if at.fraction is not None:
             if self.total is None:
                 raise ValueError(f"weights: the breakpoint at {at.describe()} is a fraction of training, but with "
                                  "epoch_until an epoch's length depends on the blend: give breakpoints in steps, or "
                                  "the epoch's length with epoch_length")
-            return round(at.fraction * self.total)
+            try:
+                return round(at.fraction * self.total)
+            except OverflowError:  # a run of more than 1e308 units: exactly (placed past MAX_POSITION unless 0%)
+                return round(Fraction(at.fraction) * self.total)
         assert at.step is not None
         if self.epoch_units is None or self.steps_per_epoch is None:
             return round(at.step * self.per_step)
@@ -212,4 +232,4 @@ class RunUnits:
 
     def describe(self) -> str:
         length = f"{self.epoch_units:,} {self.unit} each" if self.epoch_units else "ending with a source's pass"
-        return f"{self.epochs} epoch(s) {length}, {self.per_step:,.4g} {self.unit} a step"
+        return f"{shown(self.epochs)} epoch(s) {length}, {self.per_step:,.4g} {self.unit} a step"

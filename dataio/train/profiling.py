@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from dataio.loading.stage_times import all_threads_config
+from dataio.pipeline.stage_times import all_threads_config
 
 
 class StepProfiler:

@@ -17,6 +17,7 @@ from dataio.text.loader import TextLoader
 from dataio.train.config import TrainConfig
 from dataio.train.mixture_counts import PlanTally
 from dataio.train.mixture_schedule import RunUnits
+from dataio.train.set_options import train_options, val_options
 from dataio.train.val_sets import val_metrics, val_sets
 
 Batch = dict[str, torch.Tensor]
@@ -34,9 +35,11 @@ class TextTask:
         common: dict[str, Any] = dict(
             mode="pack" if c.pack else "budget", max_tokens=c.max_tokens, block_size=c.block_size,
             batch_size=c.batch_size, seed=c.seed, world_size=c.world_size, rank=c.rank, device=str(device),
-            pin_memory=device.type == "cuda", storage_options=c.storage_options)
+            pin_memory=device.type == "cuda")
         self.train_loader = self._train_loader(common)
-        self.val_loaders = {name: TextLoader(folder, shuffle=False, **common) for name, folder in val_sets(c.val).items()}
+        options = val_options(c)  # each set's own (set_options)
+        self.val_loaders = {name: TextLoader(folder, shuffle=False, storage_options=options[name], **common)
+                            for name, folder in val_sets(c.val).items()}
         self.vocab_size = int(self.train_loader.shards.tokenizer["vocab_size"])
         self.max_length = max(c.block_size, int(self.train_loader.shards.lengths.max()))
         self.tally = PlanTally(self.train_loader, c.world_size) if c.mixture else None
@@ -46,7 +49,7 @@ class TextTask:
         an epoch's length in its units: it starts with equal weights (every source drawn, whatever the epoch
         rule) and is given the placed schedule before its first batch (``TextLoader.set_weights``)."""
         c = self.config
-        options: dict[str, Any] = dict(profile=c.profile_steps > 0, **common)
+        options: dict[str, Any] = dict(profile=c.profile_steps > 0, storage_options=train_options(c), **common)
         if not c.mixture:
             return TextLoader(c.train, **options)
         options.update(epoch_length=c.epoch_length, epoch_until=c.epoch_until)

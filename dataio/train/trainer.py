@@ -8,9 +8,10 @@ soft MixUp/CutMix targets, SGD with momentum or AdamW without weight decay on
 norms and biases, opt-in ``torch.compile``, ``no_grad`` evaluation, and DDP (gloo on CPU, nccl on GPU,
 ``find_unused_parameters=False``) under ``torchrun``. Checkpoints (see
 ``dataio.train.checkpoint``) carry the loader position, so a run killed mid-epoch
-resumes without repeating or skipping data; the first Ctrl-C (SIGINT) asks for
-a checkpoint at the next step boundary and ends the run with
-``TrainingInterrupted``, a second one interrupts at once. A ``Chronometer``
+resumes without repeating or skipping data; Ctrl-C (SIGINT), SIGTERM and
+SIGUSR1 ask for a checkpoint at the next step boundary and end the run with
+``TrainingInterrupted`` (``dataio.train.stop_signals``); rank 0 holds OUT's
+lock (``OUT/.dataio.lock``) while it runs. A ``Chronometer``
 splits each step into waiting for data and computing; ``Progress`` shows the
 steps as they go, ``StepLogs`` writes ``OUT/log.csv`` (and TensorBoard scalars).
 A mixture's samples, tokens and passes per source (``mixture_counts``) go into
@@ -23,79 +24,26 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
-import threading
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from dataio.formats.errors import CheckpointError, ConfigError, UsageError
-from dataio.train import bottleneck, checkpoint, schedule, step_logs
+from dataio.formats.dataset.out_lock import locked_output
+from dataio.formats.errors import CheckpointError
+from dataio.train import bottleneck, checkpoint, checkpoint_fit, schedule, step_logs
 from dataio.train.chronometer import Chronometer
 from dataio.train.config import TrainConfig
 from dataio.train.image_task import ImageTask
 from dataio.train.models import is_text_model
 from dataio.train.profiling import StepProfiler
+from dataio.train.run_setup import amp_dtype, make_optimizer, output_folder, run_device
 from dataio.train.progress import Progress
 from dataio.train.step_logs import SourceColumns, StepLogs
+from dataio.train.stop_signals import StopSignals, TrainingInterrupted
 from dataio.train.text_task import TextTask
 from dataio.train.val_sets import val_columns
-
-
-class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C stopped the run at a step boundary, after saving ``checkpoint`` (step ``step``)."""
-
-    def __init__(self, step: int, path: Path) -> None:
-        super().__init__(f"stopped at step {step}, checkpoint saved to {path}")
-        self.step, self.checkpoint = step, path
-
-
-def _device(config: TrainConfig) -> torch.device:
-    """The device to train on; ConfigError naming ``device`` when the one asked for is not on this machine."""
-    if config.device == "auto":
-        return torch.device(f"cuda:{config.local_rank}" if torch.cuda.is_available() else "cpu")
-    device = torch.device(config.device)
-    if device.type == "cuda" and not (torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count()):
-        found = f"{torch.cuda.device_count()} CUDA device(s)" if torch.cuda.is_available() else "no CUDA device"
-        raise ConfigError(f"{{0}} {config.device}: this machine has {found}", "device")
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError(f"{{0}} {config.device}: MPS is not available on this machine", "device")
-    return device
-
-
-def _output_folder(out: Path) -> None:
-    """OUT must be a folder this process can write, checked before training rather than at the first checkpoint."""
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"output {out} exists and is not a folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".write-test-{os.getpid()}"
-        probe.touch()
-        probe.unlink()
-    except OSError as e:
-        raise UsageError(f"output folder {out} cannot be written: {e.strerror or e}") from None
-
-
-def _amp_dtype(config: TrainConfig, device: torch.device) -> torch.dtype | None:
-    """bf16, fp16 or None (full precision)."""
-    if config.amp == "off" or (config.amp == "auto" and device.type != "cuda"):
-        return None
-    if config.amp == "fp16" or (config.amp == "auto" and not torch.cuda.is_bf16_supported()):
-        return torch.float16
-    return torch.bfloat16
-
-
-def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
-    """SGD (Nesterov momentum) or AdamW; no weight decay on 1-d parameters (norms, biases)."""
-    decay = [p for p in model.parameters() if p.requires_grad and p.ndim > 1]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim <= 1]
-    groups = [{"params": decay, "weight_decay": config.decay}, {"params": no_decay, "weight_decay": 0.0}]
-    if config.optimizer == "sgd":
-        return torch.optim.SGD(groups, lr=config.peak_lr, momentum=config.momentum, nesterov=True)
-    return torch.optim.AdamW(groups, lr=config.peak_lr, betas=(0.9, 0.95))
 
 
 def _task(config: TrainConfig, device: torch.device) -> ImageTask | TextTask:
@@ -109,10 +57,19 @@ class Trainer:
 
     def __init__(self, config: TrainConfig) -> None:
         self.config = c = config
-        self.device = _device(c)
+        self.device = run_device(c)
+        self._lock = contextlib.ExitStack()  # OUT's lock on rank 0, held until fit() ends
         if c.rank == 0:
-            _output_folder(c.out)
+            output_folder(c.out)
+            self._lock.enter_context(locked_output(c.out))  # a second trainer on OUT: one line naming the holder
             checkpoint.remove_leftovers(c.out)  # a SIGKILL mid-save leaves up to a checkpoint's size behind
+        try:
+            self._setup(c)
+        except BaseException:
+            self._lock.close()  # a run that never started keeps no lock
+            raise
+
+    def _setup(self, c: TrainConfig) -> None:
         if c.world_size > 1 and not dist.is_initialized():
             backend = "nccl" if self.device.type == "cuda" else "gloo"
             dist.init_process_group(backend, rank=c.rank, world_size=c.world_size)
@@ -129,14 +86,14 @@ class Trainer:
         self.model = self.task.build_model().to(self.device)
         self.optimizer = make_optimizer(self.model, c)
         self.schedule: schedule.Schedule = self._curve(self.total_steps)
-        self.amp_dtype = _amp_dtype(c, self.device)
+        self.amp_dtype = amp_dtype(c, self.device)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.amp_dtype is torch.float16)
         self.chronometer = Chronometer(unit=self.task.unit)
         self.tally = self.task.tally  # a mixture's per-source counts; None for one folder
         self.profiler: StepProfiler | None = None  # --profile: started with the first epoch
         self.progress: Progress | None = None  # rank 0, while fit() runs
         self.step = 0
-        self._stop_asked = False  # a first Ctrl-C: checkpoint and stop at the next step boundary
+        self.signals = StopSignals(c.world_size)  # a stop asked: checkpoint and stop at the next step boundary
         if c.resume:
             self._restore()
         columns = SourceColumns(self.tally.names if self.tally else (), tokens=self.task.unit == "tokens",
@@ -162,15 +119,16 @@ class Trainer:
                 "schedule": schedule.state(self.schedule, self.step), "scaler": self.scaler.state_dict(),
                 "rng": checkpoint.rng_state(), "loader": self.task.train_loader.state_dict(), "step": self.step,
                 "chronometer": json.dumps(self.chronometer.as_dict()),
-                "mixture": json.dumps(self.task.mixture_record())}
+                "mixture": json.dumps(self.task.mixture_record()), "run": checkpoint_fit.run_record(self.config)}
 
     def _save(self) -> None:
-        if self.is_main:
-            checkpoint.save(self.config.out, self._state())
-            if self.logs is not None:
-                self.logs.flush()
-        if dist.is_initialized():
-            dist.barrier()
+        with self.signals.saving():  # a second signal waits for the checkpoint, never breaks torch's writer
+            if self.is_main:
+                checkpoint.save(self.config.out, self._state())
+                if self.logs is not None:
+                    self.logs.flush()
+            if dist.is_initialized():
+                dist.barrier()
 
     def _restore(self) -> None:
         state = checkpoint.load(self.config.out)
@@ -179,14 +137,18 @@ class Trainer:
         try:
             self._restore_state(state)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as e:
-            # a checkpoint of another model, or a dict that is not a checkpoint at all
+            # read fine, so not corrupted: a dict that is not a trainer checkpoint, or one of another kind of run
             raise CheckpointError(f"checkpoint {self.config.out / checkpoint.NAME} does not fit this run "
-                                  f"({checkpoint.reason(e)}); resume with the options that wrote it, or move it "
-                                  "away to start afresh") from None
+                                  f"({checkpoint_fit.unfit_reason(e)}); resume with the options that wrote it, or "
+                                  "move it away to start afresh") from None
 
     def _restore_state(self, state: dict[str, Any]) -> None:
         if not isinstance(state, dict):
             raise TypeError(f"it holds a {type(state).__name__}, not a dict")
+        misfit = checkpoint_fit.misfit(state, self.model, self.config)
+        if misfit:  # another model, its shapes (classes, vocabulary) or another optimizer: named, never "corrupted"
+            raise CheckpointError(f"checkpoint {self.config.out / checkpoint.NAME} {misfit}; resume with the options "
+                                  "and data that wrote it, or move it away to start afresh")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
@@ -226,26 +188,14 @@ class Trainer:
         elif self.is_main:
             print(line, flush=True)
 
-    def _on_sigint(self, signum: int, frame: Any) -> None:
-        """The first Ctrl-C asks for a stop; a second one stops at once, except under torchrun, whose agent
-        sends each worker a SIGINT of its own right after the terminal's (and SIGKILLs it 30 s later)."""
-        if self._stop_asked and self.config.world_size == 1:
-            raise KeyboardInterrupt  # the second Ctrl-C: at once, without a checkpoint
-        self._stop_asked = True
-
-    def _stop_now(self) -> bool:
-        """Whether a Ctrl-C asked to stop, on any rank (all ranks must stop at the same step)."""
-        if self.config.world_size == 1:
-            return self._stop_asked
-        flag = torch.tensor([float(self._stop_asked)], device=self.device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return bool(flag.item())
-
-    def _stop(self) -> None:
-        self._save()
-        if self.is_main:  # the run so far, as a finished run writes it (a resumed run rewrites it at its end)
-            self.chronometer.write(self.config.out, {**self._summary(), "interrupted_at_step": self.step})
-        raise TrainingInterrupted(self.step, self.config.out / checkpoint.NAME)
+    def _stop(self, signum: int) -> None:
+        """Save, write log.json (the run so far, as a finished run writes it; a resumed run rewrites it at its end)
+        and end with the signal's TrainingInterrupted; no signal breaks in."""
+        with self.signals.saving():
+            self._save()
+            if self.is_main:
+                self.chronometer.write(self.config.out, {**self._summary(), "interrupted_at_step": self.step})
+            raise TrainingInterrupted(self.step, self.config.out / checkpoint.NAME, signum)
 
     def _summary(self) -> dict[str, Any]:
         """The run in numbers (``Chronometer.summary``), the last epoch's validation metrics, a mixture's totals."""
@@ -300,8 +250,9 @@ class Trainer:
                                    seconds=record["wait"] + record["compute"], loss=loss, lr=record["lr"])
             if self.profiler is not None:
                 self.profiler.step()
-            if self._stop_now():
-                self._stop()
+            stop = self.signals.stop_now(self.device)  # the same step on every rank
+            if stop:
+                self._stop(stop)
             if c.checkpoint_every and self.step % c.checkpoint_every == 0:
                 self._save()
             if c.halt_after_steps is not None and self.step >= c.halt_after_steps:
@@ -320,8 +271,9 @@ class Trainer:
         self._print(f"epoch {epoch + 1}/{c.epochs} step={self.step} loss={recent[-1]['loss'] if recent else 0:.4f} "
                     f"{shown} {rate:,.0f} {self.task.unit}/s{self._sources_text(sources)}")
         self._save()
-        if self._stop_now():  # asked during the evaluation: the checkpoint is written
-            raise TrainingInterrupted(self.step, self.config.out / checkpoint.NAME)
+        stop = self.signals.stop_now(self.device)
+        if stop:  # asked during the evaluation: the checkpoint is written
+            raise TrainingInterrupted(self.step, self.config.out / checkpoint.NAME, stop)
 
     def _sources_text(self, sources: dict[str, dict[str, int]]) -> str:
         """`` sources: web 1,200 samples 301,344 tokens 0 passes, ...`` (empty for one folder)."""
@@ -356,10 +308,9 @@ class Trainer:
     def fit(self) -> dict[str, Any]:
         """Train to ``config.epochs``; returns the summary (also in OUT/log.json).
 
-        Raises ``TrainingInterrupted`` after a Ctrl-C, once the checkpoint of the step it stopped at is saved.
+        Raises ``TrainingInterrupted`` after a stop signal, once the checkpoint of the step it stopped at is saved.
         """
-        catch = threading.current_thread() is threading.main_thread()  # only there can Python take signals
-        previous = signal.signal(signal.SIGINT, self._on_sigint) if catch else None
+        self.signals.install()
         try:
             if self.config.profile_steps:
                 self.profiler = StepProfiler(self.config.out, self.config.profile_steps, self.config.rank,
@@ -386,8 +337,7 @@ class Trainer:
                 dist.barrier()  # no rank tears the group down while another still uses it
             return summary
         finally:
-            if catch:
-                signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+            self.signals.restore()
             if self.progress is not None:
                 self.progress.close()
                 self.progress = None
@@ -398,6 +348,7 @@ class Trainer:
             self.task.close()
             if self.config.world_size > 1 and dist.is_initialized():
                 dist.destroy_process_group()
+            self._lock.close()
 
 
 def train(config: TrainConfig) -> dict[str, Any]:

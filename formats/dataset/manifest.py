@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dataio.formats.errors import DataioError, ShardError
+from dataio.formats.dataset.sample_fields import (FieldSpec, FieldsError, declared_columns, default_fields,
+                                                  parse_fields)
 from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.remote.storage import DEFAULT_TIMEOUT, Location, RetryPolicy, describe, open_location, remote_errors
 
@@ -51,12 +54,24 @@ class Manifest:
     sample_table: str = SAMPLE_TABLE_NAME
     options: dict[str, Any] = field(default_factory=dict)
     version: int = FORMAT_VERSION
+    fields: tuple[FieldSpec, ...] = ()  # each sample's fields (sample_fields); () in folders packed before them
 
     def to_json(self) -> str:
         data = asdict(self)
         data["shards"] = [_without_zero_skipped(asdict(s)) for s in self.shards]
         data["classes"] = list(self.classes)
+        data["fields"] = [f.to_dict() for f in self.fields]
+        if not self.fields:  # a folder packed before fields were declared keeps its bytes and its fingerprint
+            del data["fields"]
         return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+    def sample_fields(self) -> tuple[FieldSpec, ...]:
+        """The declared fields, or those of the folder's kind before fields were declared."""
+        return self.fields or default_fields(self.kind, self.options)
+
+    def table_columns(self) -> frozenset[str]:
+        """The sample-table columns its declared fields add (a reader accepts these beside its own)."""
+        return declared_columns(self.sample_fields())
 
     def fingerprint(self) -> str:
         """A short hash of the manifest (shards, counts, checksums): which data set a loader state belongs to."""
@@ -139,10 +154,18 @@ def parse_manifest(text: str, where: str = MANIFEST_NAME) -> Manifest:
         num_rejected=_optional(data, "num_rejected", int, 0),
         sample_table=_safe_name(table, where) if (table := _optional(data, "sample_table", str, SAMPLE_TABLE_NAME)) else "",
         options=data["options"] if isinstance(data.get("options"), dict) else {},
+        fields=_fields(data, where),
     )
     if sum(s.num_samples for s in manifest.shards) != manifest.num_samples:
         raise ManifestError(f"{where}: num_samples {manifest.num_samples} != sum over shards")
     return manifest
+
+
+def _fields(data: dict[str, Any], where: str) -> tuple[FieldSpec, ...]:
+    try:
+        return parse_fields(data["fields"], where) if "fields" in data else ()
+    except FieldsError as e:
+        raise ManifestError(str(e)) from None
 
 
 def read_manifest(source: str | Path) -> tuple[Path, Manifest]:
@@ -159,7 +182,7 @@ def read_manifest(source: str | Path) -> tuple[Path, Manifest]:
     return path.parent, parse_manifest(text, where=str(path))
 
 
-def open_dataset(source: str | Path, storage_options: dict[str, Any] | None = None,
+def open_dataset(source: str | Path, storage_options: Mapping[str, Any] | None = None,
                  retry: RetryPolicy | None = None, timeout: float = DEFAULT_TIMEOUT) -> tuple[Location, Manifest]:
     """The location and manifest of a shard folder: a local path (as ``read_manifest``) or an fsspec URL.
 

@@ -8,7 +8,10 @@ removed when a conversion ends, so it never shows in the output; after
 locking, the holder checks that the file it locked is still the one at the
 path (another holder may have removed it between our open and our lock).
 Forked workers close their copy of the descriptor, so a worker that
-outlives a killed converter for a moment does not keep OUT locked.
+outlives a killed converter for a moment does not keep OUT locked. The
+holder writes its pid and host into the file, and a refused process names
+them (a requeued job may run on another node of a shared file system).
+Used by the converters and by ``dataio train`` for its ``--out``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -57,6 +61,15 @@ def _open_out(out: Path) -> int:
         raise UsageError(f"output folder {out} cannot be written: {e.strerror or e}") from None
 
 
+def _holder(fd: int) -> str:
+    """``pid 123 on host node7`` from the lock file, or ``it`` when the holder has not written it yet."""
+    try:
+        pid, _, host = os.pread(fd, 256, 0).decode("utf-8", "replace").strip().partition(" ")
+    except OSError:
+        return "it"
+    return f"pid {pid} on host {host}" if pid.isdigit() and host.isprintable() and host else "it"
+
+
 @contextmanager
 def locked_output(out: Path) -> Iterator[None]:
     """Hold OUT's lock for the block; OutputBusy (one line) if another process holds it."""
@@ -66,10 +79,11 @@ def locked_output(out: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
+            holder = _holder(fd)
             os.close(fd)
             if e.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
                 raise OutputBusy(f"output folder {out} is being written by another dataio process "
-                                 f"(it holds {path}); wait for it, or choose another folder") from None
+                                 f"({holder} holds {path}); wait for it, or choose another folder") from None
             raise UsageError(f"output folder {out} cannot be locked: {e.strerror or e}") from None
         try:
             same = os.fstat(fd).st_ino == os.stat(path).st_ino
@@ -79,6 +93,11 @@ def locked_output(out: Path) -> Iterator[None]:
             break
         os.close(fd)  # the holder removed it as we opened it: lock the new one
     _HELD.add(fd)
+    try:  # who holds it, for the message of a refused process
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+    except OSError:  # a full disk: the refusal will name no holder
+        pass
     try:
         yield
     finally:  # still ours (checked above): removing it is safe; a killed run leaves it, unlocked, for the rerun

@@ -65,8 +65,13 @@ class SampleTable:
 
 
 def write_sample_table(path: str | Path, columns: dict[str, list]) -> None:
-    """Write the table atomically (temp file, then rename)."""
+    """Write the table atomically (temp file, then rename); columns beyond ``SCHEMA``'s (declared fields) follow
+    its own, with the types Arrow gives them."""
     schema = SCHEMA_WITH_CHECKSUM if CHECKSUM_FIELD.name in columns else SCHEMA
+    for name, values in columns.items():
+        if name not in schema.names:
+            schema = schema.append(pa.field(name, values.type if isinstance(values, (pa.Array, pa.ChunkedArray))
+                                            else pa.array(values).type))
     table = pa.Table.from_pydict(columns, schema=schema)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, schema) as writer:
@@ -74,15 +79,16 @@ def write_sample_table(path: str | Path, columns: dict[str, list]) -> None:
     write_atomic(path, sink.getvalue().to_pybytes())
 
 
-def read_sample_table(path: str | Path, data: bytes | None = None) -> SampleTable:
+def read_sample_table(path: str | Path, data: bytes | None = None, declared: frozenset[str] = frozenset()
+                      ) -> SampleTable:
     """Memory-map (or, with ``data``, the bytes of a remote copy) and validate the table; raises
-    DataioError naming the file."""
+    DataioError naming the file. ``declared``: the columns the manifest's fields add (``sample_fields``)."""
     try:
         source = pa.memory_map(str(path), "r") if data is None else pa.BufferReader(data)
         table = pa.ipc.open_file(source).read_all()
     except (OSError, pa.ArrowInvalid) as e:
         raise DataioError(f"{path}: cannot read sample table ({e})") from None
-    problem = schema_problem(table)
+    problem = schema_problem(table, declared)
     if problem:
         raise DataioError(f"{path}: {problem}")
 
@@ -96,10 +102,13 @@ def read_sample_table(path: str | Path, data: bytes | None = None) -> SampleTabl
     return sample_table
 
 
-def schema_problem(table: pa.Table) -> str | None:
+def schema_problem(table: pa.Table, declared: frozenset[str] = frozenset()) -> str | None:
     """What is wrong with the table's columns, in one line naming the column (the expected and found types), or None.
 
-    Before, the whole schema was printed (9 lines) and the reader had to find the column that differed.
+    Before, the whole schema was printed (9 lines) and the reader had to find the column that differed. The
+    table holds the columns of ``SCHEMA`` and may hold those the manifest declares (a superset, never an exact
+    schema: one added field does not make every reader refuse the folder); any other column is refused, and so
+    is an Arrow extension type, whatever its name (pyarrow once unpickled one: CVE-2023-47248).
     """
     expected = SCHEMA_WITH_CHECKSUM if CHECKSUM_FIELD.name in table.schema.names else SCHEMA
     for field in expected:
@@ -113,9 +122,13 @@ def schema_problem(table: pa.Table) -> str | None:
             return f"sample table column {field.name!r} has type {kind}, expected {field.type}"
         if field.name != "path" and table.column(found[0]).null_count:  # null counts are metadata: no data read
             return f"sample table column {field.name!r} has {table.column(found[0]).null_count} empty (null) values"
-    extra = [name for name in table.schema.names if name not in expected.names]
+    extra = [name for name in table.schema.names if name not in expected.names and name not in declared]
     if extra:
-        return f"sample table column {extra[0]!r} is not one of {', '.join(expected.names)}"
+        return (f"sample table column {extra[0]!r} is not one of {', '.join(expected.names)}"
+                f"{' nor a declared field' if declared else ''}")
+    extension = [f.name for f in table.schema if isinstance(f.type, pa.ExtensionType)]
+    if extension:
+        return f"sample table column {extension[0]!r} has an extension type, which dataio never reads"
     return None  # columns are read by name: their order does not matter
 
 

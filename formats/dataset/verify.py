@@ -16,8 +16,10 @@ from __future__ import annotations
 import io
 import tempfile
 import tarfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -112,7 +114,7 @@ def _check_shard(folder: Path, manifest: Manifest, index: int) -> tuple[str | No
 def _check_table(folder: Path, manifest: Manifest, report: VerifyReport) -> tuple[SampleTable | None, dict[int, str]]:
     """The sample table, if readable, and its rows that disagree with the manifest (each reported)."""
     try:
-        table = read_sample_table(folder / manifest.sample_table)
+        table = read_sample_table(folder / manifest.sample_table, declared=manifest.table_columns())
     except DataioError as e:
         report.problems.append(str(e))
         return None, {}
@@ -225,7 +227,7 @@ def _check_tokens(folder: Path, manifest: Manifest, bad_shards: set[int], report
         report.samples_checked += table.num_rows
 
 
-def verify(folder: str | Path, *, deep: bool = False, storage_options: dict | None = None,
+def verify(folder: str | Path, *, deep: bool = False, storage_options: Mapping[str, Any] | None = None,
            retry: RetryPolicy | None = None, timeout: float = DEFAULT_TIMEOUT) -> VerifyReport:
     """Check ``folder`` (a local path or an fsspec URL) against its manifest; the report lists every problem.
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dataio.formats.bounded_read import FileTooLarge
 from dataio.formats.dataset.arrow_image_shards import ArrowImageWriter, image_locations
 from dataio.formats.images.class_names import read_class_names
 from dataio.formats.progress import progress
@@ -43,6 +44,7 @@ from dataio.formats.ranks.rank_split import rank_folder, rank_range
 from dataio.formats.images.parquet_images import LocalFile, ParquetImages, parquet_files, scan_parquet_images
 from dataio.formats.dataset.out_lock import locked_output
 from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
+from dataio.formats.dataset.sample_fields import IMAGE_FIELDS
 from dataio.formats.dataset.sample_table import CHECKSUM_FIELD, sample_checksum, write_sample_table
 from dataio.formats.sizes import parse_size
 from dataio.formats.dataset.wds_shards import ShardWriter, scan_tar
@@ -118,10 +120,13 @@ def _prepare_job(job: tuple[str | None, str | bytes | LocalFile | Rejection, Ima
         return item
     if src is None and not isinstance(item, LocalFile):
         data = item
+        if len(data) > config.max_file_size:  # a Parquet row's bytes, held to the limit of a file's
+            return Rejection(f"image too large: {len(data):,} bytes (limit {config.max_file_size:,})")
     else:
         try:
-            data = read_regular_file(item.path if isinstance(item, LocalFile) else source_path(src, item))
-        except NotRegularFile as e:
+            data = read_regular_file(item.path if isinstance(item, LocalFile) else source_path(src, item),
+                                     config.max_file_size)
+        except (NotRegularFile, FileTooLarge) as e:
             return Rejection(str(e) if src is not None else f"{item.path}: {e}")
         except OSError as e:
             return Rejection(f"cannot read: {errno_text(e)}" if src is not None
@@ -245,7 +250,8 @@ def _pack_locked(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary
     if add_restart_markers is None:  # said here, in the parent: the workers would each say it
         warn_once("jpeg-codec-pack", WITHOUT_CODEC)
     options = {"sample_checksum": CHECKSUM_FIELD.name, "max_side": config.prepare.max_side, "quality": config.prepare.quality,
-               "max_pixels": config.prepare.max_pixels, "shard_size": config.shard_size,
+               "max_pixels": config.prepare.max_pixels, "max_file_size": config.prepare.max_file_size,
+               "shard_size": config.shard_size,
                "restart_interval": config.prepare.restart_interval if add_restart_markers else 0,
                **({"format": "arrow"} if config.format == "arrow" else {})}
     journal = Journal(config.out, fingerprint({**options, "max_shard_samples": config.max_shard_samples,
@@ -302,7 +308,7 @@ def _pack_locked(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary
     lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rejected)
     write_atomic(config.out / REJECTED_NAME, lines.encode())
     Manifest(kind="images", num_samples=len(accepted), shards=tuple(shards), classes=tuple(classes),
-             num_rejected=len(rejected), options=options).write(config.out)
+             num_rejected=len(rejected), options=options, fields=IMAGE_FIELDS).write(config.out)
     journal.finish()
     return ConvertSummary(len(accepted), len(rejected), converted, len(shards), config.out, tuple(rejected))
 

@@ -27,7 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageOps
 
-from dataio.formats.limits import MAX_PIXELS
+from dataio.formats.errors import ConfigError
+from dataio.formats.limits import MAX_FILE_BYTES, MAX_PIXELS
+from dataio.formats.sizes import parse_size
 
 try:
     from dataio.formats.jpeg._jpeg_codec import CorruptJPEGError, add_restart_markers, check as check_jpeg_scans
@@ -54,11 +56,13 @@ RESTART_INTERVAL = 2
 
 @dataclass(frozen=True, kw_only=True)
 class ImagePrepareConfig:
-    """Pack-time image options: downscale, re-encode quality, restart markers, decompression-bomb limit."""
+    """Pack-time image options: downscale, re-encode quality, restart markers, decompression-bomb and file size
+    limits."""
 
     max_side: int | None = None  # downscale so the longer side is at most this
     quality: int | None = None  # re-encode every image at this JPEG quality
     max_pixels: int = MAX_PIXELS
+    max_file_size: int | str = MAX_FILE_BYTES  # bytes of a source file (or a Parquet row's image), or "500MB"
     restart_interval: int = RESTART_INTERVAL  # most MCUs between JPEG restart markers; 0: none
 
     def __post_init__(self) -> None:
@@ -68,6 +72,14 @@ class ImagePrepareConfig:
             raise ValueError(f"quality must be in 1..100, got {self.quality}")
         if self.max_pixels < 1:
             raise ValueError("max_pixels must be positive")
+        try:
+            size = None if isinstance(self.max_file_size, bool) else parse_size(self.max_file_size)
+        except ValueError:
+            size = None
+        if not isinstance(size, int) or size < 1:
+            raise ConfigError(f"{{0}} must be a positive number of bytes (e.g. 500MB), got {self.max_file_size!r:.40}",
+                              "max_file_size")
+        object.__setattr__(self, "max_file_size", size)
         if not 0 <= self.restart_interval <= 65535:
             raise ValueError(f"restart_interval must be in 0..65535, got {self.restart_interval}")
 

@@ -11,6 +11,9 @@ The source tree is input and may be anything:
   is never opened for reading by the walk, and ``read_regular_file`` opens
   with ``O_NONBLOCK`` and checks ``fstat`` before reading, so a file swapped
   for a FIFO after the walk cannot hang the converter either.
+- A file is read only up to a size limit (``--max-file-size``, ``limits.MAX_FILE_BYTES``):
+  a 50 GB sparse file is rejected with its size unread, a file that reads on
+  past its size (in ``/proc``, or growing) after one byte past the limit.
 - A folder that cannot be listed is rejected with its errno name
   (``cannot list folder: EACCES (Permission denied)``); nothing vanishes
   silently, so ``--strict`` sees it.
@@ -47,6 +50,7 @@ from pathlib import Path
 
 from PIL import features
 
+from dataio.formats.bounded_read import read_fd_at_most
 from dataio.formats.errors import UsageError
 from dataio.formats.images.image_names import IMAGE_EXTENSIONS  # noqa: F401  (imported from here by dataio.dataloader)
 from dataio.formats.images.image_names import (extension_reason, is_packed_name, no_extension_reason,
@@ -54,9 +58,9 @@ from dataio.formats.images.image_names import (extension_reason, is_packed_name,
 from dataio.formats.images.skipped_folders import (hidden_class_reason, hidden_file_reason, hidden_in_class_reason,
                                                    images_under, output_folder_reason, output_marker,
                                                    stray_image_reason)
+from dataio.formats.limits import MAX_FILE_BYTES
 
 NO_WEBP = "WebP: this PIL build has no WebP decoder"
-_READ_CHUNK = 1 << 20
 
 
 def unsupported_extensions() -> dict[str, str]:
@@ -151,8 +155,9 @@ class NotRegularFile(OSError):
     """A path names a FIFO, socket, device or folder rather than a regular file."""
 
 
-def read_regular_file(path: str | bytes | Path) -> bytes:
-    """The bytes of a regular file; ``NotRegularFile`` for anything else, without blocking or reading it.
+def read_regular_file(path: str | bytes | Path, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file; ``NotRegularFile`` for anything else, without blocking or reading it;
+    ``FileTooLarge`` past ``limit`` bytes, after reading at most one byte more (``bounded_read``).
 
     ``O_NONBLOCK`` makes opening a FIFO return at once; ``fstat`` on the
     open descriptor then refuses it, or a device, whatever the walk saw.
@@ -163,10 +168,7 @@ def read_regular_file(path: str | bytes | Path) -> bytes:
         if not stat.S_ISREG(mode):
             raise NotRegularFile(f"not a regular file: {file_kind(mode)}")
         os.set_blocking(fd, True)
-        chunks = []
-        while chunk := os.read(fd, _READ_CHUNK):
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return read_fd_at_most(fd, limit)
     finally:
         os.close(fd)
 

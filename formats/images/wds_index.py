@@ -30,6 +30,7 @@ from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.images.image_headers import image_size
 from dataio.formats.progress import progress
 from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
+from dataio.formats.dataset.sample_fields import IMAGE_FIELDS
 from dataio.formats.dataset.sample_table import CHECKSUM_FIELD, MAX_MEMBER_BYTES, sample_checksum, write_sample_table
 from dataio.formats.dataset.shard_members import IMAGE_MEMBERS, LABEL_MEMBER, MAX_LABEL_BYTES
 from dataio.formats.dataset.wds_shards import MemberLocation, dali_index_text, duplicate_members, scan_tar
@@ -220,7 +221,7 @@ def index_shards(config: IndexConfig) -> IndexSummary:
     write_sample_table(folder / SAMPLE_TABLE_NAME, columns)
     options = {"adopted": "webdataset", "sample_checksum": CHECKSUM_FIELD.name, "restart_interval": 0}
     Manifest(kind="images", num_samples=len(columns["key"]), shards=tuple(entries), classes=classes,
-             num_rejected=len(rejected), options=options).write(folder)
+             num_rejected=len(rejected), options=options, fields=IMAGE_FIELDS).write(folder)
     _remove_journal(folder)
     return IndexSummary(len(columns["key"]), len(rejected), len(entries), folder)
 

@@ -66,7 +66,8 @@ def merge_ranks(out: str | Path, *, verify: bool = False) -> Manifest:
     _check_rank_files(out, folders, parts, verify)
     first = parts[0]
     for folder, part in zip(folders, parts):
-        if part.kind != first.kind or part.classes != first.classes or _identity(part) != _identity(first):
+        if (part.kind != first.kind or part.classes != first.classes or part.fields != first.fields
+                or _identity(part) != _identity(first)):
             raise DataioError(f"{folder}: converted with other options or classes than {folders[0].name}")
     shards = tuple(replace(s, file=f"{f.name}/{s.file}", index=f"{f.name}/{s.index}" if s.index else "")
                    for f, part in zip(folders, parts) for s in part.shards)
@@ -79,7 +80,8 @@ def merge_ranks(out: str | Path, *, verify: bool = False) -> Manifest:
     options["ranks"] = world
     manifest = Manifest(kind=first.kind, num_samples=sum(p.num_samples for p in parts), shards=shards,
                         classes=first.classes, num_rejected=sum(p.num_rejected for p in parts),
-                        sample_table=SAMPLE_TABLE_NAME if first.kind == "images" else "", options=options)
+                        sample_table=SAMPLE_TABLE_NAME if first.kind == "images" else "", options=options,
+                        fields=first.fields)
     manifest.write(out)
     return manifest
 
@@ -122,7 +124,7 @@ def _identity(manifest: Manifest) -> str:
 def _merge_tables(out: Path, folders: list[Path], parts: list[Manifest]) -> None:
     tables, base = [], 0
     for folder, part in zip(folders, parts):
-        table = read_sample_table(folder / part.sample_table).table
+        table = read_sample_table(folder / part.sample_table, declared=part.table_columns()).table
         shard = pa.array(table.column("shard").to_numpy() + base, pa.int32())
         tables.append(table.set_column(table.schema.get_field_index("shard"), "shard", shard))
         base += len(part.shards)

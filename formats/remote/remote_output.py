@@ -11,7 +11,7 @@ right size are not sent again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,7 +30,7 @@ def default_staging(url: str) -> Path:
     return Path.home() / ".cache" / "dataio" / "staging" / location.cache_key()
 
 
-def convert_to_remote(url: str, convert: Callable[[Path], Summary], *, storage_options: dict[str, Any] | None = None,
+def convert_to_remote(url: str, convert: Callable[[Path], Summary], *, storage_options: Mapping[str, Any] | None = None,
                       staging: Path | None = None, retry: RetryPolicy | None = None) -> tuple[Summary | None, int]:
     """Run ``convert(staging)`` (skipped when the staging folder is already complete), then upload.
 

@@ -3,10 +3,11 @@
 Remote storage goes through fsspec and its maintained backends (s3fs,
 gcsfs, aiohttp), installed as extras (``pip install torch-dataio[s3]``); local
 paths never touch fsspec, so the local fast path (``os.pread``, memory maps)
-is unchanged. Credentials come from ``storage_options`` or the backend's
-usual environment variables (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
-...); they never appear in a message: every URL shown goes through
-``redact``, and ``storage_options`` values are never printed.
+is unchanged. Credentials come from ``storage_options`` (per URL prefix:
+``storage_options``) or the backend's usual environment variables
+(``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ...); they never appear in a
+message: every URL and backend error shown goes through ``redact``
+(``secrets``), and ``StorageOptions`` never prints a value.
 
 Every request is bounded in time: ``open_location`` gives the s3 and HTTP
 backends connect and read timeouts (unless ``storage_options`` set their
@@ -19,22 +20,21 @@ blocked after 195 s with ``retries=1``.
 from __future__ import annotations
 
 import hashlib
-import re
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from dataio.formats.errors import UsageError
+from dataio.formats.remote.backend_check import connect, rejected_option
+from dataio.formats.remote.secrets import redact, redact_url
+from dataio.formats.remote.storage_options import StorageOptions
 
 T = TypeVar("T")
 
 # Backend packages per URL scheme, for the error that says what to install.
 _EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "http": "http", "https": "http"}
-_USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
-_SECRET_QUERY = re.compile(r"(?i)([?&][^=&\s]*(?:sig|signature|token|key|secret|credential|password|auth)[^=&\s]*=)"
-                           r"[^&\s#]*")
 # Permanent failures: retrying cannot help (missing object, refused credentials, bad request).
 PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, ValueError)
 DEFAULT_TIMEOUT = 20.0  # seconds a request may wait to connect, or for its next bytes, before it fails
@@ -43,11 +43,6 @@ DEFAULT_TIMEOUT = 20.0  # seconds a request may wait to connect, or for its next
 def is_remote(source: str | Path) -> bool:
     """Whether ``source`` is a URL of a remote filesystem (``file://`` and plain paths are local)."""
     return isinstance(source, str) and "://" in source and not source.startswith("file://")
-
-
-def redact(text: str) -> str:
-    """``text`` without the credentials a URL may carry (``user:pass@``, signed-URL query secrets)."""
-    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub("***@", text))
 
 
 def describe(error: BaseException) -> str:
@@ -111,6 +106,7 @@ class Location:
     root: Any  # Path (local) or str (the backend's path, without the protocol)
     fs: Any = None
     url: str = ""  # the URL as given, for messages (always shown redacted)
+    options: StorageOptions | None = field(default=None, compare=False)  # this URL's, to name one the backend refuses
 
     @property
     def remote(self) -> bool:
@@ -128,16 +124,22 @@ class Location:
 
     def cache_key(self) -> str:
         """A short stable name for this location (staging and cache folders)."""
-        return hashlib.sha256(redact(self.url or str(self.root)).encode()).hexdigest()[:16]
+        return hashlib.sha256(redact_url(self.url or str(self.root)).encode()).hexdigest()[:16]
 
     def read_bytes(self, name: str, retry: RetryPolicy | None = None) -> bytes:
         """The whole file ``name``: small files only (manifest, sample table, tokenizer)."""
         if self.fs is None:
             return (self.root / name).read_bytes()
-        return (retry or RetryPolicy()).call(lambda: self.fs.cat_file(self.path(name)))
+        try:
+            return (retry or RetryPolicy()).call(lambda: self.fs.cat_file(self.path(name)))
+        except TypeError as e:  # the first request of an HTTP location: an option aiohttp's request does not take
+            rejected = rejected_option(e, self.fs, self.options or {}, self.url)
+            if rejected is None:
+                raise
+            raise rejected from None
 
 
-def bounded_options(scheme: str, storage_options: dict[str, Any] | None, timeout: float) -> dict[str, Any]:
+def bounded_options(scheme: str, storage_options: Mapping[str, Any] | None, timeout: float) -> dict[str, Any]:
     """``storage_options`` with connect and read timeouts of ``timeout`` seconds and one attempt per call.
 
     s3 (s3fs over aiobotocore): botocore's ``connect_timeout``,
@@ -166,23 +168,28 @@ def bounded_options(scheme: str, storage_options: dict[str, Any] | None, timeout
     return options
 
 
-def open_location(source: str | Path, storage_options: dict[str, Any] | None = None,
+def open_location(source: str | Path, storage_options: Mapping[str, Any] | None = None,
                   timeout: float = DEFAULT_TIMEOUT) -> Location:
     """The ``Location`` of ``source``: a local folder or manifest path, or an fsspec URL.
 
     A URL whose backend is not installed raises ``UsageError`` naming the
-    extra to install; ``storage_options`` go to the backend with the
-    timeouts of ``bounded_options`` added.
+    extra to install; the options of ``source`` in ``storage_options``
+    (``StorageOptions.for_source``: those of every URL, and of the longest
+    URL prefix it lies under) go to the backend with the timeouts of
+    ``bounded_options`` added, and one it does not take raises
+    ``ConfigError`` naming it (``backend_check``).
     """
+    options = StorageOptions.of(storage_options)
     if not is_remote(source):
-        if storage_options:
+        if options and options.for_source(str(source)):
             raise UsageError(f"storage_options are for remote URLs; {source} is a local path")
         text = str(source)
         return Location(Path(text[len("file://"):] if text.startswith("file://") else text))
+    resolved = options.for_source(str(source)) if options else StorageOptions()
     scheme = str(source).split("://", 1)[0].lower()
     try:
         import fsspec.core  # lazy: remote storage is an optional extra
-        fs, root = fsspec.core.url_to_fs(str(source), **bounded_options(scheme, storage_options, timeout))
+        fs, root = fsspec.core.url_to_fs(str(source), **bounded_options(scheme, resolved.to_dict(), timeout))
     except ImportError as e:
         extra = _EXTRAS.get(scheme, scheme)
         raise UsageError(f"{redact(str(source))}: reading {scheme}:// needs `pip install torch-dataio[{extra}]` "
@@ -191,7 +198,9 @@ def open_location(source: str | Path, storage_options: dict[str, Any] | None = N
         raise UsageError(f"{redact(str(source))}: {describe(e)}") from None
     if scheme in ("s3", "s3a") and isinstance(getattr(fs, "retries", None), int):
         fs.retries = 1  # s3fs retries each call 5 times by default; RetryPolicy is the one retrying
+    connect(fs, resolved, str(source))
     url = str(source)
     if url.endswith("/manifest.json"):
         url, root = url[: -len("/manifest.json")], root[: -len("/manifest.json")]
-    return Location(root.rstrip("/") if scheme not in ("http", "https") else url.rstrip("/"), fs, url.rstrip("/"))
+    return Location(root.rstrip("/") if scheme not in ("http", "https") else url.rstrip("/"), fs, url.rstrip("/"),
+                    resolved)

@@ -32,6 +32,7 @@ from dataio.formats.progress import progress
 from dataio.formats.errors import ConfigError, NothingConverted, UsageError
 from dataio.formats.dataset.convert_journal import Journal, ShardRecord, fingerprint
 from dataio.formats.files import sha256_file, write_atomic
+from dataio.formats.dataset.sample_fields import text_fields
 from dataio.formats.dataset.manifest import MANIFEST_NAME, Manifest, ShardEntry
 from dataio.formats.dataset.out_lock import locked_output
 from dataio.formats.ranks.rank_merge import merge_if_complete
@@ -392,4 +393,5 @@ def _write_reports(config: ConvertTextConfig, stats: SourceStats, shards: list[S
                           "bos_id": info.bos_id, "eos_id": info.eos_id, "pad_id": info.pad_id},
             "doc_sep": config.doc_sep,
         },
+        fields=text_fields(dtype.name),
     ).write(config.out)

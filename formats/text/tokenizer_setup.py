@@ -16,6 +16,7 @@ from typing import Literal
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from dataio.formats.bounded_read import FileTooLarge, read_at_most
 from dataio.formats.errors import ConfigError, UsageError
 from dataio.formats.files import write_atomic
 
@@ -72,12 +73,23 @@ def train_bpe(texts: Iterable[str], config: TokenizerConfig):
     return tokenizer
 
 
+# A tokenizers JSON file past this is refused (the largest public ones, 256k-token vocabularies, are tens
+# of MB), unread if its size says so, else one byte past it: Tokenizer.from_file read a 20 GB file whole.
+MAX_TOKENIZER_BYTES = 256 << 20
+
+
 def load_tokenizer(path: Path):
     """Load a tokenizers JSON file; UsageError naming the file if it is not one."""
     if not path.is_file():
         raise UsageError(f"tokenizer {path} does not exist")
     try:
-        return Tokenizer.from_file(str(path))
+        text = read_at_most(path, MAX_TOKENIZER_BYTES).decode("utf-8")
+    except FileTooLarge as e:
+        raise UsageError(f"tokenizer {path}: {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"tokenizer {path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+    try:
+        return Tokenizer.from_str(text)
     except Exception as e:  # the Rust side raises a bare Exception for any parse error
         raise UsageError(f"{path}: not a tokenizers JSON file ({str(e)[:200]})") from None
 

@@ -284,7 +284,7 @@ def test_pools_made_by_another_thread_during_forks_leave_no_buffer_wiped():
 def test_a_pass_continued_in_a_forked_child_is_one_clear_error(image_shards):
     """An iterator the parent started, continued in a child: its batches are queued on the parent's threads,
     which the child lacks; one error saying so (it waited forever), and the parent's pass goes on."""
-    from dataio.images.threaded_batches import ForkedPassError
+    from dataio.pipeline.threaded_batches import ForkedPassError
 
     loader = ImageLoader(image_shards, batch_size=8, image_size=32, num_workers=2, seed=3)
     batches = iter(loader)

@@ -20,8 +20,8 @@ from dataio.formats.dataset.manifest import MANIFEST_NAME
 from dataio.formats.errors import ConfigError, DataioError, UsageError
 from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
 from dataio.images.contract import check_batch
-from dataio.sampling.blend import slack
-from dataio.sampling.weight_schedule import Targets
+from dataio.mixtures.blend import slack
+from dataio.mixtures.weight_schedule import Targets
 
 OPTIONS = dict(batch_size=8, image_size=16, num_workers=2)
 COMBINED = ("c0", "c1", "c2", "x", "c3")  # big's classes, then mid's new one, then small's: first-seen order

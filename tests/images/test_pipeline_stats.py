@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from dataio import ImageLoader, TextLoader
-from dataio.loading.stage_times import all_threads_config
+from dataio.pipeline.stage_times import all_threads_config
 
 IMAGE_STAGES = ("read", "decode", "resize", "plan", "decode_wait", "copy", "augment", "wait", "pass")
 

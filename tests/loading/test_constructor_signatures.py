@@ -10,7 +10,7 @@ import pytest
 
 from dataio import ImageLoader, ImageLoaderConfig, TextLoader, TextLoaderConfig
 from dataio.formats.errors import ConfigError
-from dataio.loading.dataloader_args import DATALOADER_KEYWORDS
+from dataio.loader.dataloader_args import DATALOADER_KEYWORDS
 
 
 @pytest.mark.parametrize("loader, config", [(ImageLoader, ImageLoaderConfig), (TextLoader, TextLoaderConfig)])

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, Sequ
 from dataio.formats.errors import ConfigError
 from dataio.images.config import ImageLoaderConfig
 from dataio.images.loader import FACE as IMAGE_FACE, FIELDS as IMAGE_FIELDS
-from dataio.loading.dataloader_args import DATALOADER_KEYWORDS, dataloader_fields
+from dataio.loader.dataloader_args import DATALOADER_KEYWORDS, dataloader_fields
 from dataio.text.config import TextLoaderConfig
 from dataio.text.loader import FACE as TEXT_FACE, FIELDS as TEXT_FIELDS
 

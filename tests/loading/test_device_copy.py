@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from dataio.loading.device_copy import DeviceCopy, copy_arrays
+from dataio.pipeline.device_copy import DeviceCopy, copy_arrays
 
 
 def test_copy_arrays_round_trips_every_dtype_and_shape():

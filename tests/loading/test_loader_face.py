@@ -131,8 +131,8 @@ def test_set_epoch_to_another_epoch_after_a_load_starts_that_epoch(coloured_shar
 
 def test_timeout_raises_when_a_batch_does_not_come(coloured_shards, monkeypatch):
     loader = ImageLoader(coloured_shards, batch_size=4, image_size=16, num_workers=1, timeout=0.2)
-    real = loader._read_sample
-    monkeypatch.setattr(loader, "_read_sample", lambda sample, *rest: time.sleep(1) or real(sample, *rest))
+    real = loader.shards.read
+    monkeypatch.setattr(loader.shards, "read", lambda sample, *rest: time.sleep(1) or real(sample, *rest))
     started = time.monotonic()
     with pytest.raises(RuntimeError, match="timed out after 0.2 seconds"):
         next(iter(loader))

@@ -6,7 +6,7 @@ import json
 import threading
 import time
 
-from dataio.loading.stage_times import StageTimes
+from dataio.pipeline.stage_times import StageTimes
 
 
 def test_totals_from_many_threads_are_exact_and_per_epoch():

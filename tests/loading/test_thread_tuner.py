@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from dataio.loading.thread_tuner import ThreadGate, ThreadTuner, ladder, thread_budget
+from dataio.pipeline.thread_tuner import ThreadGate, ThreadTuner, ladder, thread_budget
 
 
 def run(tuner: ThreadTuner, rate, batches: int = 200, samples: int = 256, noise: float = 0.0, seed: int = 0) -> int:

@@ -40,7 +40,7 @@ from dataio.formats.images.image_convert import ConvertImagesConfig, convert_ima
 from dataio.formats.dataset.manifest import ManifestError, read_manifest
 from dataio.formats.remote.storage import RetryPolicy
 from dataio.formats.images.synthetic import SyntheticImagesConfig, write_image_folder
-from dataio.loading.range_cache import RangeCache
+from dataio.remote.range_cache import RangeCache
 from dataio.formats.dataset.verify import verify
 from tests.remote.conftest import KEY, S3, SECRET
 

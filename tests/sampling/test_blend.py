@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dataio.sampling import blend as blend_module
-from dataio.sampling.blend import _blend_python, blend, slack
-from dataio.sampling.weight_schedule import Targets, WeightSchedule
+from dataio.mixtures import blend as blend_module
+from dataio.mixtures.blend import _blend_python, blend, slack
+from dataio.mixtures.weight_schedule import Targets, WeightSchedule
 
 
 def _owed(schedule: WeightSchedule, stop: int, start: int = 0) -> np.ndarray:
@@ -74,7 +74,7 @@ def test_a_stream_continued_from_any_position_is_the_same_stream(seed):
 
 @pytest.mark.parametrize("seed", range(20))
 def test_c_and_python_give_the_same_sequence(seed):
-    assert blend_module._blend is not None, "dataio.sampling._blend was not built (the Makefile's venv builds it)"
+    assert blend_module._blend is not None, "dataio.mixtures._blend was not built (the Makefile's venv builds it)"
     rng = np.random.default_rng(200 + seed)
     schedule = _random_schedule(rng, 3000)
     start = int(rng.integers(0, 500))

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from dataio.sampling import partition
-from dataio.sampling.blend import blend
-from dataio.sampling.mixture import EpochRule, MixturePlan
-from dataio.sampling.weight_schedule import Targets, WeightSchedule
+from dataio.mixtures.blend import blend
+from dataio.mixtures.mixture_plan import EpochRule, MixturePlan
+from dataio.mixtures.weight_schedule import Targets, WeightSchedule
 
 SIZES = {"web": 600, "code": 150, "tiny": 7}
 

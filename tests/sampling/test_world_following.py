@@ -10,8 +10,8 @@ import pytest
 import torch.distributed as dist
 
 import dataio
-from dataio.loading import rank_agreement
-from dataio.loading.accelerate_pass import last_round_rows
+from dataio.sampling import rank_agreement
+from dataio.loader.accelerate_pass import last_round_rows
 from dataio.sampling import epoch_position, partition
 
 

@@ -10,7 +10,7 @@ import torch
 
 from dataio import TextLoader
 from dataio.errors import ShardError
-from dataio.loading.device_copy import DeviceCopy
+from dataio.pipeline.device_copy import DeviceCopy
 from dataio.text.collate import IGNORE
 from tests.loading.state_shape import torchdata_keys
 

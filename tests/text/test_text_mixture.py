@@ -9,8 +9,8 @@ import pytest
 from dataio import TextLoader
 from dataio.formats.text.synthetic_text import synthetic_documents
 from dataio.formats.text.tokenizer_setup import TokenizerConfig
-from dataio.sampling.blend import slack
-from dataio.sampling.weight_schedule import Targets, WeightSchedule
+from dataio.mixtures.blend import slack
+from dataio.mixtures.weight_schedule import Targets, WeightSchedule
 from dataio.train.mixture_counts import PlanTally, ReadTally
 from tests.text_fixtures import convert
 

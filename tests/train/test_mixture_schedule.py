@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dataio.sampling.weight_schedule import WeightSchedule
+from dataio.mixtures.weight_schedule import WeightSchedule
 from dataio.train.checkpoint import mixture_mismatch
 from dataio.train.config import TrainConfig
 from dataio.train.mixture_schedule import At, RunSchedule, RunUnits

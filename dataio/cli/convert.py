@@ -1,0 +1,137 @@
+"""``dataio convert images`` and ``dataio convert text``: pack a source folder or corpus into shards."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+from dataio.cli.flags import (add_rank_flags, add_storage, conversion_rank, default_workers, given, local_for_ranks,
+                              maybe_remote, positive, source)
+from dataio.formats.errors import UsageError
+from dataio.formats.limits import MAX_PIXELS
+
+def add(commands: argparse._SubParsersAction) -> None:
+    """The ``convert`` command and its two kinds."""
+    convert = commands.add_parser("convert", help="pack a source folder or corpus into shards")
+    kinds = convert.add_subparsers(dest="kind", required=True)
+    images = kinds.add_parser("images", help="ImageNet-layout folder, or Hugging Face Parquet files -> shards")
+    images.add_argument("src", type=Path, help="an ImageNet-layout folder (SRC/<class>/<image>), or Hugging Face "
+                        "Parquet files: a .parquet file, a glob or a folder of them")
+    images.add_argument("out", type=source, help="a folder, or an s3://, gs://... URL (staged locally, then uploaded)")
+    images.add_argument("--staging", type=Path, help="remote OUT: the local folder it is converted in (default "
+                        "~/.cache/dataio/staging/<hash of OUT>, so a rerun resumes)")
+    add_storage(images)
+    images.add_argument("--format", choices=["wds", "arrow"], default="wds",
+                        help="wds: WebDataset tars; arrow: Arrow IPC in the Hugging Face image layout")
+    images.add_argument("--classes", type=Path, help="class names, one per line (line i is label i); default: "
+                        "the folder names, or a Parquet source's Hugging Face features")
+    images.add_argument("--image-column", help="Parquet sources: the image column (default image)")
+    images.add_argument("--label-column", help="Parquet sources: the label column (default label)")
+    images.add_argument("--shard-size", default="256MB", help="bytes per shard, e.g. 256MB")
+    images.add_argument("--max-shard-samples", type=positive,
+                        help="also close a shard after this many samples (default: no limit, only --shard-size)")
+    images.add_argument("--max-side", type=positive, help="downscale so the longer side is at most N "
+                        "(default: full size)")
+    images.add_argument("--quality", type=int, help="re-encode every image at this JPEG quality (default: "
+                        "clean JPEGs keep their own encoding)")
+    images.add_argument("--max-pixels", type=positive, default=MAX_PIXELS, help="decompression-bomb limit")
+    images.add_argument("--max-file-size", default="1GiB", metavar="SIZE",
+                        help="largest source file (or Parquet row's image) read, e.g. 500MB; a larger one is "
+                             "rejected with its size, never read past the limit")
+    images.add_argument("--restart-interval", type=int, metavar="MCUS",
+                        help="most MCUs between JPEG restart markers, so the loader can cut a crop out before "
+                             "decoding (a lossless rewrite; default 2); 0 keeps clean JPEGs byte for byte")
+    images.add_argument("--workers", type=positive, help="converter processes (default: DATAIO_NUM_WORKERS, "
+                        "else all cores); the output is the same bytes whatever the count")
+    images.add_argument("--strict", action="store_true", help="exit non-zero if any file is rejected")
+    images.add_argument("--overwrite", action="store_true",
+                        help="delete what OUT holds and convert again (default: resume an interrupted run)")
+    images.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
+    add_rank_flags(images)
+
+    text = kinds.add_parser("text", help="text corpus -> pre-tokenised Arrow (or WebDataset) shards")
+    text.add_argument("src", type=source, nargs="+",
+                      help=".txt/.jsonl/.parquet files or folders, then OUT (a folder or an s3://... URL)")
+    text.add_argument("--staging", type=Path, help="remote OUT: the local folder it is converted in (default "
+                      "~/.cache/dataio/staging/<hash of OUT>, so a rerun resumes)")
+    add_storage(text)
+    text.add_argument("--tokenizer", type=Path, help="a HF tokenizers JSON file (default: none; give it or "
+                      "--train-tokenizer)")
+    text.add_argument("--train-tokenizer", choices=["bpe"], help="train a byte-level BPE tokenizer on SRC "
+                      "(default: none; give it or --tokenizer)")
+    text.add_argument("--vocab-size", type=positive, default=8192,
+                      help="vocabulary size of the tokenizer --train-tokenizer trains (260 to 2**24)")
+    text.add_argument("--bos", default="<s>", help="BOS token ('' for none)")
+    text.add_argument("--eos", default="</s>", help="EOS token ('' for none)")
+    text.add_argument("--pad", default="<pad>", help="padding token (falls back to EOS if the tokenizer lacks it)")
+    text.add_argument("--doc-sep", choices=["line", "blank"], default="line",
+                      help=".txt sources: one document per line, or per paragraph (blank-line separated)")
+    text.add_argument("--field", default="text", help="field of .jsonl records / column of .parquet files")
+    text.add_argument("--max-length", type=positive, default=2048, help="longer documents are split into chunks")
+    text.add_argument("--format", choices=["arrow", "wds"], default="arrow",
+                      help="arrow: memory-mappable Arrow IPC shards; wds: the same rows as WebDataset .npy members")
+    text.add_argument("--shard-tokens", type=positive, default=50_000_000, help="tokens per shard")
+    text.add_argument("--overwrite", action="store_true",
+                      help="delete what OUT holds and convert again (default: resume an interrupted run)")
+    text.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
+    add_rank_flags(text)
+    text.add_argument("--tokenizer-wait", type=float, metavar="SECONDS",
+                      help="how long a rank > 0 waits for the tokenizer rank 0 trains (default 3600)")
+
+
+def run_images(args: argparse.Namespace) -> int:
+    from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
+    from dataio.formats.images.image_prepare import ImagePrepareConfig
+    from dataio.formats.remote.remote_output import default_staging
+
+    config = ConvertImagesConfig(  # a remote OUT is converted in its staging folder first
+        src=args.src, out=args.out if isinstance(args.out, Path) else args.staging or default_staging(args.out),
+        format=args.format, shard_size=args.shard_size, max_shard_samples=args.max_shard_samples,
+        classes_file=args.classes, **given(image_column=args.image_column, label_column=args.label_column),
+        num_workers=args.workers or default_workers(), strict=args.strict, overwrite=args.overwrite,
+        progress=not args.no_progress,
+        prepare=ImagePrepareConfig(max_side=args.max_side, quality=args.quality, max_pixels=args.max_pixels,
+                                   max_file_size=args.max_file_size, **given(restart_interval=args.restart_interval)),
+        **conversion_rank(args),
+    )
+    local_for_ranks(args.out, {"world_size": config.world_size})
+    summary = maybe_remote(args, args.out, lambda out: convert_images(dataclasses.replace(config, out=out)))
+    if summary is None:
+        return 0
+    for rejected in summary.rejected:
+        print(f"rejected {rejected['path']}: {rejected['reason']}", file=sys.stderr)
+    print(summary.line())
+    return 1 if config.strict and summary.num_rejected else 0
+
+
+def run_text(args: argparse.Namespace) -> int:
+    from dataio.formats.text.text_convert import ConvertTextConfig, convert_text
+    from dataio.formats.text.tokenizer_setup import TokenizerConfig
+
+    if len(args.src) < 2:
+        raise UsageError("give at least one source and the output folder: dataio convert text SRC... OUT")
+    *sources, out = args.src
+    tokenizer = TokenizerConfig(path=args.tokenizer, train=args.train_tokenizer, vocab_size=args.vocab_size,
+                                bos=args.bos or None, eos=args.eos or None, pad=args.pad)
+    if any(isinstance(source, str) for source in sources):
+        raise UsageError("text sources are local files or folders; only OUT may be a URL")
+    ranks = conversion_rank(args)
+    local_for_ranks(out, ranks)
+
+    def run(folder: Path):
+        return convert_text(ConvertTextConfig(
+            sources=tuple(sources), out=folder, tokenizer=tokenizer, doc_sep=args.doc_sep, field=args.field,
+            max_length=args.max_length, format=args.format, shard_tokens=args.shard_tokens,
+            overwrite=args.overwrite, progress=not args.no_progress, **ranks,
+            **given(tokenizer_wait=args.tokenizer_wait)))
+
+    summary = maybe_remote(args, out, run)
+    if summary is None:
+        return 0
+    for kind, examples in sorted(summary.examples.items()):
+        print(f"skipped ({kind}): {', '.join(examples)}{' ...' if summary.skipped[kind] > len(examples) else ''}",
+              file=sys.stderr)
+    print(summary.line())
+    return 0

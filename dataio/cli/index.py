@@ -1,0 +1,29 @@
+"""``dataio index``: adopt existing WebDataset tars in place."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from dataio.cli.flags import given, positive
+
+def add(commands: argparse._SubParsersAction) -> None:
+    """The ``index`` command."""
+    index = commands.add_parser("index", help="adopt existing WebDataset tars in place: sample table, DALI "
+                                               "indexes and manifest beside them, the tars untouched")
+    index.add_argument("shards", type=Path, nargs="+", help=".tar files in one folder, or the folder")
+    index.add_argument("--classes", type=Path, help="class names, one per line (line i is label i); default: "
+                       "0..K-1")
+    index.add_argument("--workers", type=positive, help="indexing threads (default: all cores, at most 8)")
+    index.add_argument("--overwrite", action="store_true", help="index a folder that has a manifest again")
+    index.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
+
+
+def run(args: argparse.Namespace) -> int:
+    from dataio.formats.images.wds_index import IndexConfig, index_shards
+
+    summary = index_shards(IndexConfig(shards=tuple(args.shards), classes_file=args.classes,
+                                       overwrite=args.overwrite, progress=not args.no_progress,
+                                       **given(num_workers=args.workers)))
+    print(summary.line())
+    return 0

@@ -1,0 +1,186 @@
+"""The image loader's sample source: a batch of sample ids read and decoded into one preallocated NHWC batch.
+
+``start_batch`` runs on the calling thread: it draws the batch's crop boxes and
+flips from a generator seeded by the batch's key (seed, epoch, rank, global
+position: the same on any thread count and after a resume), takes a buffer,
+and returns a read task per ``CHUNK`` samples (libjpeg-turbo region decode
+into the batch's slots, ``transform=`` on each) or one DALI task. Fields:
+``image`` (N, S, S, 3) uint8, ``label`` (N,) int64, and with ``crop_on_device``
+``crop_boxes``/``crop_flips`` for the device crop. Remote bytes are fetched a
+few batches ahead (``Readahead``) and waited for in the tasks.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+import torch
+
+from dataio.augment import SeedKey, crop_boxes
+from dataio.formats.errors import ConfigError
+from dataio.images.buffer_pool import BufferPool
+from dataio.images.config import ImageLoaderConfig
+from dataio.images.dali_decode import DaliDecoder
+from dataio.images.image_shards import ImageShards
+from dataio.images.sample_transform import SampleTransform
+from dataio.images.turbo_decode import decode_crop_into
+from dataio.pipeline.error_policy import DATA_EXCEPTIONS
+from dataio.pipeline.host_batch import HostBatch
+from dataio.pipeline.pass_plan import PassPlan
+from dataio.pipeline.sample_source import BatchStart, Failures, drop_samples
+from dataio.pipeline.stage_times import Lap, StageTimes
+from dataio.remote.readahead import Readahead
+
+CHUNK = 32  # samples per decode task
+
+
+class ImageBatchSource:
+    """Batches of ``shards``' images as ``config`` crops them (train: random-resized, eval: centre)."""
+
+    def __init__(self, shards: ImageShards, config: ImageLoaderConfig, times: StageTimes, *,
+                 dali: DaliDecoder | None = None, threads: int = 0) -> None:
+        self.shards, self.config, self.times, self.dali = shards, config, times, dali
+        self.transform = SampleTransform(config.transform) if config.transform is not None else None
+        self.pin = config.pin_memory and torch.cuda.is_available()
+        self.buffers = BufferPool(capacity=config.prefetch_batches * max(1, threads) + 4)
+        self.readahead: Readahead | None = None  # remote: the current pass's fetches
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+    def begin_pass(self, plan: PassPlan) -> None:
+        """Remote shards: the pass's batches fetched a few ahead of the decoders."""
+        if self.shards.files.remote:
+            c = self.config
+            self.readahead = Readahead(lambda i: self.shards.fetch(plan.batch(i)[0]), len(plan),
+                                       depth=c.readahead_batches, threads=c.readahead_threads)
+
+    def end_pass(self) -> None:
+        """Reads still in flight are let go, not waited for."""
+        if self.readahead is not None:
+            self.readahead.close()
+            self.readahead = None
+
+    def start_batch(self, index: int, keys: np.ndarray, key: SeedKey) -> BatchStart:
+        c, table = self.config, self.shards.table
+        size = c.decode_size_at(key.epoch)
+        rng = np.random.default_rng([key.seed, key.epoch, key.rank, key.step])
+        widths, heights = table.width[keys], table.height[keys]
+        fields: dict[str, Any] = {}
+        if c.train:
+            boxes = crop_boxes.random_resized_crop_boxes(widths, heights, rng, c.crop_scale, c.crop_ratio)
+            flipped = crop_boxes.flips(len(keys), rng, c.hflip)
+            if c.crop_on_device:  # decode whole images; crop the mapped boxes on the device
+                scale = np.stack([size / widths, size / heights] * 2, axis=1)
+                fields["crop_boxes"], fields["crop_flips"] = boxes * scale, flipped
+                boxes = np.stack([np.zeros(len(keys)), np.zeros(len(keys)), widths, heights], 1).astype(float)
+                flipped = np.zeros(len(keys), dtype=bool)
+        else:
+            boxes = crop_boxes.center_crop_boxes(widths, heights, c.val_crop_ratio)
+            flipped = np.zeros(len(keys), dtype=bool)
+        # transform= with a generator parameter: one seed per sample, drawn after the crops (unchanged)
+        seeds = rng.integers(0, 2**63 - 1, size=len(keys)) if self.transform and self.transform.seeded else None
+        fields["label"] = torch.from_numpy(table.label[keys].astype(np.int64))  # faulty rows are dropped later
+        fetched = self.readahead.take(index) if self.readahead is not None else None  # remote: the batch's bytes
+        if self.dali is not None:
+            lap = self.times.lap()
+            fields["image"] = torch.empty(0)
+            return BatchStart(fields, [lambda: self._decode_dali(fields, keys, boxes, flipped, size, lap, fetched)],
+                              laps=(lap,))
+        shape = (len(keys), size, size, 3)
+        if self.pin:  # torch's pinned host allocator caches and reuses these
+            images = torch.empty(shape, dtype=torch.uint8, pin_memory=True)
+            pixels = images.numpy()
+        else:
+            pixels = self.buffers.get(shape)
+            images = torch.from_numpy(pixels)
+        fields["image"] = images
+        chunks = range(0, len(keys), CHUNK)
+        laps = tuple(self.times.lap() for _ in chunks)  # one per task: each runs on one thread
+        tasks = [(lambda lo=lo, lap=lap: self._decode(keys, boxes, flipped, pixels, lo, min(lo + CHUNK, len(keys)),
+                                                      lap, fetched, seeds))
+                 for lo, lap in zip(chunks, laps)]
+        return BatchStart(fields, tasks, laps=laps)
+
+    def without(self, batch: HostBatch, positions: list[int]) -> HostBatch:
+        return drop_samples(batch, positions)
+
+    def _decode(self, keys, boxes, flipped, pixels, lo: int, hi: int, lap: Lap, fetched: Future | None,
+                seeds: np.ndarray | None) -> Failures:
+        """Decode samples lo..hi-1 of a batch into its slots; returns the data errors as (position, error)."""
+        failures = []
+        c = self.config
+        with lap("read"):  # remote: the batch's ranges, fetched ahead (waited for here if not there yet)
+            data = fetched.result() if fetched is not None else [None] * len(keys)
+        for i in range(lo, hi):
+            sample = int(keys[i])
+            try:
+                with lap("read"):
+                    encoded_bytes = self.shards.read(sample, data[i])
+                decode_crop_into(encoded_bytes, boxes[i], bool(flipped[i]), pixels[i], fast_resize=c.fast_resize,
+                                 reduced_decode=c.reduced_decode, region_decode=c.region_decode, lap=lap)
+            except DATA_EXCEPTIONS as e:
+                failures.append((i, self.shards.sample_error(sample, f"{type(e).__name__}: {e}")))
+                continue
+            if self.transform is not None:  # the user's code: its errors are not data errors
+                with lap("transform"):
+                    self._apply_transform(pixels[i], sample, None if seeds is None else int(seeds[i]))
+        lap.items = hi - lo
+        lap.flush()
+        return failures
+
+    def _apply_transform(self, slot: np.ndarray, sample: int, seed: int | None) -> None:
+        """``transform=`` on one decoded slot; an exception it raises gets a note naming the sample."""
+        try:
+            self.transform(slot, seed, lambda: self.shards.where(sample))
+        except Exception as e:
+            if not isinstance(e, ConfigError) and hasattr(e, "add_note"):  # add_note: Python 3.11+
+                e.add_note(f"dataio: raised by transform= on {self.shards.where(sample)}")
+            raise
+
+    def _decode_dali(self, fields: dict[str, Any], keys, boxes, flipped, size: int, lap: Lap,
+                     fetched: Future | None) -> Failures:
+        """Fill ``fields["image"]`` with DALI; the decoder names the files it fails on.
+
+        DALI decodes, crops and resizes in one pipeline run: timed as ``decode``.
+        """
+        encoded, failures = [], []
+        with lap("read"):  # remote: the batch's ranges, fetched ahead (waited for here if not there yet)
+            data = fetched.result() if fetched is not None else [None] * len(keys)
+        for i, sample in enumerate(keys.tolist()):
+            try:
+                with lap("read"):
+                    encoded.append(np.frombuffer(self.shards.read(sample, data[i]), dtype=np.uint8))
+            except DATA_EXCEPTIONS as e:
+                failures.append((i, self.shards.sample_error(sample, str(e))))
+        unreadable = {i for i, _ in failures}
+        readable = [i for i in range(len(keys)) if i not in unreadable]
+        with lap("decode"):
+            images, failed = self.dali.decode_each(encoded, boxes[readable], flipped[readable], size)
+        lap.items = len(keys)
+        lap.flush()
+        failures += [(readable[i], self.shards.sample_error(int(keys[readable[i]]), reason)) for i, reason in failed]
+        if unreadable:  # put the decoded images at their positions, zeros at the unreadable ones
+            fields["image"] = torch.zeros((len(keys), size, size, 3), dtype=torch.uint8, device=images.device)
+            fields["image"][readable] = images
+        else:
+            fields["image"] = images
+        return failures
+
+    def close(self) -> None:
+        self.end_pass()
+        if self.dali is not None:
+            self.dali.close()
+        self.shards.close()
+
+
+def dali_decoder(config: ImageLoaderConfig) -> DaliDecoder:
+    """The DALI decoder for ``config``: on its GPU (or the CPU), sized for the largest batch of its schedule."""
+    c = config
+    device = torch.device(c.device)
+    device_id = (device.index or 0) if device.type == "cuda" else None
+    max_batch = max(c.schedule.batch_size_at(e) for e in range(c.schedule.epochs)) if c.schedule else c.batch_size
+    return DaliDecoder(max_batch=max_batch, threads=c.threads or 1, device_id=device_id,
+                       hw_decoder_load=c.hw_decoder_load, seed=c.seed)

@@ -1,0 +1,249 @@
+"""``SourceLoader``: the skeleton every loader is a façade over: a sample source, its sampling, the pass driver.
+
+What a kind of loader says: its source (what one batch of ids reads into named
+host fields), this rank's batches in a pass (a ``PassPlan``, from the epoch's
+order or plan), the move to the device, and what it yields. What every loader
+does the same way lives here: the pass (position, stage timing, the one-pass
+guard, Accelerate's ``GradientState``, the ranks' agreement at the first pass,
+the world of a process group started later), the DataLoader surface (``len``,
+``sampler``, ``batch_sampler``, ``drop_last``, ...), ``state_dict`` and
+``load_state_dict`` (``ResumableLoader``), ``close``. ``docs/architecture.md``
+draws it; ``tests/pipeline/array_source.py`` is a kind of sample in 100 lines.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from dataio.augment.seeding import SeedKey
+from dataio.formats.remote.storage import redact
+from dataio.loader.accelerate_pass import AcceleratePass
+from dataio.loader.epoch_sampler import EpochBatchSampler, EpochSampler
+from dataio.pipeline.device_copy import DeviceCopy
+from dataio.pipeline.exit_close import close_at_exit
+from dataio.pipeline.host_batch import HostBatch
+from dataio.pipeline.loader_stats import LoaderStats
+from dataio.pipeline.pass_driver import PassDriver
+from dataio.pipeline.pass_plan import PassPlan
+from dataio.pipeline.sample_source import SampleSource
+from dataio.pipeline.threaded_batches import BatchTimeout
+from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
+from dataio.sampling.rank_agreement import check_ranks_agree
+from dataio.sampling.world import resolve_world
+
+log = logging.getLogger("dataio")
+_INTERNALS = {"_pool": ("driver", "_pool"), "_gate": ("driver", "_gate"), "_dali": ("source", "dali"),
+              "_buffers": ("source", "buffers")}
+
+
+class SourceLoader(ResumableLoader):
+    """A loader over ``source``: a façade's constructor calls ``_start``; ``_pass`` yields ``(moved, host)``."""
+
+    config: Any
+    folder: Any  # what messages call the data set
+    source: SampleSource
+    driver: PassDriver
+    stats: LoaderStats
+    _copy: DeviceCopy
+    _keyed = True  # batches seeded by a SeedKey (crops, augmentation, hooks); text draws nothing per batch
+
+    def _start(self, source: SampleSource, stats: LoaderStats, *, fingerprint: str, threads: int,
+               prefetch: int = 1, timeout: float = 0, num_workers: int = 0, inline: bool = False) -> None:
+        """Set up the world, the position, the driver and the copy, once the façade has its config and source."""
+        c = self.config
+        self.source, self.stats = source, stats
+        self.world_size, self.rank = resolve_world(c.world_size, c.rank)
+        self._explicit_world, self._agreed = c.world_size is not None, False
+        self.position = EpochPosition(seed=c.seed, world_size=self.world_size, dataset=fingerprint)
+        self._plan_cache: tuple[tuple[int, ...], PassPlan] | None = None
+        self.driver = PassDriver(source, stats, threads=threads, prefetch=prefetch, timeout=timeout,
+                                 policy=c.on_error, inline=inline)
+        self._copy = DeviceCopy(c.device)
+        self._num_workers = num_workers  # as DataLoader's: the decode threads asked for (DALI runs its own)
+        self._check_world()
+
+    # -- what a kind of loader says --------------------------------------------------------
+    def _epoch_total(self) -> int:
+        """Positions in the current epoch's order (samples, or a text plan's batches)."""
+        raise NotImplementedError
+
+    def _make_plan(self) -> PassPlan:
+        """This rank's batches from ``position.consumed`` on, in the current epoch."""
+        raise NotImplementedError
+
+    def _check_world(self) -> None:
+        """Refuse a world that leaves the ranks no data (``partition.check_world``)."""
+
+    def _move(self, host: HostBatch) -> Any:
+        """``host`` on the device, as this loader hands it out (before the consumer's view of it); a batch the
+        error policy emptied is counted, then dropped: its move may return None."""
+        raise NotImplementedError
+
+    def _share_settings(self) -> dict[str, Any]:
+        """What decides the ranks' shares, compared across ranks at the first pass (``rank_agreement``)."""
+        return {}
+
+    def _counted(self, host: HostBatch) -> None:
+        """Per-batch counts a kind keeps (a mixture's sources, tokens), as the batch is handed out."""
+
+    def _accelerate_remainder(self, consumed: int) -> int:
+        """Real rows of the ranks' last batches put end to end, for Accelerate's gather (0: none to drop)."""
+        return 0
+
+    def _waiting(self) -> str:
+        """What a timed-out batch waits on (a remote read), for the timeout's message."""
+        return ""
+
+    # -- the plan ----------------------------------------------------------------------------
+    def pass_plan(self) -> PassPlan:
+        """This rank's batches in the next (or current) pass, made once per epoch, position and world."""
+        self._follow_world()
+        key = (self.epoch, self.position.consumed, self.world_size, self.rank)
+        if self._plan_cache is None or self._plan_cache[0] != key:
+            self._plan_cache = (key, self._make_plan())
+        return self._plan_cache[1]
+
+    def _world_changed(self, before: int) -> None:
+        self._plan_cache = None
+        self._check_world()
+        log.info("%s(%s): rank %d of %d, from the process group started after the loader was built (it was built "
+                 "for %d)", type(self).__name__, redact(self._describe()), self.rank, self.world_size, before)
+
+    def _key(self, step: int) -> SeedKey:
+        """The seed key of the batch at global position ``step``: its crops', augmentation's and hooks' draws."""
+        return SeedKey(seed=self.config.seed, epoch=self.epoch, rank=self.rank, step=step)
+
+    # -- the pass --------------------------------------------------------------------------
+    def _iterate(self, out: Callable[[Any, HostBatch], Any] | None = None) -> Iterator[Any]:
+        """One pass of ``out(moved, host)`` (None: ``moved``), refused during another pass or after ``close``,
+        closed at exit."""
+        return close_at_exit(self._one_pass(self._pass(out)))
+
+    def _pass(self, out: Callable[[Any, HostBatch], Any] | None) -> Iterator[Any]:
+        """``out(moved, host)`` for each batch of the pass that kept a sample.
+
+        ``stats.stages`` records ``wait`` (the consumer's time inside ``next()``) and ``pass``. The position moves
+        as each batch is handed out, after the copy stage (which on CUDA moves the next batch first), so a
+        ``state_dict()`` taken while the consumer holds batch k resumes at k + 1. One loop, no generator
+        stacked on another: a text batch is ~30 us, and each layer costs a resume per batch.
+        """
+        self._follow_sampler_epoch()
+        consumed = self.position.begin(self._epoch_total())
+        self._agree_once()
+        plan = self.pass_plan()
+        times = self.stats.stages
+        times.begin(self.epoch)
+        start = time.perf_counter()
+        wait: Any = times.range("wait").__enter__()
+        hosts = self.driver.host_batches(plan, self._key if self._keyed else None)
+        try:
+            with AcceleratePass(len(plan), self._accelerate_remainder(consumed)) as accelerate:
+                for moved, host in self._copy(hosts, self._move):
+                    self._counted(host)
+                    self.position.advance(host.units)
+                    accelerate.step()
+                    if len(host.samples):
+                        wait, _ = None, wait.__exit__()
+                        yield moved if out is None else out(moved, host)
+                        wait = times.range("wait").__enter__()
+        except BatchTimeout as e:  # name the data set, and the read it waits on
+            waiting = self._waiting()
+            raise BatchTimeout(f"{self._describe()}: {e}" + (f"; {waiting}" if waiting else "")) from None
+        finally:
+            if wait is not None:  # a profiler range is never left open, even when the pass raises
+                wait.__exit__()
+        times.add("pass", time.perf_counter() - start)
+        self.position.end()
+
+    def _describe(self) -> str:
+        """The data set as messages name it: its folder or URL (redacted where shown), or a mixture's sources."""
+        return str(self.folder)
+
+    def _agree_once(self) -> None:
+        """At the first pass under torch.distributed: refuse ranks whose shares would overlap."""
+        if self._agreed:
+            return
+        self._agreed = True
+        settings = {"dataset": self.position.dataset, "seed": self.config.seed, "epoch": self.epoch,
+                    "world_size": self.world_size, "consumed": self.position.consumed, "drop_last": self.drop_last,
+                    "even_batches": self.config.even_batches, "epoch_length": self.config.epoch_length,
+                    "epoch_until": self.config.epoch_until, **self._share_settings()}
+        check_ranks_agree(self._kind(), settings, world_size=self.world_size, rank=self.rank)
+
+    def _kind(self) -> str:
+        return type(self).__name__
+
+    # -- the DataLoader surface -------------------------------------------------------------
+    @property
+    def drop_last(self) -> bool:
+        return self.config.drop_last
+
+    @property
+    def pin_memory(self) -> bool:
+        return self.config.pin_memory
+
+    @property
+    def num_workers(self) -> int:
+        return self._num_workers
+
+    @property
+    def prefetch_factor(self) -> int:
+        """Batches in flight per decode thread (DataLoader's ``prefetch_factor``)."""
+        return self.driver.prefetch
+
+    @property
+    def timeout(self) -> float:
+        return self.driver.timeout
+
+    @property
+    def persistent_workers(self) -> bool:
+        """Always True: the decode threads live as long as the loader."""
+        return True
+
+    @property
+    def sampler(self) -> EpochSampler:
+        """``set_epoch``, ``len`` and this rank's sample ids of the pass (as a ``DistributedSampler``)."""
+        return EpochSampler(self)
+
+    @property
+    def batch_sampler(self) -> EpochBatchSampler:
+        """This rank's sample ids per batch of the pass (as DataLoader's ``BatchSampler``, over ``sampler``)."""
+        return EpochBatchSampler(self, lambda: self.pass_plan().batch_ids())
+
+    def sample_ids(self) -> np.ndarray:
+        """This rank's sample ids of the next (or current) pass, in batch order."""
+        return self.pass_plan().ids
+
+    def __len__(self) -> int:
+        """Batches of the epoch on this rank (as DataLoader's): this pass's, plus those yielded before a resume.
+
+        Lightning counts a resumed epoch's steps from its checkpoint and ends
+        the epoch at ``len``, as torchdata's ``StatefulDataLoader`` keeps it.
+        """
+        return self.position.before + len(self.pass_plan())
+
+    def close(self) -> None:
+        """Stop the decode threads and release the source's files, in bounded time; iterating again raises."""
+        self._closed = True
+        self.driver.close()
+        self.source.close()
+
+    def __getattr__(self, name: str) -> Any:
+        """The parts' internals under the names the loaders gave them before the skeleton, for code that inspects
+        them: ``_pool`` and ``_gate`` (the driver's decode threads and auto gate), ``_dali`` and ``_buffers``."""
+        owner, attribute = _INTERNALS.get(name, (None, None))
+        part = self.__dict__.get(owner) if owner else None
+        if part is None or not hasattr(part, attribute):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(part, attribute)
+
+    def __enter__(self) -> Any:  # the façade
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

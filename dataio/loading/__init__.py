@@ -1,1 +1,0 @@
-"""What both loaders share: the error policy for bad samples and the side-stream copy to the device."""

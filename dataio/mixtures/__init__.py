@@ -1,0 +1,1 @@
+"""What both loaders' mixtures share: weights and their schedule, the exact blend, each source's passes."""
