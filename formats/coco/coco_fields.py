@@ -72,8 +72,8 @@ class TargetArrays:
         objects = self.counts("boxes")[ids] // 4
         if skip is not None:
             objects = np.where(skip[ids], 0, objects)
-        boxes = self.values["boxes"][_ragged_index(self.offsets["boxes"][ids], objects * 4)].reshape(-1, 4)
-        rows = {name: _ragged_index(self.offsets[name][ids], objects) for name in ("labels", "iscrowd", "masks")
+        boxes = self.values["boxes"][ragged_index(self.offsets["boxes"][ids], objects * 4)].reshape(-1, 4)
+        rows = {name: ragged_index(self.offsets[name][ids], objects) for name in ("labels", "iscrowd", "masks")
                 if name in self.offsets}
         return Objects(boxes=boxes, labels=self.values["labels"][rows["labels"]].astype(np.int64),
                        iscrowd=self.values["iscrowd"][rows["iscrowd"]].astype(bool), counts=objects,
@@ -96,7 +96,7 @@ class Objects:
     mask_rows: np.ndarray | None  # (T,) rows of ``TargetArrays.masks``
 
 
-def _ragged_index(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def ragged_index(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """The flat indices ``starts[i] .. starts[i] + counts[i] - 1`` for each i, in order."""
     total = int(counts.sum())
     if total == 0:
