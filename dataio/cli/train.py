@@ -33,6 +33,9 @@ def add(commands: argparse._SubParsersAction) -> None:
                           "and logged apart (val_loss/NAME, ...) beside their total (default: none, no validation)")
     add_storage(fit)
     fit.add_argument("--model", default="small_cnn", help="resnet18, resnet50, small_cnn, small_gpt, tiny_gpt")
+    fit.add_argument("--task", choices=["auto", "segment"], default="auto",
+                     help="auto: classification, or a text model's; segment: semantic segmentation on the masks "
+                          "of COCO shards (dataio convert coco), reporting mean IoU")
     fit.add_argument("--epochs", type=positive, default=10, help="epochs to train")
     fit.add_argument("--image-size", type=positive, default=224,
                      help="images: side of the train crops (the end size with --progressive)")
@@ -190,7 +193,8 @@ def run(args: argparse.Namespace) -> int:
     from dataio.train.config import TrainConfig
 
     config = TrainConfig(
-        **train_data(args), val=_val_data(args.val), model=args.model, out=args.out, epochs=args.epochs,
+        **train_data(args), val=_val_data(args.val), model=args.model, task=args.task, out=args.out,
+        epochs=args.epochs,
         image_size=args.image_size, batch_size=args.batch_size, max_tokens=args.max_tokens,
         block_size=args.block_size, pack=args.pack, optimizer=args.optimizer, lr=args.lr,
         weight_decay=args.weight_decay, warmup=args.warmup, label_smoothing=args.label_smoothing,

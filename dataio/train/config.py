@@ -17,6 +17,7 @@ from dataio.mixtures.mixture_plan import MAX_EPOCH
 from dataio.train.mixture_schedule import RunSchedule
 
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")  # the devices the trainer knows how to run on
+TASKS = ("auto", "segment")  # segment: semantic segmentation on COCO shards' masks (dataio.train.segment_task)
 SOURCE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # a mixture's source: a log.csv column and a TensorBoard tag
 
 
@@ -50,6 +51,7 @@ class TrainConfig:
     # a folder or URL; a dict: named validation sets, each evaluated and logged apart (val_loss/NAME, ...)
     val: Path | str | Mapping[str, Path | str] | None = None
     model: str = "small_cnn"
+    task: Literal["auto", "segment"] = "auto"  # auto: by the model (text or image classification); segment: masks
     out: Path = Path("runs/train")
     epochs: int = 10
     image_size: int = 224
@@ -137,6 +139,8 @@ class TrainConfig:
             raise ValueError(f"rank {self.rank} is not in 0..{self.world_size - 1}")
         if self.dynamic_batch and not self.progressive:
             raise ValueError("dynamic_batch needs progressive")
+        if self.task not in TASKS:
+            raise ConfigError(f"{{0}} must be one of {', '.join(TASKS)}, got {self.task!r}", "task")
 
     def _check_mixture(self) -> None:
         assert isinstance(self.train, Mapping)

@@ -47,6 +47,10 @@ from dataio.train.val_sets import val_columns
 
 
 def _task(config: TrainConfig, device: torch.device) -> ImageTask | TextTask:
+    if config.task == "segment":
+        from dataio.train.segment_task import SegmentTask  # lazy: only segmentation runs read masks
+
+        return SegmentTask(config, device)
     if is_text_model(config.model):
         return TextTask(config, device)
     return ImageTask(config, device)
@@ -97,7 +101,8 @@ class Trainer:
         if c.resume:
             self._restore()
         columns = SourceColumns(self.tally.names if self.tally else (), tokens=self.task.unit == "tokens",
-                                val=val_columns(c.val, self.task.val_metrics))
+                                val=step_logs.task_columns(self.task.val_metrics) + val_columns(c.val,
+                                                                                               self.task.val_metrics))
         self.logs = (StepLogs(c.out, tensorboard=c.tensorboard, steps=self.chronometer.steps,
                               epochs=self.chronometer.epochs, sources=columns) if self.is_main else None)
         self.network: nn.Module = torch.compile(self.model) if c.compile else self.model
