@@ -143,10 +143,12 @@ class SourceLoader(ResumableLoader):
         hosts = self.driver.host_batches(plan, self._key if self._keyed else None)
         try:
             with AcceleratePass(len(plan), self._accelerate_remainder(consumed)) as accelerate:
+                step = accelerate.step if accelerate.live else None  # a call a batch saved when inert
                 for moved, host in self._copy(hosts, self._move):
                     self._counted(host)
                     self.position.advance(host.units)
-                    accelerate.step()
+                    if step is not None:
+                        step()
                     if len(host.samples):
                         wait, _ = None, wait.__exit__()
                         yield moved if out is None else out(moved, host)
