@@ -128,7 +128,6 @@ class TextLoader(SourceLoader, TokenFacts):
         self._global: tuple[int, Any] | None = None  # the epoch's plan over all ranks
         self.padding_tokens = self.real_tokens = 0  # counters over everything yielded
         source_ = TokenBatchSource(self.shards, stats.stages, pad_multiple=c.pad_multiple, ignore_index=c.ignore_index)
-        self._keyed = False  # nothing drawn per batch: no seed key to build
         self._start(source_, stats, fingerprint=self.data.fingerprint(), threads=0, inline=True)
         self._fields = FieldCopy(self._copy.device, stats.stages, pin=c.pin_memory, batch_transform=c.batch_transform,
                                  check=checked_text_batch)
