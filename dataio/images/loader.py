@@ -20,7 +20,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
+from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule, SeedKey
 from dataio.formats.errors import ConfigError
 from dataio.formats.fallback_log import info_once
 from dataio.formats.pil_build import describe_pil
@@ -64,6 +64,7 @@ class ImageLoader(ImageSampling, SourceLoader):
     """
 
     config: ImageLoaderConfig
+    _key_type = SeedKey  # each batch's crops, flips and device augmentation are drawn from it
 
     @keyword_checked
     def __init__(self, source: str | Path | Mapping[str, str | Path], config: ImageLoaderConfig | None = None, *,

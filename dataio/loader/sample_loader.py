@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dataio.augment.seeding import SeedKey
 from dataio.formats.errors import ConfigError
 from dataio.loader.loader_config import LoaderConfig
 from dataio.loader.sample_sharing import SampleSharing
@@ -52,6 +53,8 @@ class SampleLoaderConfig(LoaderConfig):
 
 class SampleLoader(SampleSharing, SourceLoader):
     """``SampleLoader(source, batch_size=..., ...)``: dict batches of ``source``'s fields (``SampleLoaderConfig``)."""
+
+    _key_type = SeedKey  # a source's random draws per batch: reproducible on any thread count and after a resume
 
     def __init__(self, source: SampleSource, config: SampleLoaderConfig | None = None, **options: Any) -> None:
         self.config = c = dataclasses.replace(config or SampleLoaderConfig(), **options)

@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from dataio.augment.seeding import SeedKey
 from dataio.formats.remote.storage import redact
 from dataio.loader.accelerate_pass import AcceleratePass
 from dataio.loader.epoch_sampler import EpochBatchSampler, EpochSampler
@@ -50,7 +49,9 @@ class SourceLoader(ResumableLoader):
     driver: PassDriver
     stats: LoaderStats
     _copy: DeviceCopy
-    _keyed = True  # batches seeded by a SeedKey (crops, augmentation, hooks); text draws nothing per batch
+    # The key each batch is seeded with (augment.SeedKey: crops, augmentation, hooks), or None when a kind draws
+    # nothing per batch (text): the base imports no augment, so a text loader never imports kornia.
+    _key_type: Any = None
 
     def _start(self, source: SampleSource, stats: LoaderStats, *, fingerprint: str, threads: int,
                prefetch: int = 1, timeout: float = 0, num_workers: int = 0, inline: bool = False) -> None:
@@ -114,9 +115,9 @@ class SourceLoader(ResumableLoader):
         log.info("%s(%s): rank %d of %d, from the process group started after the loader was built (it was built "
                  "for %d)", type(self).__name__, redact(self._describe()), self.rank, self.world_size, before)
 
-    def _key(self, step: int) -> SeedKey:
+    def _key(self, step: int) -> Any:
         """The seed key of the batch at global position ``step``: its crops', augmentation's and hooks' draws."""
-        return SeedKey(seed=self.config.seed, epoch=self.epoch, rank=self.rank, step=step)
+        return self._key_type(seed=self.config.seed, epoch=self.epoch, rank=self.rank, step=step)
 
     # -- the pass --------------------------------------------------------------------------
     def _iterate(self, out: Callable[[Any, HostBatch], Any] | None = None) -> Iterator[Any]:
@@ -140,13 +141,15 @@ class SourceLoader(ResumableLoader):
         times.begin(self.epoch)
         start = time.perf_counter()
         wait: Any = times.range("wait").__enter__()
-        hosts = self.driver.host_batches(plan, self._key if self._keyed else None)
+        hosts = self.driver.host_batches(plan, self._key if self._key_type is not None else None)
         try:
             with AcceleratePass(len(plan), self._accelerate_remainder(consumed)) as accelerate:
+                step = accelerate.step if accelerate.live else None  # a call a batch saved when inert
                 for moved, host in self._copy(hosts, self._move):
                     self._counted(host)
                     self.position.advance(host.units)
-                    accelerate.step()
+                    if step is not None:
+                        step()
                     if len(host.samples):
                         wait, _ = None, wait.__exit__()
                         yield moved if out is None else out(moved, host)
