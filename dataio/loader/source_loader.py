@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from dataio.augment.seeding import SeedKey
+from dataio.formats.errors import LoaderClosed
 from dataio.formats.remote.storage import redact
 from dataio.loader.accelerate_pass import AcceleratePass
 from dataio.loader.epoch_sampler import EpochBatchSampler, EpochSampler
@@ -151,14 +152,26 @@ class SourceLoader(ResumableLoader):
                         wait, _ = None, wait.__exit__()
                         yield moved if out is None else out(moved, host)
                         wait = times.range("wait").__enter__()
+                        if self._closed:  # close() in the loop's body: no read of the closed source
+                            raise self._closed_mid_pass()
         except BatchTimeout as e:  # name the data set, and the read it waits on
             waiting = self._waiting()
             raise BatchTimeout(f"{self._describe()}: {e}" + (f"; {waiting}" if waiting else "")) from None
+        except Exception:  # close() from another thread: the threads' shut pool, the closed files' errors
+            if self._closed:
+                raise self._closed_mid_pass() from None
+            raise
         finally:
             if wait is not None:  # a profiler range is never left open, even when the pass raises
                 wait.__exit__()
         times.add("pass", time.perf_counter() - start)
         self.position.end()
+
+    def _closed_mid_pass(self) -> LoaderClosed:
+        """``close()`` during a pass: it was an IndexError from the closed files, or the pool's "cannot schedule
+        new futures after shutdown"; the pass ends in one line, as a later pass does."""
+        return LoaderClosed(f"{type(self).__name__} was closed during a pass over {redact(self._describe())}: "
+                            "build a new one to read again")
 
     def _describe(self) -> str:
         """The data set as messages name it: its folder or URL (redacted where shown), or a mixture's sources."""
