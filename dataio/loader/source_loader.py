@@ -52,6 +52,7 @@ class SourceLoader(ResumableLoader):
     stats: LoaderStats
     _copy: DeviceCopy
     _keyed = True  # batches seeded by a SeedKey (crops, augmentation, hooks); text draws nothing per batch
+    _by_samples = False  # a batch's failures are its samples, dropped by the source (SampleSharing's kinds)
 
     def _start(self, source: SampleSource, stats: LoaderStats, *, fingerprint: str, threads: int,
                prefetch: int = 1, timeout: float = 0, num_workers: int = 0, inline: bool = False) -> None:
@@ -63,7 +64,7 @@ class SourceLoader(ResumableLoader):
         self.position = EpochPosition(seed=c.seed, world_size=self.world_size, dataset=fingerprint)
         self._plan_cache: tuple[tuple[int, ...], PassPlan] | None = None
         self.driver = PassDriver(source, stats, threads=threads, prefetch=prefetch, timeout=timeout,
-                                 policy=c.on_error, inline=inline)
+                                 policy=c.on_error, inline=inline, by_samples=self._by_samples)
         self._copy = DeviceCopy(c.device)
         self._num_workers = num_workers  # as DataLoader's: the decode threads asked for (DALI runs its own)
         self._check_world()
