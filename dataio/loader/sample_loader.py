@@ -28,6 +28,7 @@ from dataio.pipeline.hook_sizes import check_rows
 from dataio.pipeline.host_batch import HostBatch
 from dataio.pipeline.loader_stats import LoaderStats
 from dataio.pipeline.sample_source import SampleSource
+from dataio.pipeline.source_checks import check_rows as check_source_rows
 from dataio.pipeline.stage_times import StageTimes
 
 
@@ -75,6 +76,7 @@ class SampleLoader(SampleSharing, SourceLoader):
     def _move(self, host: HostBatch) -> dict[str, torch.Tensor] | None:
         if not len(host.samples):
             return None
+        check_source_rows(self.source, host.fields, len(host.samples))  # a new kind's source: not taken on trust
         return self._fields({**host.fields, "sample_ids": host.samples, "repeated": host.repeated}, len(host.samples))
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from dataio.formats.errors import LoaderClosed
 from dataio.formats.remote.storage import redact
 from dataio.loader.accelerate_pass import AcceleratePass
 from dataio.loader.epoch_sampler import EpochBatchSampler, EpochSampler
@@ -52,6 +53,7 @@ class SourceLoader(ResumableLoader):
     # The key each batch is seeded with (augment.SeedKey: crops, augmentation, hooks), or None when a kind draws
     # nothing per batch (text): the base imports no augment, so a text loader never imports kornia.
     _key_type: Any = None
+    _by_samples = False  # a batch's failures are its samples, dropped by the source (SampleSharing's kinds)
 
     def _start(self, source: SampleSource, stats: LoaderStats, *, fingerprint: str, threads: int,
                prefetch: int = 1, timeout: float = 0, num_workers: int = 0, inline: bool = False) -> None:
@@ -63,7 +65,7 @@ class SourceLoader(ResumableLoader):
         self.position = EpochPosition(seed=c.seed, world_size=self.world_size, dataset=fingerprint)
         self._plan_cache: tuple[tuple[int, ...], PassPlan] | None = None
         self.driver = PassDriver(source, stats, threads=threads, prefetch=prefetch, timeout=timeout,
-                                 policy=c.on_error, inline=inline)
+                                 policy=c.on_error, inline=inline, by_samples=self._by_samples)
         self._copy = DeviceCopy(c.device)
         self._num_workers = num_workers  # as DataLoader's: the decode threads asked for (DALI runs its own)
         self._check_world()
@@ -154,14 +156,26 @@ class SourceLoader(ResumableLoader):
                         wait, _ = None, wait.__exit__()
                         yield moved if out is None else out(moved, host)
                         wait = times.range("wait").__enter__()
+                        if self._closed:  # close() in the loop's body: no read of the closed source
+                            raise self._closed_mid_pass()
         except BatchTimeout as e:  # name the data set, and the read it waits on
             waiting = self._waiting()
             raise BatchTimeout(f"{self._describe()}: {e}" + (f"; {waiting}" if waiting else "")) from None
+        except Exception:  # close() from another thread: the threads' shut pool, the closed files' errors
+            if self._closed:
+                raise self._closed_mid_pass() from None
+            raise
         finally:
             if wait is not None:  # a profiler range is never left open, even when the pass raises
                 wait.__exit__()
         times.add("pass", time.perf_counter() - start)
         self.position.end()
+
+    def _closed_mid_pass(self) -> LoaderClosed:
+        """``close()`` during a pass: it was an IndexError from the closed files, or the pool's "cannot schedule
+        new futures after shutdown"; the pass ends in one line, as a later pass does."""
+        return LoaderClosed(f"{type(self).__name__} was closed during a pass over {redact(self._describe())}: "
+                            "build a new one to read again")
 
     def _describe(self) -> str:
         """The data set as messages name it: its folder or URL (redacted where shown), or a mixture's sources."""
