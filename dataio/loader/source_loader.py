@@ -61,7 +61,7 @@ class SourceLoader(ResumableLoader):
         c = self.config
         self.source, self.stats = source, stats
         self.world_size, self.rank = resolve_world(c.world_size, c.rank)
-        self._explicit_world, self._agreed = c.world_size is not None, False
+        self._explicit_world, self._agreed = c.world_size is not None, (0, 0)  # the world last agreed in
         self.position = EpochPosition(seed=c.seed, world_size=self.world_size, dataset=fingerprint)
         self._plan_cache: tuple[tuple[int, ...], PassPlan] | None = None
         self.driver = PassDriver(source, stats, threads=threads, prefetch=prefetch, timeout=timeout,
@@ -182,10 +182,11 @@ class SourceLoader(ResumableLoader):
         return str(self.folder)
 
     def _agree_once(self) -> None:
-        """At the first pass under torch.distributed: refuse ranks whose shares would overlap."""
-        if self._agreed:
+        """At the first pass in each world (a pass before the process group started compared nothing): refuse ranks
+        whose shares would overlap."""
+        if self._agreed == (self.world_size, self.rank):
             return
-        self._agreed = True
+        self._agreed = (self.world_size, self.rank)
         settings = {"dataset": self.position.dataset, "seed": self.config.seed, "epoch": self.epoch,
                     "world_size": self.world_size, "consumed": self.position.consumed, "drop_last": self.drop_last,
                     "even_batches": self.config.even_batches, "epoch_length": self.config.epoch_length,

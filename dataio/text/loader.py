@@ -45,8 +45,8 @@ from dataio.pipeline.stage_times import StageTimes
 from dataio.sampling import partition
 from dataio.sampling.partition import DEFAULT_WINDOW
 from dataio.text import batch_plans as plans
-from dataio.text.batch_plans import BatchPlan
 from dataio.text.config import TextLoaderConfig
+from dataio.text.gathered_rows import GatheredRows
 from dataio.text.samples_view import TextSamples
 from dataio.text.token_batches import TokenBatchSource
 from dataio.text.token_data import TokenData
@@ -58,7 +58,7 @@ FACE = Capabilities(name="TextLoader", threads=False)  # batches are built in th
 DEFAULTS = {**constructor_defaults(TextLoaderConfig), "num_workers": None, "timeout": 0}
 
 
-class TextLoader(SourceLoader, TokenFacts):
+class TextLoader(GatheredRows, SourceLoader, TokenFacts):
     """Iterate dict batches over a token shard folder: ``TextLoader(folder, mode="budget", max_tokens=...)``.
 
     Takes DataLoader's keywords too (``dataio.loader.dataloader_args``).
@@ -162,7 +162,7 @@ class TextLoader(SourceLoader, TokenFacts):
         return TextSamples(self.shards)
 
     # -- the epoch's plan --------------------------------------------------------------------
-    def global_plan(self, epoch: int | None = None) -> tuple[plans.PackStream | None, BatchPlan]:
+    def global_plan(self, epoch: int | None = None) -> tuple[plans.PackStream | None, plans.BatchPlan]:
         """The epoch's batches over all ranks (and the token stream when packing); world-size independent."""
         epoch = self.epoch if epoch is None else epoch
         if self._global is None or self._global[0] != epoch:
@@ -170,7 +170,7 @@ class TextLoader(SourceLoader, TokenFacts):
                             else plans.epoch_plan(self.shards.lengths, self.shards.shard_of, self.config, epoch))
         return self._global[1]
 
-    def plan(self) -> BatchPlan:
+    def plan(self) -> plans.BatchPlan:
         """This rank's batches in the next (or current) pass: the epoch, or its rest after a resume."""
         self._follow_world()
         return plans.deal(self.global_plan()[1], world_size=self.world_size, rank=self.rank,
@@ -179,8 +179,8 @@ class TextLoader(SourceLoader, TokenFacts):
 
     def _make_plan(self) -> PassPlan:
         dealt = self.plan()
-        return batch_plan(dealt.samples, dealt.offsets, dealt.repeated, consumed=self.position.consumed,
-                          world_size=self.world_size)
+        return self._even_rows(batch_plan(dealt.samples, dealt.offsets, dealt.repeated,
+                                          consumed=self.position.consumed, world_size=self.world_size))
 
     def _epoch_total(self) -> int:
         stream, full = self.global_plan()
