@@ -95,3 +95,6 @@ def real_photo_shards(real_photos, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("real_photo_shards") / "out"
     convert_images(ConvertImagesConfig(src=real_photos, out=out, shard_size="1MB", num_workers=2, progress=False))
     return out
+
+
+from tests.pair_fixtures import pair_tars, pair_tars_text  # noqa: E402,F401  (fixtures)

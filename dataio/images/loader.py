@@ -21,16 +21,18 @@ import numpy as np
 import torch
 
 from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule, SeedKey
-from dataio.formats.errors import ConfigError
 from dataio.formats.fallback_log import info_once
 from dataio.formats.pil_build import describe_pil
 from dataio.formats.remote.storage import redact
 from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig, one_batch_size
 from dataio.images.contract import ImageBatch
 from dataio.images.device_transfer import device_stage
-from dataio.images.image_batches import ImageBatchSource, dali_decoder
+from dataio.images.caption_config import CaptionConfig
+from dataio.images.image_batches import dali_decoder
 from dataio.images.image_sampling import ImageSampling
 from dataio.images.image_shards import ImageShards
+from dataio.images.pair_batches import PairBatchSource, batch_source
+from dataio.images.pair_transfer import PairTransfer
 from dataio.images.turbo_decode import REGION_DECODE
 from dataio.loader.batches_view import BatchesWithIds
 from dataio.loader.dataloader_args import (Capabilities, check_sampler_size, constructor_defaults, dataloader_fields,
@@ -117,6 +119,7 @@ class ImageLoader(ImageSampling, SourceLoader):
                  remote_timeout: float = 20.0,
                  readahead_batches: int = 4,
                  readahead_threads: int = 4,
+                 captions: CaptionConfig | None = None,
                  profile: bool = False,
                  weights: Any = None,
                  epoch_length: int | None = None,
@@ -135,13 +138,11 @@ class ImageLoader(ImageSampling, SourceLoader):
         mixture, ``dataio.images.image_mixture``); every keyword is a field of :class:`ImageLoaderConfig`
         (documented there, one line each) or one of ``torch.utils.data.DataLoader``'s.
 
-        ``config=`` gives them all at once; a keyword then replaces that field (one passed with its default
-        value leaves the config's). DataLoader's keywords are honoured, mapped or refused in one line
-        (``dataio.loader.dataloader_args``): ``sampler`` (a ``DistributedSampler`` gives rank, world size,
-        shuffle, seed and its ``drop_last``), ``prefetch_factor`` (``prefetch_batches``), ``generator`` (the
-        seed), ``persistent_workers``/``in_order`` (accepted: threads persist, batches come in order),
-        ``pin_memory_device``; ``batch_sampler``, ``collate_fn``, ``worker_init_fn``, ``multiprocessing_context``
-        are refused, saying what to use instead.
+        ``config=`` gives them all at once; a keyword then replaces that field (one passed with its default value
+        leaves the config's). DataLoader's keywords are honoured, mapped or refused in one line (``dataio.loader.
+        dataloader_args``): ``sampler`` (a ``DistributedSampler`` gives rank, world size, shuffle, seed and its
+        ``drop_last``), ``prefetch_factor`` (``prefetch_batches``), ``generator`` (the seed), ``persistent_workers``
+        /``in_order`` (accepted), ``pin_memory_device``; the others are refused, saying what to use instead.
         """
         options = one_batch_size(given_options(locals(), DEFAULTS), config)
         base = config or ImageLoaderConfig()
@@ -151,10 +152,6 @@ class ImageLoader(ImageSampling, SourceLoader):
         self.manifest, self.table, self.files, self.folder = shards.manifest, shards.table, shards.files, shards.folder
         self.mixture, self.location = shards.mixture, shards.location  # location: one source's, None for a mixture
         check_sampler_size(options.get("sampler"), len(self.table), str(self.folder))
-        if c.mix is not None and c.mix.num_classes < len(self.manifest.classes):  # else: a one-hot past its end
-            raise ConfigError(f"{{0}}.num_classes is {c.mix.num_classes}, fewer than the "
-                              f"{len(self.manifest.classes)} classes of {self.folder}"
-                              f"{' (combined)' if self.mixture else ''}", "mix")
         threads = c.threads
         dali = dali_decoder(c) if c.resolved_decoder == "dali" else None
         # auto: tuned for turbo's decode threads; DALI's own threads take the budget as it is
@@ -162,11 +159,11 @@ class ImageLoader(ImageSampling, SourceLoader):
         stats = LoaderStats(max_errors=c.max_errors, stages=StageTimes(profile=c.profile),
                             fixed_threads=None if tuner else threads, tuner=tuner,
                             sources=SourceCounts(self.mixture.names, units=("samples",)) if self.mixture else {})
-        batches = ImageBatchSource(shards, c, stats.stages, dali=dali, threads=threads)
+        batches = batch_source(shards, c, stats.stages, dali=dali, threads=threads)  # pairs': dict batches
         # DALI: one thread, a pipeline run at a time, overlapped with the consumer
         self._start(batches, stats, fingerprint=shards.fingerprint(), threads=1 if dali else threads,
                     prefetch=c.prefetch_batches, timeout=c.timeout, num_workers=threads)
-        self._transfer = device_stage(c, stats.stages)
+        self._transfer = PairTransfer(c, stats.stages) if self.pairs else device_stage(c, stats.stages)
         log.info("ImageLoader(%s): %d samples, %s transforms, decoder %s, %s decode threads, rank %d of %d, %s "
                  "output on %s%s", redact(str(self.folder)), len(self.table), "training" if c.train else "evaluation",
                  self.decoder, "auto" if tuner else threads, self.rank, self.world_size,
@@ -175,6 +172,11 @@ class ImageLoader(ImageSampling, SourceLoader):
                  if self.mixture else "")
         info_once("image-loader", f"ImageLoader decodes with {self.decoder}; {describe_pil()}; region decoder "
                                   f"{'built' if REGION_DECODE else 'not built'}")
+
+    @property
+    def pairs(self) -> bool:
+        """Whether the samples are image-text pairs: batches are dicts (``dataio.images.caption_config``)."""
+        return isinstance(self.source, PairBatchSource)
 
     @property
     def decoder(self) -> str:
@@ -234,7 +236,8 @@ class ImageLoader(ImageSampling, SourceLoader):
         still suspended at interpreter exit is closed then (``pipeline.exit_close``);
         one started during another pass, or after ``close()``, is refused.
         """
-        return self._iterate(lambda moved, host: ImageBatch(moved[0], moved[1], host.samples, host.repeated))
+        return self._iterate(None if self.pairs else  # pairs: dicts, with sample_ids and repeated
+                             lambda moved, host: ImageBatch(moved[0], moved[1], host.samples, host.repeated))
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         return self._iterate(lambda moved, host: moved)

@@ -83,6 +83,22 @@ def parse_fields(raw: Any, where: str) -> tuple[FieldSpec, ...]:
     return tuple(fields)
 
 
+def member_columns(name: str) -> tuple[str, str]:
+    """Where each sample's member of field ``name`` lies in its shard (a member other than the image, whose
+    ``offset`` and ``size`` are the table's own): the columns ``NAME_offset`` and ``NAME_size``."""
+    return f"{name}_offset", f"{name}_size"
+
+
 def declared_columns(fields: tuple[FieldSpec, ...]) -> frozenset[str]:
-    """The names of the fields stored as columns: the sample table may hold them beside its own."""
-    return frozenset(f.name for f in fields if f.stored == "column")
+    """The sample-table columns the fields add beside its own: those stored as columns, and where each member
+    other than the image lies (``member_columns``)."""
+    names = {f.name for f in fields if f.stored == "column"}
+    for f in fields:
+        if f.stored == "member" and f.kind != "image":
+            names.update(member_columns(f.name))
+    return frozenset(names)
+
+
+def holds_labels(fields: tuple[FieldSpec, ...]) -> bool:
+    """Whether the samples have a class label (an image-text pair folder has none: its ``label`` column is -1)."""
+    return any(f.kind == "class" for f in fields)
