@@ -115,3 +115,6 @@ def coco_shards(coco_folder, tmp_path_factory) -> Path:
     convert_coco(ConvertCocoConfig(images=coco_folder[0], annotations=coco_folder[1], out=out, max_shard_samples=4,
                                    num_workers=2, progress=False))
     return out
+
+
+from tests.pair_fixtures import pair_tars, pair_tars_text  # noqa: E402,F401  (fixtures)

@@ -36,10 +36,9 @@ from dataio.images.config import ImageLoaderConfig
 from dataio.images.dali_decode import DaliDecoder
 from dataio.images.detection_config import DetectionConfig
 from dataio.images.detection_transfer import DetectionTransfer
-from dataio.images.device_transfer import device_stage
 from dataio.images.image_batches import CHUNK, ImageBatchSource
 from dataio.images.image_shards import ImageShards
-from dataio.images.target_columns import BatchObjects, TargetColumns, has_boxes
+from dataio.images.target_columns import BatchObjects, TargetColumns
 from dataio.pipeline.host_batch import HostBatch
 from dataio.pipeline.sample_source import BatchStart, Failures, drop_samples
 from dataio.pipeline.stage_times import Lap, StageTimes
@@ -144,12 +143,10 @@ class DetectionBatchSource(ImageBatchSource):
         return drop_samples(batch, positions)
 
 
-def source_and_transfer(shards: ImageShards, config: ImageLoaderConfig, times: StageTimes, *,
+def detection_source_and_transfer(shards: ImageShards, config: ImageLoaderConfig, times: StageTimes, *,
                         dali: DaliDecoder | None, threads: int) -> tuple[ImageBatchSource, Callable[[HostBatch], Any]]:
     """The loader's source and device stage: with targets (``DetectionTransfer``'s dict batches) when
     ``config.targets`` is given or the folder declares boxes (then MixUp/CutMix is refused: it has no rule for
     boxes); else the image source and ``DeviceTransfer``."""
-    if config.targets is None and not has_boxes(shards):
-        return ImageBatchSource(shards, config, times, dali=dali, threads=threads), device_stage(config, times)
     refuse_with_box_targets(config.mix)
     return DetectionBatchSource(shards, config, times, dali=dali, threads=threads), DetectionTransfer(config, times)

@@ -11,6 +11,9 @@ from the manifest and the sample table (no scan of image files), and
   ``to_pil=True`` gives a PIL RGB image for PIL-only transforms (one that
   refuses the tensor, as torchvision v1's ``ToTensor`` does, is given PIL
   images, with a hint: ``dataio.images.pil_transform``);
+- an image-text pair folder's ``dataset[i]`` is a dict: ``image`` as above, ``caption`` and ``key``
+  (strings, which torch's ``default_collate`` gathers into lists); ``transform`` takes the image,
+  ``target_transform`` the caption (as torchvision's ``CocoCaptions``);
 - with ``image_size``, the loader's eval view: resized and centre-cropped to
   ``image_size`` exactly as ``ImageLoader(train=False)`` does, float and
   normalised with ``normalize=True``. ``ImageLoader.dataset`` is this view for
@@ -48,6 +51,8 @@ from dataio.augment import Normalize, crop_boxes
 from dataio.formats.errors import ConfigError, ShardError
 from dataio.formats.remote.storage import is_remote, redact
 from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig
+from dataio.formats.dataset.pair_fields import holds_pairs
+from dataio.images.caption_data import caption_of
 from dataio.images.detection_config import DetectionConfig
 from dataio.images.detection_sample import detection_sample
 from dataio.images.image_shards import ImageShards
@@ -238,8 +243,9 @@ class ShardDataset(torch.utils.data.Dataset):
         """The label of every sample, in sample order (as ``ImageFolder.targets``)."""
         return self._reader().table.label.astype(np.int64).tolist()
 
-    def __getitem__(self, index: int) -> tuple[Any, Any]:
-        """(image, label) of sample ``index`` (negative from the end), transformed; IndexError past the end."""
+    def __getitem__(self, index: int) -> tuple[Any, Any] | dict[str, Any]:
+        """(image, label) of sample ``index`` (negative from the end), transformed, or an image-text pair's dict;
+        IndexError past the end."""
         index = operator.index(index)
         if not -len(self) <= index < len(self):
             raise IndexError(f"sample {index} is not in 0..{len(self) - 1}")
@@ -252,6 +258,9 @@ class ShardDataset(torch.utils.data.Dataset):
         image, label = sample
         if self.transform is not None:  # given PIL images if it takes only those (dataio.images.pil_transform)
             image, self._pil_input = transform_sample(self.transform, image, self._pil_input)
+        if isinstance(label, dict):  # an image-text pair: its caption and key for a label
+            caption = label["caption"] if self.target_transform is None else self.target_transform(label["caption"])
+            return {"image": image, "caption": caption, "key": label["key"]}
         if self.target_transform is not None:
             label = self.target_transform(label)
         return image, label
@@ -264,7 +273,7 @@ class ShardDataset(torch.utils.data.Dataset):
                              if with_boxes else None)
         return self._columns[1]
 
-    def _sample(self, reader: ImageShards, index: int) -> tuple[Any, int] | dict:
+    def _sample(self, reader: ImageShards, index: int) -> tuple[Any, int | dict[str, str]] | dict:
         """Sample ``index`` read (checked against its checksum) and decoded; raises data errors."""
         c, columns = self.config, self._columns_of(reader)
         if columns is not None:  # a dict of the image and its targets (dataio.images.detection_sample)
@@ -276,8 +285,9 @@ class ShardDataset(torch.utils.data.Dataset):
                 sample["image"] = self._normalize(sample["image"][None])[0]
             return sample
         data = reader.read(index)
-        label = int(reader.table.label[index])
-        c = self.config
+        label: int | dict[str, str] = int(reader.table.label[index])
+        if holds_pairs(reader.manifest.sample_fields()):
+            label = {"caption": caption_of(reader, index), "key": reader.table.key(index)}
         if c.image_size is None:
             pixels = decode_image(data, to_pil=c.to_pil)
         else:  # the loader's val path: the same boxes and the same decode into an (S, S, 3) buffer
