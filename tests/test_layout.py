@@ -31,7 +31,9 @@ LAYERS = {
     "dataio/remote": _below("dataio.remote"),
     "dataio/pipeline": _below("dataio.pipeline"),
     "dataio/loader": _below("dataio.loader"),
-    "dataio/images": ORDER + ("dataio.images",),
+    # image-text pairs pad their captions' ids with the text path's C collate (dataio.text.collate imports no image
+    # module: no circle)
+    "dataio/images": ORDER + ("dataio.images", "dataio.text.collate"),
     "dataio/text": ORDER + ("dataio.text",),
     "dataio/train": ORDER + ("dataio.images", "dataio.text", "dataio.train", "dataio.errors"),
 }

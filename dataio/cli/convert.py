@@ -7,6 +7,8 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from dataio.cli import convert_coco
+from dataio.cli.caption_flags import add_caption_flags, tokenizer_config
 from dataio.cli.flags import (add_rank_flags, add_storage, conversion_rank, default_workers, given, local_for_ranks,
                               maybe_remote, positive, source)
 from dataio.formats.errors import UsageError
@@ -29,6 +31,10 @@ def add(commands: argparse._SubParsersAction) -> None:
                         "the folder names, or a Parquet source's Hugging Face features")
     images.add_argument("--image-column", help="Parquet sources: the image column (default image)")
     images.add_argument("--label-column", help="Parquet sources: the label column (default label)")
+    add_caption_flags(images, "pack image-text pairs: a folder of images each with its caption in NAME.txt beside "
+                              "it, or Parquet files with a caption column (no classes)")
+    images.add_argument("--caption-column", help="Parquet sources of pairs: the caption column (implies "
+                        "--captions; default caption)")
     images.add_argument("--shard-size", default="256MB", help="bytes per shard, e.g. 256MB")
     images.add_argument("--max-shard-samples", type=positive,
                         help="also close a shard after this many samples (default: no limit, only --shard-size)")
@@ -79,6 +85,7 @@ def add(commands: argparse._SubParsersAction) -> None:
     add_rank_flags(text)
     text.add_argument("--tokenizer-wait", type=float, metavar="SECONDS",
                       help="how long a rank > 0 waits for the tokenizer rank 0 trains (default 3600)")
+    convert_coco.add(kinds)
 
 
 def run_images(args: argparse.Namespace) -> int:
@@ -89,7 +96,10 @@ def run_images(args: argparse.Namespace) -> int:
     config = ConvertImagesConfig(  # a remote OUT is converted in its staging folder first
         src=args.src, out=args.out if isinstance(args.out, Path) else args.staging or default_staging(args.out),
         format=args.format, shard_size=args.shard_size, max_shard_samples=args.max_shard_samples,
-        classes_file=args.classes, **given(image_column=args.image_column, label_column=args.label_column),
+        classes_file=args.classes, **given(image_column=args.image_column, label_column=args.label_column,
+                                           caption_column=args.caption_column),
+        captions=args.captions or args.caption_column is not None, tokenizer=tokenizer_config(args),
+        max_caption_bytes=args.max_caption_bytes,
         num_workers=args.workers or default_workers(), strict=args.strict, overwrite=args.overwrite,
         progress=not args.no_progress,
         prepare=ImagePrepareConfig(max_side=args.max_side, quality=args.quality, max_pixels=args.max_pixels,

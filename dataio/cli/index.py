@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from dataio.cli.caption_flags import add_caption_flags, tokenizer_config
 from dataio.cli.flags import given, positive
 
 def add(commands: argparse._SubParsersAction) -> None:
@@ -17,6 +18,8 @@ def add(commands: argparse._SubParsersAction) -> None:
     index.add_argument("--workers", type=positive, help="indexing threads (default: all cores, at most 8)")
     index.add_argument("--overwrite", action="store_true", help="index a folder that has a manifest again")
     index.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
+    add_caption_flags(index, "adopt the tars as image-text pairs (KEY.txt captions, KEY.json metadata), whatever "
+                             "else they hold (default: pairs when no key has a .cls and some have a .txt)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,6 +27,7 @@ def run(args: argparse.Namespace) -> int:
 
     summary = index_shards(IndexConfig(shards=tuple(args.shards), classes_file=args.classes,
                                        overwrite=args.overwrite, progress=not args.no_progress,
-                                       **given(num_workers=args.workers)))
+                                       captions=True if args.captions else None, tokenizer=tokenizer_config(args),
+                                       max_caption_bytes=args.max_caption_bytes, **given(num_workers=args.workers)))
     print(summary.line())
     return 0

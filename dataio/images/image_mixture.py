@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from dataio.formats.dataset.manifest import Manifest, ShardEntry
+from dataio.formats.dataset.pair_fields import TOKENS, holds_pairs
 from dataio.formats.dataset.sample_table import SCHEMA, SampleTable
 from dataio.formats.fallback_log import warn_once
 from dataio.formats.remote.storage import redact
@@ -56,7 +57,8 @@ class ImageMixture:
             kind="images", num_samples=sum(sizes), classes=self.class_map.classes,
             shards=tuple(ShardEntry(file=name, num_samples=e.num_samples, bytes=e.bytes, sha256=e.sha256)
                          for name, e in zip(self.files.names, (e for s in sources.values() for e in s.manifest.shards))),
-            options={"mixture": {name: s.manifest.fingerprint() for name, s in sources.items()}})
+            options={"mixture": {name: s.manifest.fingerprint() for name, s in sources.items()}},
+            fields=_shared_fields([s.manifest for s in sources.values()]))
         rule = epoch_rule(config.epoch_length, config.epoch_until, sum(sizes))
         self.plan = MixturePlan({name: s.table.shard for name, s in sources.items()}, schedule, seed=config.seed,
                                 rule=rule, shuffle=config.shuffles, window=config.shuffle_window)
@@ -109,6 +111,14 @@ class ImageMixture:
 
     def close(self) -> None:
         self.files.close()
+
+
+def _shared_fields(manifests: list[Manifest]) -> tuple:
+    """The sources' declared fields when every one is an image-text pair folder (their batches are dicts), else
+    none (the image folders' own)."""
+    if all(holds_pairs(m.sample_fields()) for m in manifests):
+        return tuple(f for f in manifests[0].sample_fields() if f.name != TOKENS)  # ids: each source's own
+    return ()
 
 
 def _shard_name(source: ImageSource, file: str) -> str:

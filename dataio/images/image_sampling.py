@@ -3,16 +3,21 @@ is a mixture's blend when the loader reads several sources."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from dataio.images.caption_config import BUCKET_WINDOW
 from dataio.images.image_shards import ImageShards
 from dataio.loader.sample_sharing import SampleSharing
+from dataio.sampling.length_buckets import bucketed
 
 
 class ImageSampling(SampleSharing):
     """The sampling half of ``ImageLoader``, over its ``shards`` (one source's table, or a mixture's)."""
 
     shards: ImageShards
+    source: Any  # the loader's source: a pair source has caption ``lengths``
 
     def _sample_shards(self) -> np.ndarray:
         return self.shards.table.shard
@@ -20,8 +25,17 @@ class ImageSampling(SampleSharing):
     def _order_of(self, epoch: int) -> np.ndarray:
         mixture = self.shards.mixture
         if mixture is not None:  # the blend of the sources' passes (ids into the combined table)
-            return mixture.plan.order(epoch)
-        return super()._order_of(epoch)
+            order = mixture.plan.order(epoch)
+        else:
+            order = super()._order_of(epoch)
+        if self._bucketed():  # image-text pairs: batches of captions of about one length
+            order = bucketed(order, self.source.lengths, self.config.batch_size_at(epoch), BUCKET_WINDOW,
+                             seed=self.config.seed, epoch=epoch)
+        return order
+
+    def _bucketed(self) -> bool:
+        captions = self.config.captions
+        return captions is not None and captions.bucket
 
     def _epoch_size(self, epoch: int | None = None) -> int:
         """Samples in the epoch's order: the table's, or a mixture's epoch rule's."""
@@ -31,7 +45,11 @@ class ImageSampling(SampleSharing):
         return mixture.epoch_size(self.epoch if epoch is None else epoch)
 
     def _deals_whole_batches(self) -> bool:
-        return self.shards.mixture is not None  # each batch a span of the blend (its period aliases with ranks)
+        # each batch a span of the blend (its period aliases with ranks), or of one length bucket
+        return self.shards.mixture is not None or self._bucketed()
+
+    def _share_settings(self) -> dict[str, Any]:
+        return {**super()._share_settings(), "bucket": self._bucketed()}
 
     def mixture_passes(self) -> dict[str, int]:
         """A mixture's passes each source has finished, by the position of this pass (all ranks together)."""

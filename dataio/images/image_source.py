@@ -16,6 +16,7 @@ from typing import Any
 
 from dataio.formats.dataset.class_list import class_list_problem
 from dataio.formats.dataset.manifest import MANIFEST_NAME, Manifest, ManifestError, open_dataset
+from dataio.formats.dataset.sample_fields import holds_labels
 from dataio.formats.dataset.sample_table import SampleTable, read_sample_table, table_faults
 from dataio.formats.errors import ShardError
 from dataio.formats.remote.storage import Location, describe, remote_errors
@@ -52,7 +53,8 @@ def open_image_source(source: str | Path, config: ImageLoaderConfig,
     table = _read_table(location, manifest, c)
     if len(table) != manifest.num_samples:
         raise ValueError(f"{folder}: sample table has {len(table)} rows, manifest {manifest.num_samples}")
-    problem = class_list_problem(manifest.classes, table.label, location.display(MANIFEST_NAME))
+    labelled = holds_labels(manifest.sample_fields())  # image-text pairs have no class list to check
+    problem = labelled and class_list_problem(manifest.classes, table.label, location.display(MANIFEST_NAME))
     if problem:
         raise ManifestError(problem)
     files = _open_files(location, manifest, c)

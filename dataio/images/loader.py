@@ -20,17 +20,19 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
-from dataio.formats.errors import ConfigError
+from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule, SeedKey
 from dataio.formats.fallback_log import info_once
 from dataio.formats.pil_build import describe_pil
 from dataio.formats.remote.storage import redact
 from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig, one_batch_size
 from dataio.images.contract import ImageBatch
-from dataio.images.device_transfer import device_stage
-from dataio.images.image_batches import ImageBatchSource, dali_decoder
+from dataio.images.caption_config import CaptionConfig
+from dataio.images.detection_config import DetectionConfig
+from dataio.images.image_batches import dali_decoder
 from dataio.images.image_sampling import ImageSampling
 from dataio.images.image_shards import ImageShards
+from dataio.images.pair_batches import PairBatchSource
+from dataio.images.sample_kinds import source_and_transfer
 from dataio.images.turbo_decode import REGION_DECODE
 from dataio.loader.batches_view import BatchesWithIds
 from dataio.loader.dataloader_args import (Capabilities, check_sampler_size, constructor_defaults, dataloader_fields,
@@ -64,6 +66,7 @@ class ImageLoader(ImageSampling, SourceLoader):
     """
 
     config: ImageLoaderConfig
+    _key_type = SeedKey  # each batch's crops, flips and device augmentation are drawn from it
 
     @keyword_checked
     def __init__(self, source: str | Path | Mapping[str, str | Path], config: ImageLoaderConfig | None = None, *,
@@ -116,6 +119,7 @@ class ImageLoader(ImageSampling, SourceLoader):
                  remote_timeout: float = 20.0,
                  readahead_batches: int = 4,
                  readahead_threads: int = 4,
+                 captions: CaptionConfig | None = None,
                  profile: bool = False,
                  weights: Any = None,
                  epoch_length: int | None = None,
@@ -129,18 +133,17 @@ class ImageLoader(ImageSampling, SourceLoader):
                  prefetch_factor: int | None = None,
                  persistent_workers: bool | None = None,
                  pin_memory_device: str = "",
-                 in_order: bool | None = None) -> None:
+                 in_order: bool | None = None,
+                 targets: DetectionConfig | None = None) -> None:
         """Open the shard folder (or URL) ``source`` (a dict ``{name: folder or URL}`` with ``weights`` is a
         mixture, ``dataio.images.image_mixture``); every keyword is a field of :class:`ImageLoaderConfig`
         (documented there, one line each) or one of ``torch.utils.data.DataLoader``'s.
 
-        ``config=`` gives them all at once; a keyword then replaces that field (one passed with its default
-        value leaves the config's). DataLoader's keywords are honoured, mapped or refused in one line
-        (``dataio.loader.dataloader_args``): ``sampler`` (a ``DistributedSampler`` gives rank, world size,
-        shuffle, seed and its ``drop_last``), ``prefetch_factor`` (``prefetch_batches``), ``generator`` (the
-        seed), ``persistent_workers``/``in_order`` (accepted: threads persist, batches come in order),
-        ``pin_memory_device``; ``batch_sampler``, ``collate_fn``, ``worker_init_fn``, ``multiprocessing_context``
-        are refused, saying what to use instead.
+        ``config=`` gives them all at once; a keyword then replaces that field (one passed with its default value
+        leaves the config's). DataLoader's keywords are honoured, mapped or refused in one line (``dataio.loader.
+        dataloader_args``): ``sampler`` (a ``DistributedSampler`` gives rank, world size, shuffle, seed and its
+        ``drop_last``), ``prefetch_factor`` (``prefetch_batches``), ``generator`` (the seed), ``persistent_workers``
+        /``in_order`` (accepted), ``pin_memory_device``; the others are refused, saying what to use instead.
         """
         options = one_batch_size(given_options(locals(), DEFAULTS), config)
         base = config or ImageLoaderConfig()
@@ -150,10 +153,6 @@ class ImageLoader(ImageSampling, SourceLoader):
         self.manifest, self.table, self.files, self.folder = shards.manifest, shards.table, shards.files, shards.folder
         self.mixture, self.location = shards.mixture, shards.location  # location: one source's, None for a mixture
         check_sampler_size(options.get("sampler"), len(self.table), str(self.folder))
-        if c.mix is not None and c.mix.num_classes < len(self.manifest.classes):  # else: a one-hot past its end
-            raise ConfigError(f"{{0}}.num_classes is {c.mix.num_classes}, fewer than the "
-                              f"{len(self.manifest.classes)} classes of {self.folder}"
-                              f"{' (combined)' if self.mixture else ''}", "mix")
         threads = c.threads
         dali = dali_decoder(c) if c.resolved_decoder == "dali" else None
         # auto: tuned for turbo's decode threads; DALI's own threads take the budget as it is
@@ -161,11 +160,10 @@ class ImageLoader(ImageSampling, SourceLoader):
         stats = LoaderStats(max_errors=c.max_errors, stages=StageTimes(profile=c.profile),
                             fixed_threads=None if tuner else threads, tuner=tuner,
                             sources=SourceCounts(self.mixture.names, units=("samples",)) if self.mixture else {})
-        batches = ImageBatchSource(shards, c, stats.stages, dali=dali, threads=threads)
-        # DALI: one thread, a pipeline run at a time, overlapped with the consumer
+        batches, self._transfer = source_and_transfer(shards, c, stats.stages, dali=dali, threads=threads)
+        # DALI: one thread, a pipeline run at a time, overlapped with the consumer; boxes' and pairs' batches: dicts
         self._start(batches, stats, fingerprint=shards.fingerprint(), threads=1 if dali else threads,
                     prefetch=c.prefetch_batches, timeout=c.timeout, num_workers=threads)
-        self._transfer = device_stage(c, stats.stages)
         log.info("ImageLoader(%s): %d samples, %s transforms, decoder %s, %s decode threads, rank %d of %d, %s "
                  "output on %s%s", redact(str(self.folder)), len(self.table), "training" if c.train else "evaluation",
                  self.decoder, "auto" if tuner else threads, self.rank, self.world_size,
@@ -174,6 +172,11 @@ class ImageLoader(ImageSampling, SourceLoader):
                  if self.mixture else "")
         info_once("image-loader", f"ImageLoader decodes with {self.decoder}; {describe_pil()}; region decoder "
                                   f"{'built' if REGION_DECODE else 'not built'}")
+
+    @property
+    def pairs(self) -> bool:
+        """Whether the samples are image-text pairs: batches are dicts (``dataio.images.caption_config``)."""
+        return isinstance(self.source, PairBatchSource)
 
     @property
     def decoder(self) -> str:
@@ -233,7 +236,8 @@ class ImageLoader(ImageSampling, SourceLoader):
         still suspended at interpreter exit is closed then (``pipeline.exit_close``);
         one started during another pass, or after ``close()``, is refused.
         """
-        return self._iterate(lambda moved, host: ImageBatch(moved[0], moved[1], host.samples, host.repeated))
+        return self._iterate(lambda moved, host: moved if isinstance(moved, dict) else
+                             ImageBatch(moved[0], moved[1], host.samples, host.repeated))
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         return self._iterate(lambda moved, host: moved)

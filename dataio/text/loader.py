@@ -48,7 +48,7 @@ from dataio.text import batch_plans as plans
 from dataio.text.config import TextLoaderConfig
 from dataio.text.gathered_rows import GatheredRows
 from dataio.text.samples_view import TextSamples
-from dataio.text.token_batches import TokenBatchSource, real_tokens
+from dataio.text.token_batches import TokenBatchSource
 from dataio.text.token_data import TokenData
 from dataio.text.token_facts import TokenFacts
 
@@ -128,7 +128,6 @@ class TextLoader(GatheredRows, SourceLoader, TokenFacts):
         self._global: tuple[int, Any] | None = None  # the epoch's plan over all ranks
         self.padding_tokens = self.real_tokens = 0  # counters over everything yielded
         source_ = TokenBatchSource(self.shards, stats.stages, pad_multiple=c.pad_multiple, ignore_index=c.ignore_index)
-        self._keyed = False  # nothing drawn per batch: no seed key to build
         self._start(source_, stats, fingerprint=self.data.fingerprint(), threads=0, inline=True)
         self._fields = FieldCopy(self._copy.device, stats.stages, pin=c.pin_memory, batch_transform=c.batch_transform,
                                  check=checked_text_batch)
@@ -208,9 +207,9 @@ class TextLoader(GatheredRows, SourceLoader, TokenFacts):
         return {**host.fields, **host.shared, "repeated": host.repeated}
 
     def _counted(self, host: HostBatch) -> None:
-        real = real_tokens(host.fields)
-        self.real_tokens, self.padding_tokens = self.real_tokens + real, self.padding_tokens + host.fields[
-            "attention_mask"].size - real
+        lengths, mask = host.fields.get("lengths"), host.fields["attention_mask"]  # padded: the lengths' sum
+        real = int(lengths.sum()) if lengths is not None else int(mask.sum())
+        self.real_tokens, self.padding_tokens = self.real_tokens + real, self.padding_tokens + mask.size - real
         if self.mixture is not None:
             samples = host.fields.get("sample_ids", host.samples)
             self.mixture.count_batch(self.stats.sources, samples, self.shards.lengths, real, host.extra.get("pieces"))

@@ -75,12 +75,30 @@ def parse_fields(raw: Any, where: str) -> tuple[FieldSpec, ...]:
         if values["kind"] not in KINDS or values["stored"] not in STORED:
             raise FieldsError(f"{at}: kind must be one of {', '.join(KINDS)} and stored one of {', '.join(STORED)}")
         fields.append(FieldSpec(**values))
-    names = [f.name for f in fields]
-    if len(set(names)) != len(names):
-        raise FieldsError(f"{where}: field {next(n for n in names if names.count(n) > 1)!r} is declared twice")
+    seen: set[str] = set()
+    for spec in fields:  # one set, not names.count per name: 80,000 fields took 98 s to name a repeat
+        if spec.name in seen:
+            raise FieldsError(f"{where}: field {spec.name!r} is declared twice")
+        seen.add(spec.name)
     return tuple(fields)
 
 
+def member_columns(name: str) -> tuple[str, str]:
+    """Where each sample's member of field ``name`` lies in its shard (a member other than the image, whose
+    ``offset`` and ``size`` are the table's own): the columns ``NAME_offset`` and ``NAME_size``."""
+    return f"{name}_offset", f"{name}_size"
+
+
 def declared_columns(fields: tuple[FieldSpec, ...]) -> frozenset[str]:
-    """The names of the fields stored as columns: the sample table may hold them beside its own."""
-    return frozenset(f.name for f in fields if f.stored == "column")
+    """The sample-table columns the fields add beside its own: those stored as columns, and where each member
+    other than the image lies (``member_columns``)."""
+    names = {f.name for f in fields if f.stored == "column"}
+    for f in fields:
+        if f.stored == "member" and f.kind != "image":
+            names.update(member_columns(f.name))
+    return frozenset(names)
+
+
+def holds_labels(fields: tuple[FieldSpec, ...]) -> bool:
+    """Whether the samples have a class label (an image-text pair folder has none: its ``label`` column is -1)."""
+    return any(f.kind == "class" for f in fields)

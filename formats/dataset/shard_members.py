@@ -6,7 +6,7 @@ members next to the images. webdataset's default decoder set
 and a crafted pickle runs code in the reader. So no reader here uses a
 default decoder set: each decodes only the members it names, with the
 handlers below (an image through PIL, ``.cls`` as an ASCII integer,
-``.json`` through ``json.loads``), and every other member is ignored
+``.json`` through ``json.loads``, ``.txt`` as UTF-8), and every other member is ignored
 unread (``wanted_member`` lets a tar reader skip its bytes).
 """
 
@@ -21,10 +21,12 @@ from PIL import Image
 from dataio.formats.errors import SampleError
 from dataio.formats.limits import MAX_PIXELS
 
-IMAGE_MEMBERS = ("jpg", "jpeg", "png")  # in order of preference when a sample has more than one
+# in order of preference when a sample has more than one; WebP where PIL decodes it (img2dataset writes it)
+IMAGE_MEMBERS = ("jpg", "jpeg", "png", "webp")
 LABEL_MEMBER = "cls"
 META_MEMBER = "json"
-MEMBERS = (*IMAGE_MEMBERS, LABEL_MEMBER, META_MEMBER)
+CAPTION_MEMBER = "txt"  # an image-text pair's caption (img2dataset, LAION): UTF-8 text
+MEMBERS = (*IMAGE_MEMBERS, LABEL_MEMBER, META_MEMBER, CAPTION_MEMBER)
 MAX_LABEL_BYTES = 64  # a class index is a few digits; anything longer is not one
 
 

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from PIL import Image
 
+from dataio.formats.coco.coco_verify import target_problems
 from dataio.formats.errors import DataioError, ShardError
 from dataio.formats.limits import MAX_PIXELS
 from dataio.formats.dataset.class_list import class_list_problem
@@ -33,6 +34,7 @@ from dataio.formats.remote.remote_copy import copy_dataset
 from dataio.formats.remote.storage import DEFAULT_TIMEOUT, Location, RetryPolicy
 from dataio.formats.files import sha256_file
 from dataio.formats.dataset.shard_members import LABEL_MEMBER, MAX_LABEL_BYTES, decode_label, member_extension
+from dataio.formats.dataset.sample_fields import holds_labels
 from dataio.formats.dataset.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
 from dataio.formats.dataset.table_members import member_faults
 
@@ -120,10 +122,16 @@ def _check_table(folder: Path, manifest: Manifest, report: VerifyReport) -> tupl
         return None, {}
     if len(table) != manifest.num_samples:
         report.problems.append(f"{manifest.sample_table}: {len(table)} rows, manifest says {manifest.num_samples}")
-    short = class_list_problem(manifest.classes, table.label, str(folder / MANIFEST_NAME))
+    labelled = holds_labels(manifest.sample_fields())  # image-text pairs have no class list to check
+    short = labelled and class_list_problem(manifest.classes, table.label, str(folder / MANIFEST_NAME))
     if short:  # one line for the manifest, not one per row past its class list
         report.problems.append(short)
     faults = table_faults(table, [s.bytes for s in manifest.shards], 0 if short else len(manifest.classes))
+    vocab = int(manifest.options.get("tokenizer", {}).get("vocab_size", 0))
+    if vocab and "input_ids" in table.table.schema.names:  # image-text pairs' caption ids
+        largest = pc.max(pc.list_flatten(table.table.column("input_ids"))).as_py()
+        if largest is not None and largest >= vocab:
+            report.problems.append(f"{manifest.sample_table}: caption token id {largest} >= vocabulary size {vocab}")
     for row, reason in sorted(faults.items()):
         report.problems.append(f"sample {table.key(row)!r} in {manifest.sample_table}: {reason}")
     return table, faults
@@ -272,8 +280,10 @@ def _verify_local(folder: Path, manifest: Manifest, deep: bool) -> VerifyReport:
     table, faults = _check_table(folder, manifest, report) if manifest.kind == "images" else (None, {})
     if table is not None:
         _check_members(folder, manifest, table, faults, bad, report)
-    if manifest.kind == "text":
-        _check_tokenizer(folder, manifest, report)
+        for row, reason in sorted(target_problems(manifest, table, deep).items()):  # box targets (convert coco)
+            report.problems.append(f"{manifest.sample_table}: {reason}" if row < 0 else
+                                   f"sample {table.key(row)!r} in {manifest.sample_table}: {reason}")
+    _check_tokenizer(folder, manifest, report)  # text, and image-text pairs packed with a tokenizer
     if deep:
         if manifest.kind == "images" and table is not None:
             _decode_images(folder, manifest, table, faults, bad, report)

@@ -12,6 +12,12 @@ point, the same command resumes from the last finished shard
 
 Images are prepared in ``num_workers`` processes with an ordered map, so the
 output is byte-identical whatever the worker count.
+
+With ``captions=True`` the source is image-text pairs (``caption_sources``: a folder of images with
+sidecar ``NAME.txt`` captions, or Parquet with a caption column): each sample's members are ``KEY.jpg``,
+``KEY.txt`` (the caption) and ``KEY.json`` (path and size), the table holds each caption and where its
+``.json`` lies (``pair_fields``) and, with a ``tokenizer``, each caption's token ids (``caption_tokens``),
+and there are no classes.
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ from dataio.formats.errors import NothingConverted, UsageError
 from dataio.formats.fallback_log import warn_once
 from dataio.formats.images.image_prepare import (WITHOUT_CODEC, ImagePrepareConfig, PreparedImage, Rejection,
                                           add_restart_markers, prepare_image)
+from dataio.formats.images.caption_sources import (CaptionInput, read_caption, scan_parquet_pairs, sidecar_of,
+                                                   walk_caption_folder)
+from dataio.formats.images.caption_tokens import caption_ids, checked_tokenizer, token_dtype_name
 from dataio.formats.images.image_tree import NotRegularFile, errno_text, read_regular_file, source_path, walk_image_tree
 from dataio.formats.images.skipped_folders import refuse_output_inside_source
 from dataio.formats.dataset.convert_journal import Journal, ShardRecord, fingerprint
@@ -44,10 +53,12 @@ from dataio.formats.ranks.rank_split import rank_folder, rank_range
 from dataio.formats.images.parquet_images import LocalFile, ParquetImages, parquet_files, scan_parquet_images
 from dataio.formats.dataset.out_lock import locked_output
 from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
-from dataio.formats.dataset.sample_fields import IMAGE_FIELDS
+from dataio.formats.dataset.pair_fields import MAX_CAPTION_BYTES, pair_fields
+from dataio.formats.dataset.sample_fields import IMAGE_FIELDS, member_columns
 from dataio.formats.dataset.sample_table import CHECKSUM_FIELD, sample_checksum, write_sample_table
 from dataio.formats.sizes import parse_size
 from dataio.formats.dataset.wds_shards import ShardWriter, scan_tar
+from dataio.formats.text.tokenizer_setup import TokenizerConfig
 from dataio.formats.worker_pool import ordered_map
 
 REJECTED_NAME = "rejected.jsonl"
@@ -73,6 +84,10 @@ class ConvertImagesConfig:
     image_column: str = "image"  # Parquet sources (the Hugging Face image layout)
     label_column: str = "label"
     classes_file: Path | None = None  # class names, one per line; default: folder names, or the Parquet metadata
+    captions: bool = False  # image-text pairs: a caption folder, or Parquet's caption_column (caption_sources)
+    caption_column: str = "caption"
+    max_caption_bytes: int = MAX_CAPTION_BYTES  # a longer caption is rejected with its pair
+    tokenizer: TokenizerConfig | None = None  # pairs: each caption's token ids stored too (caption_tokens)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "src", Path(self.src))
@@ -86,6 +101,17 @@ class ConvertImagesConfig:
             raise ValueError(f"format must be 'wds' or 'arrow', got {self.format!r}")
         if self.max_shard_samples is not None and self.max_shard_samples < 1:
             raise ValueError("max_shard_samples must be >= 1")
+        if not self.captions and self.tokenizer is not None:
+            raise ValueError("tokenizer is for image-text pairs: give captions=True (--captions) too")
+        if self.captions and self.classes_file is not None:
+            raise ValueError("classes_file is for classes; image-text pairs have captions instead")
+        if self.captions and self.format != "wds":
+            raise ValueError("image-text pairs are packed as WebDataset tars (format 'wds')")
+        if self.tokenizer is not None and self.tokenizer.train and self.world_size > 1:
+            raise ValueError("a tokenizer trained by each rank would differ: give every rank one tokenizer file "
+                             "(--tokenizer FILE)")
+        if self.max_caption_bytes < 1:
+            raise ValueError(f"max_caption_bytes must be >= 1, got {self.max_caption_bytes}")
 
 
 @dataclass(frozen=True)
@@ -98,10 +124,12 @@ class ConvertSummary:
     num_shards: int
     out: Path
     rejected: tuple[dict[str, str], ...]
+    pairs: bool = False
 
     def line(self) -> str:
         return (
-            f"packed {self.num_samples} images into {self.num_shards} shards in {self.out} "
+            f"packed {self.num_samples} {'image-text pairs' if self.pairs else 'images'} into {self.num_shards} "
+            f"shards in {self.out} "
             f"({self.num_converted} re-encoded, {self.num_rejected} rejected"
             + (f", listed in {self.out / REJECTED_NAME})" if self.num_rejected else ")")
         )
@@ -111,13 +139,19 @@ class ConvertSummary:
 _OBJECT_REPR = re.compile(r" ?<[^<>]* object at 0x[0-9a-fA-F]+>")
 
 
-def _prepare_job(job: tuple[str | None, str | bytes | LocalFile | Rejection, ImagePrepareConfig]
+def _prepare_job(job: tuple[str | None, str | bytes | LocalFile | Rejection, ImagePrepareConfig, CaptionInput | None]
                  ) -> PreparedImage | Rejection:
     """In a worker: a source file (``src`` and its relative path), image bytes or the file a Parquet row names
-    (``src`` None), prepared."""
-    src, item, config = job
+    (``src`` None), prepared; an image-text pair's caption read and checked first."""
+    src, item, config, caption = job
     if isinstance(item, Rejection):
         return item
+    if caption is not None:
+        text = read_caption(src, caption)
+        if isinstance(text, tuple):
+            return Rejection(text[0])
+        result = _prepare_job((src, item, config, None))
+        return result if isinstance(result, Rejection) else replace(result, caption=text)
     if src is None and not isinstance(item, LocalFile):
         data = item
         if len(data) > config.max_file_size:  # a Parquet row's bytes, held to the limit of a file's
@@ -145,20 +179,25 @@ def _jobs(config: ConvertImagesConfig, inputs: "_Inputs", start: int) -> Iterato
     """``(path stored in the table, job)`` for inputs ``start`` on: files are read by the workers, Parquet rows
     are streamed here (one record batch at a time) and their bytes sent along (or the file a path-only row
     names, read by the workers)."""
+    limit = config.max_caption_bytes
     if inputs.parquet is None:
         for relative, _ in inputs.files[start:]:
-            yield relative, (str(config.src), relative, config.prepare)
+            caption = CaptionInput(sidecar=sidecar_of(relative), limit=limit) if config.captions else None
+            yield relative, (str(config.src), relative, config.prepare, caption)
         return
     count = len(inputs.files) - start
     for row in islice(inputs.parquet.stream(inputs.first + start), count):
         item: bytes | LocalFile | Rejection = row.data if row.data else Rejection(row.missing)
         if row.damaged:
             item = Rejection(row.damaged)
+        elif config.captions:
+            pass  # no label: the caption is checked with the image
         elif row.label is None:
             item = Rejection("no label in the row")
         elif not 0 <= row.label < len(inputs.classes):
             item = Rejection(f"label {row.label} is not in 0..{len(inputs.classes) - 1}")
-        yield row.path, (None, item, config.prepare)
+        caption = CaptionInput(value=row.value, limit=limit) if config.captions else None
+        yield row.path, (None, item, config.prepare, caption)
 
 
 def _prepared(config: ConvertImagesConfig, jobs: Iterator[tuple[str, tuple]]) -> Iterator[tuple[str, PreparedImage | Rejection]]:
@@ -197,13 +236,16 @@ class _Inputs:
 def _inputs(config: ConvertImagesConfig) -> tuple[_Inputs, np.ndarray | None]:
     """The conversion's inputs, and (for a multi-node conversion) each input's size in bytes."""
     files = parquet_files(config.src)
-    if files is not None:
+    if files is not None and config.captions:
+        source = scan_parquet_pairs(files, image_column=config.image_column, caption_column=config.caption_column)
+    elif files is not None:
         source = scan_parquet_images(files, image_column=config.image_column, label_column=config.label_column,
                                      classes_file=config.classes_file)
+    if files is not None:
         inputs = _Inputs(list(source.classes), list(source.rows), [], source)
         return inputs, source.row_sizes() if config.world_size > 1 else None
     refuse_output_inside_source(config.src, config.out)
-    tree = walk_image_tree(config.src)
+    tree = walk_caption_folder(config.src) if config.captions else walk_image_tree(config.src)
     classes = list(read_class_names(config.classes_file)) if config.classes_file else tree.classes
     if len(classes) != len(tree.classes):
         raise UsageError(f"classes file {config.classes_file} names {len(classes)} classes, "
@@ -221,6 +263,7 @@ def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
     With ``world_size`` > 1, only this rank's share of the files (``rank_split``), into
     ``OUT/rank-R-of-N``; the last rank to finish merges the ranks' outputs (``rank_merge``).
     """
+    checked_tokenizer(config.tokenizer)  # a bad tokenizer file is named before anything is read or written
     inputs, sizes = _inputs(config)
     if config.world_size == 1:
         summary = _pack(config, inputs)
@@ -253,7 +296,9 @@ def _pack_locked(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary
                "max_pixels": config.prepare.max_pixels, "max_file_size": config.prepare.max_file_size,
                "shard_size": config.shard_size,
                "restart_interval": config.prepare.restart_interval if add_restart_markers else 0,
-               **({"format": "arrow"} if config.format == "arrow" else {})}
+               **({"format": "arrow"} if config.format == "arrow" else {}),
+               **({"captions": config.caption_column if inputs.parquet else "sidecar",
+                   "max_caption_bytes": config.max_caption_bytes} if config.captions else {})}
     journal = Journal(config.out, fingerprint({**options, "max_shard_samples": config.max_shard_samples,
                                                "classes": classes}, files))
     done = journal.start(config.out, config.overwrite, _OUTPUT_PATTERNS)
@@ -285,10 +330,15 @@ def _pack_locked(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary
                     continue
                 key = f"{len(accepted):09d}"
                 meta = {"path": relative, "label": label, "width": result.width, "height": result.height}
-                entry = writer.write({"__key__": key, "jpg": result.jpeg, "cls": str(label), "json": json.dumps(meta)})
+                text = {"cls": str(label)}
+                if result.caption is not None:  # an image-text pair: its caption instead of a label
+                    meta.pop("label")
+                    text = {"txt": result.caption}
+                entry = writer.write({"__key__": key, "jpg": result.jpeg, **text, "json": json.dumps(meta)})
                 if entry is not None:
                     finished(entry, position)
                 row = (relative, label, result.width, result.height, sample_checksum(result.jpeg))
+                row += (result.caption,) if result.caption is not None else ()
                 accepted.append(row)
                 pending.rows.append(list(row))
                 pending.converted += result.converted
@@ -304,17 +354,30 @@ def _pack_locked(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary
     shards = [ShardEntry(**record.entry) for record in done] + writer.entries
     locate = image_locations if config.format == "arrow" else scan_tar
     locations = [locate(config.out / e.file) for e in shards[:len(done)]] + writer.locations
-    _write_sample_table(config.out, locations, accepted)
+    fields = IMAGE_FIELDS
+    columns = _table_columns(locations, accepted, config.captions)
+    if config.captions:
+        token_dtype = None
+        if config.tokenizer is not None:
+            columns["input_ids"], options["tokenizer"] = caption_ids(columns["caption"], config.tokenizer, config.out)
+            token_dtype = token_dtype_name(options["tokenizer"])
+        fields = pair_fields("jpeg", token_dtype)
+    write_sample_table(config.out / SAMPLE_TABLE_NAME, columns)
     lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rejected)
     write_atomic(config.out / REJECTED_NAME, lines.encode())
     Manifest(kind="images", num_samples=len(accepted), shards=tuple(shards), classes=tuple(classes),
-             num_rejected=len(rejected), options=options, fields=IMAGE_FIELDS).write(config.out)
+             num_rejected=len(rejected), options=options, fields=fields).write(config.out)
     journal.finish()
-    return ConvertSummary(len(accepted), len(rejected), converted, len(shards), config.out, tuple(rejected))
+    return ConvertSummary(len(accepted), len(rejected), converted, len(shards), config.out, tuple(rejected),
+                          config.captions)
 
 
-def _write_sample_table(out: Path, locations: list, accepted: list[tuple[str, int, int, int, int]]) -> None:
-    columns: dict[str, list] = {name: [] for name in ("key", "shard", "offset", "size")}
+def _table_columns(locations: list, accepted: list[tuple], captions: bool) -> dict[str, list]:
+    """The sample table's columns: where each image (and a pair's ``.json``) lies, then the accepted rows'
+    ``(path, label, width, height, xxh3[, caption])``."""
+    meta_offset, meta_size = member_columns("json")
+    columns: dict[str, list] = {name: [] for name in ("key", "shard", "offset", "size")
+                                + ((meta_offset, meta_size) if captions else ())}
     for shard_index, samples in enumerate(locations):
         for components in samples:
             image = next(c for c in components if c.extension == "jpg")
@@ -322,7 +385,11 @@ def _write_sample_table(out: Path, locations: list, accepted: list[tuple[str, in
             columns["shard"].append(shard_index)
             columns["offset"].append(image.offset)
             columns["size"].append(image.size)
-    names = ("path", "label", "width", "height", CHECKSUM_FIELD.name)
+            if captions:
+                meta = next(c for c in components if c.extension == "json")
+                columns[meta_offset].append(meta.offset)
+                columns[meta_size].append(meta.size)
+    names = ("path", "label", "width", "height", CHECKSUM_FIELD.name) + (("caption",) if captions else ())
     for name, values in zip(names, zip(*accepted) if accepted else ([],) * len(names)):
         columns[name] = list(values)
-    write_sample_table(out / SAMPLE_TABLE_NAME, columns)
+    return columns

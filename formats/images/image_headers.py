@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 
-from PIL import Image
+from PIL import Image, features
 
 from dataio.formats.limits import MAX_PIXELS
 
@@ -23,10 +23,12 @@ def image_size(data: bytes, max_pixels: int = MAX_PIXELS) -> tuple[int, int] | s
     try:
         if jpeg_header is not None and data[:2] == b"\xff\xd8":
             width, height = jpeg_header(data)
+        elif data[:4] == b"RIFF" and data[8:12] == b"WEBP" and not features.check("webp"):
+            return "WebP: this PIL build has no WebP decoder"
         else:
             with Image.open(io.BytesIO(data)) as image:
-                if image.format not in ("JPEG", "PNG"):
-                    return f"not a JPEG or PNG image ({image.format})"
+                if image.format not in ("JPEG", "PNG", "WEBP"):
+                    return f"not a JPEG, PNG or WebP image ({image.format})"
                 width, height = image.size
     except NotImplementedError:  # a CMYK/YCCK JPEG: PIL decodes those
         with Image.open(io.BytesIO(data)) as image:

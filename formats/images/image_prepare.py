@@ -92,6 +92,7 @@ class PreparedImage:
     width: int
     height: int
     converted: bool  # re-encoded rather than kept as is
+    caption: str | None = None  # an image-text pair's caption, checked beside the image (caption_sources)
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ class ParquetRow:
     path: str  # the image's own path from the struct, else the id
     missing: str = ""
     damaged: str = ""  # the row could not be read: its row group (or file) is damaged, and why
+    value: object = None  # the second column's value as read: an image-text pair's caption
 
 
 def parquet_files(src: Path) -> list[Path] | None:
@@ -185,20 +186,22 @@ def _batch_rows(metadata: pq.FileMetaData, groups: list[int]) -> int:
     return max(1, min(BATCH_ROWS, BATCH_BYTES // max(1, row_bytes)))
 
 
-def _row(row_id: str, image, label, folder: Path) -> ParquetRow:
-    label = label if isinstance(label, int) else None
+def _row(row_id: str, image, value, folder: Path) -> ParquetRow:
+    label = value if isinstance(value, int) and not isinstance(value, bool) else None
     if not isinstance(image, dict):
-        return ParquetRow(row_id, label, image or None, row_id, "" if image else "no image bytes in the row")
+        return ParquetRow(row_id, label, image or None, row_id, "" if image else "no image bytes in the row",
+                          value=value)
     data, path = image.get("bytes"), image.get("path")
     if data:
-        return ParquetRow(row_id, label, data, path or row_id)
+        return ParquetRow(row_id, label, data, path or row_id, value=value)
     if not path:
-        return ParquetRow(row_id, label, None, row_id, "no image bytes and no path in the row")
+        return ParquetRow(row_id, label, None, row_id, "no image bytes and no path in the row", value=value)
     file = local_image_file(path, folder)
     if file is None:
         return ParquetRow(row_id, label, None, path, f"no image bytes in the row, and its path {path!r} is not a "
-                          "file (absolute, or relative to the Parquet file's folder or the current folder)")
-    return ParquetRow(row_id, label, LocalFile(file), path)
+                          "file (absolute, or relative to the Parquet file's folder or the current folder)",
+                          value=value)
+    return ParquetRow(row_id, label, LocalFile(file), path, value=value)
 
 
 def local_image_file(path: str, folder: Path) -> str | None:
@@ -227,11 +230,7 @@ def scan_parquet_images(files: list[Path], *, image_column: str = "image", label
             if column not in schema.names:
                 raise UsageError(f"{file}: no column {column!r} (columns: {', '.join(schema.names)}); "
                                  "name the image and label columns")
-        image_type = schema.field(image_column).type
-        if not (pa.types.is_binary(image_type) or pa.types.is_large_binary(image_type)
-                or (pa.types.is_struct(image_type) and image_type.get_field_index("bytes") >= 0)):
-            raise UsageError(f"{file}: column {image_column!r} is {image_type}, not image bytes "
-                             "(a struct of bytes and path, or binary)")
+        check_image_column(file, schema, image_column)
         if not pa.types.is_integer(schema.field(label_column).type):
             raise UsageError(f"{file}: column {label_column!r} is {schema.field(label_column).type}, not integer labels")
         names = _features(schema).get(label_column, {}).get("names")
@@ -252,3 +251,12 @@ def scan_parquet_images(files: list[Path], *, image_column: str = "image", label
     if class_names is None:
         class_names = numbered_classes([label for _, label in rows])
     return ParquetImages(src, tuple(files), image_column, label_column, class_names, tuple(rows))
+
+
+def check_image_column(file: Path, schema: pa.Schema, image_column: str) -> None:
+    """UsageError naming the file unless ``image_column`` holds image bytes (HF's struct, or binary)."""
+    image_type = schema.field(image_column).type
+    if not (pa.types.is_binary(image_type) or pa.types.is_large_binary(image_type)
+            or (pa.types.is_struct(image_type) and image_type.get_field_index("bytes") >= 0)):
+        raise UsageError(f"{file}: column {image_column!r} is {image_type}, not image bytes "
+                         "(a struct of bytes and path, or binary)")

@@ -75,6 +75,8 @@ def merge_ranks(out: str | Path, *, verify: bool = False) -> Manifest:
         options = dict(first.options)
         _merge_tables(out, folders, parts)
         _merge_lines(out, folders, "rejected.jsonl")
+        if "tokenizer" in options:  # image-text pairs with their captions' token ids
+            _merge_tokenizer(out, folders, parts)
     else:
         options = _merge_text(out, folders, parts)
     options["ranks"] = world
@@ -140,13 +142,7 @@ def _merge_lines(out: Path, folders: list[Path], name: str) -> None:
 def _merge_text(out: Path, folders: list[Path], parts: list[Manifest]) -> dict:
     """Sums of the ranks' counts and histograms; one tokenizer, the same for all (checked by hash)."""
     options = dict(parts[0].options)
-    tokenizer = options["tokenizer"]
-    hashes = {p.options["tokenizer"]["sha256"] for p in parts}
-    if len(hashes) != 1:
-        raise DataioError(f"{out}: the ranks used {len(hashes)} different tokenizers; convert again with one "
-                          "(--tokenizer FILE, or rank 0 trains it)")
-    source = folders[0] / Path(tokenizer["file"]).name
-    write_atomic(out / Path(tokenizer["file"]).name, source.read_bytes())
+    _merge_tokenizer(out, folders, parts)
     for key in _COUNTS:
         options[key] = sum(int(p.options.get(key, 0)) for p in parts)
     options["skipped"] = dict(sum((Counter(p.options.get("skipped", {})) for p in parts), Counter()))
@@ -163,3 +159,14 @@ def _merge_text(out: Path, folders: list[Path], parts: list[Manifest]) -> dict:
     write_atomic(out / "rejected.json", (json.dumps(merged, indent=1, sort_keys=True) + "\n").encode())
     return options
 
+
+
+def _merge_tokenizer(out: Path, folders: list[Path], parts: list[Manifest]) -> None:
+    """The ranks' one tokenizer (the same for all, checked by hash) copied into OUT."""
+    tokenizer = parts[0].options["tokenizer"]
+    hashes = {p.options["tokenizer"]["sha256"] for p in parts}
+    if len(hashes) != 1:
+        raise DataioError(f"{out}: the ranks used {len(hashes)} different tokenizers; convert again with one "
+                          "(--tokenizer FILE, or rank 0 trains it)")
+    source = folders[0] / Path(tokenizer["file"]).name
+    write_atomic(out / Path(tokenizer["file"]).name, source.read_bytes())

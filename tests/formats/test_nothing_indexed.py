@@ -31,17 +31,18 @@ def _tar(path: Path, members: dict[str, bytes]) -> None:
             tar.addfile(info, io.BytesIO(data))
 
 
-def test_tars_without_cls_members_exit_1_saying_which_members_are_needed(tmp_path):
-    folder = tmp_path / "captions"
+def test_tars_without_cls_or_txt_members_exit_1_saying_which_members_are_needed(tmp_path):
+    folder = tmp_path / "pictures"
     folder.mkdir()
-    for shard in range(2):  # image-caption pairs, as LAION-style tars hold them: no .cls
+    for shard in range(2):  # pictures and metadata only: neither classes (.cls) nor image-text pairs (.txt)
         _tar(folder / f"{shard:05d}.tar", {name: data for key in range(3) for name, data in (
-            (f"{shard}{key:03d}.jpg", _jpeg(key)), (f"{shard}{key:03d}.txt", b"a photo of a thing"))})
+            (f"{shard}{key:03d}.jpg", _jpeg(key)), (f"{shard}{key:03d}.json", b'{"url": "x"}'))})
     done = run_cli("index", folder, "--no-progress", cwd=tmp_path)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr == (f"dataio index: nothing indexed in {folder}: dataio index needs an image member (.jpg, "
-                           ".jpeg, .png) and a .cls member per key; the 2 tar(s) hold 6 key(s) with .jpg (6), "
-                           f".txt (6); each key is listed with the reason in {folder / 'rejected.jsonl'}\n")
+                           ".jpeg, .png, .webp) and a .cls member (classes) or a .txt caption (image-text pairs) "
+                           "per key; the 2 tar(s) hold 6 key(s) with .jpg (6), .json (6); each key is listed with "
+                           f"the reason in {folder / 'rejected.jsonl'}\n")
     assert (folder / "rejected.jsonl").read_text().count('"reason": "lacks a .cls member"') == 6
     assert sorted(p.name for p in folder.iterdir()) == ["00000.tar", "00001.tar", "rejected.jsonl"]
     assert run_cli("verify", folder, cwd=tmp_path).returncode == 1  # no manifest: nothing to call OK

@@ -99,17 +99,17 @@ def test_index_resumes_from_its_journal_and_refuses_to_index_twice(wds_tars, mon
     calls: list[str] = []
     real = module._index_tar
 
-    def dying(path):
+    def dying(path, *how):
         if len(calls) == 2:
             raise KeyboardInterrupt
         calls.append(path.name)
-        return real(path)
+        return real(path, *how)
 
     monkeypatch.setattr(module, "_index_tar", dying)
     with pytest.raises(KeyboardInterrupt):
         index_shards(IndexConfig(shards=(folder,), progress=False, num_workers=1))
     assert not (folder / "manifest.json").exists() and len(list((folder / JOURNAL_DIR).glob("*.json"))) == 2
-    monkeypatch.setattr(module, "_index_tar", lambda path: calls.append(path.name) or real(path))
+    monkeypatch.setattr(module, "_index_tar", lambda path, *how: calls.append(path.name) or real(path, *how))
     index_shards(IndexConfig(shards=(folder,), progress=False, num_workers=1))
     assert calls == ["imagenet-train-0000.tar", "imagenet-train-0001.tar", "imagenet-train-0002.tar"]
     assert verify(folder).ok

@@ -1,0 +1,149 @@
+"""A pair batch's text fields: token ids padded (stored, or tokenised here), caption strings, keys, ``.json`` fields.
+
+One read task per batch, run on a decode thread beside the image chunks. Stored ids are padded by the
+text path's C collate straight from the sample table's memory map (``padded_rows``: ~10 us for a batch of
+256 captions); without them a ``tokenizers`` tokenizer encodes the batch's captions (``encode_batch``
+releases the GIL, so the image decodes go on meanwhile). Then every row is cut at ``max_length``
+(``cut_rows``). What it cannot read is a ``SampleError`` naming the sample, under the loader's error
+policy: a stored id past the vocabulary, a ``.json`` asked for that cannot be read.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dataio.formats.errors import ConfigError
+from dataio.images.caption_config import CaptionConfig
+from dataio.images.caption_data import CaptionData
+from dataio.images.image_shards import ImageShards
+from dataio.pipeline.error_policy import DATA_EXCEPTIONS
+from dataio.pipeline.sample_source import Failures
+from dataio.pipeline.stage_times import Lap
+from dataio.text.collate import padded_rows, padded_width
+
+
+def load_tokenizer(tokenizer: Any) -> Any:
+    """A private copy of ``tokenizer`` (a JSON file or a ``Tokenizer``) without padding or truncation: rows are
+    padded and cut here, the same way as stored ids."""
+    from tokenizers import Tokenizer  # lazy: only loaders that tokenise import it
+
+    try:
+        copy = Tokenizer.from_file(str(tokenizer)) if isinstance(tokenizer, (str, Path)) else \
+            Tokenizer.from_str(tokenizer.to_str())
+    except Exception as e:  # the Rust side raises a bare Exception for any parse error
+        raise ConfigError(f"{{0}} {str(tokenizer)[:200]!r} is not a tokenizers JSON file ({str(e)[:200]})",
+                          "tokenizer") from None
+    copy.no_padding()
+    copy.no_truncation()
+    return copy
+
+
+def cut_rows(ids: np.ndarray, mask: np.ndarray, lengths: np.ndarray, config: CaptionConfig, pad_id: int,
+             last: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The padded rows cut at ``max_length`` (a cut row's last kept token replaced by ``last``, its EOS, as
+    open_clip's tokenizer does; None: kept), or widened to it with ``pad_to_max_length``."""
+    limit = config.max_length
+    if limit is None:
+        return ids, mask
+    if ids.shape[1] > limit:
+        ids, mask = ids[:, :limit], mask[:, :limit]
+        if last is not None:
+            cut = lengths > limit
+            ids[cut, limit - 1] = last[cut]
+    if config.pad_to_max_length and ids.shape[1] < limit:
+        extra = limit - ids.shape[1]
+        ids = np.pad(ids, ((0, 0), (0, extra)), constant_values=pad_id)
+        mask = np.pad(mask, ((0, 0), (0, extra)))
+    return np.ascontiguousarray(ids), np.ascontiguousarray(mask)
+
+
+class CaptionBatches:
+    """The text fields of ``shards``' pair batches, as ``config`` asks (``CaptionConfig``)."""
+
+    def __init__(self, shards: ImageShards, config: CaptionConfig) -> None:
+        self.shards, self.config = shards, config
+        self.data = CaptionData.of(shards, want_ids=config.tokenizer is None)
+        self.tokenizer = load_tokenizer(config.tokenizer) if config.tokenizer is not None else None
+        self.ids = self.tokenizer is not None or self.data.tokens is not None
+        self.text = config.text or not self.ids
+        if self.tokenizer is not None:
+            padding = self.tokenizer.token_to_id("<pad>")
+            self.pad_id, self.eos_id, self.vocab_size = 0 if padding is None else padding, None, 0
+        else:
+            record = self.data.tokenizer
+            self.pad_id, self.eos_id = int(record["pad_id"]), record["eos_id"]
+            self.vocab_size = int(record["vocab_size"])
+
+    @property
+    def vocab(self) -> int:
+        """The vocabulary size the ids come from (a text tower's embedding rows); 0 when there are no ids."""
+        if self.tokenizer is not None:
+            return self.tokenizer.get_vocab_size(with_added_tokens=True)
+        return self.vocab_size
+
+    def fill(self, fields: dict[str, Any], keys: np.ndarray, lap: Lap) -> Failures:
+        """The batch's text fields into ``fields``; the samples it could not read, named."""
+        failures: Failures = []
+        with lap("text"):
+            captions = self.data.captions.take(keys).to_pylist() if self.text or self.tokenizer else None
+            if self.ids:
+                failures += self._ids(fields, keys, captions)
+            if self.text:
+                fields["caption"] = captions
+            if self.config.keys:
+                fields["key"] = self.shards.table.table.column("key").take(keys).to_pylist()
+            if self.config.json_fields:
+                fields["json"], failed = self._json(keys)
+                failures += failed
+        lap.items = len(keys)
+        lap.flush()
+        return failures
+
+    def _ids(self, fields: dict[str, Any], keys: np.ndarray, captions: list[str] | None) -> Failures:
+        """``input_ids`` and ``attention_mask``, and the rows holding an id past the vocabulary."""
+        if self.tokenizer is not None:
+            rows = [encoding.ids for encoding in self.tokenizer.encode_batch(captions)]
+            lengths = np.array([len(row) for row in rows], dtype=np.int64)
+            ids = np.full((len(rows), padded_width(lengths, self.config.pad_multiple)), self.pad_id, dtype=np.int64)
+            for i, row in enumerate(rows):
+                ids[i, :len(row)] = row
+            mask = (np.arange(ids.shape[1])[None, :] < lengths[:, None]).astype(np.int64)
+            last = np.array([row[-1] if row else self.pad_id for row in rows], dtype=np.int64)
+            fields["input_ids"], fields["attention_mask"] = cut_rows(ids, mask, lengths, self.config, self.pad_id,
+                                                                     last)
+            return []
+        batch, largest = padded_rows(self.data.tokens, keys, self.config.pad_multiple, self.pad_id)
+        ids, mask, lengths = batch["input_ids"], batch["attention_mask"], batch["lengths"]
+        failures: Failures = []
+        if self.vocab_size and largest >= self.vocab_size:  # the rare path: find the rows
+            for row in np.flatnonzero(((ids >= self.vocab_size) & (mask == 1)).any(axis=1)).tolist():
+                failures.append((row, self.shards.sample_error(int(keys[row]), "caption token id "
+                                 f"{int(ids[row][mask[row] == 1].max())} >= vocabulary size {self.vocab_size}")))
+        last = None if self.eos_id is None else np.full(len(keys), int(self.eos_id), dtype=np.int64)
+        fields["input_ids"], fields["attention_mask"] = cut_rows(ids, mask, lengths, self.config, self.pad_id, last)
+        return failures
+
+    def _json(self, keys: np.ndarray) -> tuple[list[dict[str, Any] | None], Failures]:
+        """Each sample's chosen ``.json`` fields (None without metadata), and the samples whose ``.json`` failed."""
+        out: list[dict[str, Any] | None] = []
+        failures: Failures = []
+        files, table, names = self.shards.files, self.shards.table, self.config.json_fields
+        for position, sample in enumerate(keys.tolist()):
+            offset, size = int(self.data.json_offset[sample]), int(self.data.json_size[sample])
+            if offset < 0:
+                out.append(None)
+                continue
+            try:
+                meta = json.loads(files.read(int(table.shard[sample]), offset, size))
+                if not isinstance(meta, dict):
+                    raise ValueError(f"a JSON {type(meta).__name__}, not an object")
+            except (*DATA_EXCEPTIONS, RecursionError) as e:
+                failures.append((position, self.shards.sample_error(sample, f"its .json: {type(e).__name__}: {e}")))
+                out.append(None)
+                continue
+            out.append({name: meta.get(name) for name in names})
+        return out, failures

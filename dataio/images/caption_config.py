@@ -1,0 +1,63 @@
+"""What ``ImageLoader(pair_folder, captions=CaptionConfig(...))`` yields beside each image of an image-text pair.
+
+A pair folder's batches are dicts (``dataio.images.pair_batches``): ``image`` as a classification batch's
+images (the same crops, decode, normalisation and device augmentation), ``sample_ids`` and ``repeated``,
+and the text:
+
+- ``input_ids`` and ``attention_mask`` ``(N, L)`` int64: the ids stored at pack time (``--tokenizer``),
+  padded by the text path's C collate, or the captions tokenised on the decode threads by ``tokenizer``
+  (a ``tokenizers`` JSON file or ``Tokenizer``, its own special tokens added). Rows are cut at
+  ``max_length`` tokens, the last kept token then the EOS (as open_clip's tokenizer cuts), and padded to
+  the batch's longest row rounded up to ``pad_multiple``, or to ``max_length`` with ``pad_to_max_length``
+  (a fixed context, CLIP's 77).
+- ``caption``: the strings, with ``text=True``, or alone when the folder has no ids and no ``tokenizer`` is
+  given.
+- ``key`` (``keys=True``): each sample's key; ``json`` (``json_fields``): per sample a dict of those fields
+  of its ``.json`` (img2dataset's ``url``, ``width``, ``original_width``, ``status`` ...), None where it
+  has none.
+
+``bucket=True`` makes each batch of captions of about one length (less padding): the epoch's order is
+sorted by caption length within windows of ``BUCKET_WINDOW`` batches and the batches of each window
+shuffled (``dataio.sampling.length_buckets``), from ``(seed, epoch)`` alone, so resume stays exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dataio.formats.errors import ConfigError
+
+BUCKET_WINDOW = 64  # batches sorted by caption length together
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaptionConfig:
+    """The text of an image-text pair batch (the module's docstring says each field's output)."""
+
+    tokenizer: str | Path | Any | None = None  # tokenise on the decode threads; None: the stored ids, if any
+    max_length: int | None = 77  # tokens kept per caption (EOS last); None: every token
+    pad_to_max_length: bool = False  # every batch max_length wide (a fixed context) rather than its longest row
+    pad_multiple: int = 8  # the padded width a multiple of this
+    bucket: bool = False  # batches of captions of about one length
+    text: bool = False  # the caption strings too, as ``caption``
+    keys: bool = False  # each sample's key, as ``key``
+    json_fields: tuple[str, ...] = ()  # these fields of each sample's .json, as ``json``
+
+    def __post_init__(self) -> None:
+        if self.max_length is not None and (isinstance(self.max_length, bool) or self.max_length < 2):
+            raise ConfigError(f"{{0}} must be >= 2 (room for BOS and EOS) or None, got {self.max_length!r}",
+                              "max_length")
+        if self.pad_to_max_length and self.max_length is None:
+            raise ConfigError("{0} needs a max_length", "pad_to_max_length")
+        if isinstance(self.pad_multiple, bool) or self.pad_multiple < 1:
+            raise ConfigError(f"{{0}} must be >= 1, got {self.pad_multiple!r}", "pad_multiple")
+        fields = tuple(self.json_fields) if not isinstance(self.json_fields, str) else (self.json_fields,)
+        if not all(isinstance(name, str) and name for name in fields) or len(set(fields)) != len(fields):
+            raise ConfigError(f"{{0}} must be distinct field names, got {self.json_fields!r}", "json_fields")
+        object.__setattr__(self, "json_fields", fields)
+        tokenizer = self.tokenizer
+        if tokenizer is not None and not isinstance(tokenizer, (str, Path)) and not hasattr(tokenizer, "encode_batch"):
+            raise ConfigError(f"{{0}} must be a tokenizers JSON file or a tokenizers.Tokenizer, got "
+                              f"{type(tokenizer).__name__}", "tokenizer")

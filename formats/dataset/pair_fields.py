@@ -1,0 +1,56 @@
+"""The declared fields of an image-text pair folder: the image, its caption, its metadata, its token ids.
+
+A pair folder is an image folder (``kind="images"``: the same shards, sample table and readers) whose
+samples have no class: the manifest declares ``caption`` (a UTF-8 string column of the sample table)
+instead of ``label``, the ``json`` member (img2dataset's metadata, or the converter's; where it lies in
+``json_offset``/``json_size``, -1 where a sample has none) and, when a tokenizer was given at pack time,
+``input_ids`` (a list column of each caption's ids, BOS and EOS included: their lengths are the lists').
+The table's own ``label`` column holds ``NO_LABEL`` for every row.
+"""
+
+from __future__ import annotations
+
+from dataio.formats.dataset.sample_fields import FieldSpec
+
+NO_LABEL = -1  # the label column of a folder without classes
+CAPTION = FieldSpec(name="caption", kind="text", dtype="utf-8")
+META = FieldSpec(name="json", kind="json", dtype="json", stored="member")
+TOKENS = "input_ids"
+# The longest caption packed, in UTF-8 bytes: dense captions of recaptioned data sets are 1-4 KB; a page of
+# scraped text pasted into an alt attribute is not a caption (and held in the table it costs every reader).
+MAX_CAPTION_BYTES = 16 << 10
+MAX_META_BYTES = 1 << 20  # a .json member larger than this is not img2dataset's metadata: not read
+
+
+def pair_fields(image_dtype: str = "jpeg", token_dtype: str | None = None) -> tuple[FieldSpec, ...]:
+    """The fields of a pair folder: its images' encoding, and the dtype of its stored token ids (None: none)."""
+    fields = (FieldSpec(name="image", kind="image", dtype=image_dtype, stored="member"), CAPTION, META)
+    if token_dtype is not None:
+        fields += (FieldSpec(name=TOKENS, kind="tokens", dtype=token_dtype),)
+    return fields
+
+
+def holds_pairs(fields: tuple[FieldSpec, ...]) -> bool:
+    """Whether the samples are image-text pairs (a ``caption`` text field)."""
+    return any(f.name == CAPTION.name and f.kind == "text" for f in fields)
+
+
+def caption_problem(data: bytes | str, limit: int = MAX_CAPTION_BYTES) -> str | None:
+    """Why the bytes of a ``.txt`` member or sidecar file (or a Parquet row's string) are not a caption to pack,
+    or None."""
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogatepass")
+    if len(data) > limit:
+        return caption_too_long(len(data), limit)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return f"caption is not UTF-8 (byte 0x{data[e.start]:02x} at {e.start})"
+    if not text.strip():
+        return "empty caption"
+    return None
+
+
+def caption_too_long(size: int, limit: int = MAX_CAPTION_BYTES) -> str:
+    """The reason a caption of ``size`` bytes is not packed (said before reading it)."""
+    return f"caption of {size:,} bytes is longer than the {limit:,} packed (--max-caption-bytes)"

@@ -1,0 +1,137 @@
+"""The sources of ``dataio convert images --captions``: a folder of images with sidecar captions, or Hub Parquet
+files with an image column and a caption column.
+
+- **A caption folder** (a fine-tuning set: ``NAME.jpg`` beside ``NAME.txt``, in any subfolders) is walked as
+  a class folder is (``image_tree``'s walk: symlink loops, FIFOs, unreadable folders and files, names
+  that are not UTF-8, hidden files, the same rejections), from the top: every image is a sample. Its
+  caption is the file of the same name with the extension ``.txt``, read by the worker that prepares the
+  image (``read_caption``); an image without one is rejected, and so is a ``.txt`` without an image
+  (listed: a caption nobody reads is a sign the folder is not what it seems).
+- **Hub Parquet** (``datasets``' ``Image`` struct or plain bytes, and a string column): only the caption
+  column is read to list the rows (``parquet_images``' projection); image bytes and captions are then
+  streamed in row order, the caption handed to the worker with the bytes.
+
+A caption is checked where its image is prepared (``pair_fields.caption_problem``: UTF-8, not empty, at
+most ``limit`` bytes, never read past it), so a rejected pair is one line in ``rejected.jsonl`` naming the
+file or ``FILE#ROW``, as a rejected image is.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dataio.formats.bounded_read import FileTooLarge, read_at_most
+from dataio.formats.dataset.pair_fields import MAX_CAPTION_BYTES, NO_LABEL, caption_problem, caption_too_long
+from dataio.formats.errors import UsageError
+from dataio.formats.images.image_tree import ImageTree, _Walk, errno_text, escape_path, source_path, unescape_path
+from dataio.formats.images.parquet_images import ParquetImages, _common_root, _name, check_image_column
+
+CAPTION_SUFFIX = b".txt"
+
+
+@dataclass(frozen=True)
+class CaptionInput:
+    """Where a pair's caption comes from: a folder image's sidecar (its escaped path under ``src``) or a Parquet
+    row's value; ``limit``: the most bytes packed."""
+
+    sidecar: str | None = None
+    value: Any = None
+    limit: int = MAX_CAPTION_BYTES
+
+
+def sidecar_of(relative: str) -> str:
+    """``a/NAME.jpg`` -> ``a/NAME.txt`` (escaped paths, as ``image_tree`` stores them)."""
+    raw = unescape_path(relative)
+    return escape_path(os.path.splitext(raw)[0] + CAPTION_SUFFIX)
+
+
+def read_caption(src: str | None, caption: CaptionInput) -> str | tuple[str]:
+    """The caption text, or ``(reason,)`` when the pair is not to be packed."""
+    if caption.sidecar is None:
+        value = caption.value
+        if value is None:
+            return ("no caption in the row",)
+        if not isinstance(value, (str, bytes)):
+            return (f"caption is a {type(value).__name__}, not text",)
+        data = value
+    else:
+        assert src is not None
+        try:
+            data = read_at_most(source_path(src, caption.sidecar), caption.limit)
+        except FileTooLarge:
+            size = os.stat(source_path(src, caption.sidecar)).st_size
+            return (caption_too_long(size, caption.limit),)
+        except FileNotFoundError:
+            return (f"no caption file {caption.sidecar.rsplit('/', 1)[-1]} beside it",)
+        except OSError as e:
+            return (f"cannot read its caption {caption.sidecar}: {errno_text(e)}",)
+    problem = caption_problem(data, caption.limit)
+    if problem:
+        return (problem,)
+    return data if isinstance(data, str) else data.decode("utf-8")
+
+
+class _CaptionWalk(_Walk):
+    """The class walk, from the top, noting the ``.txt`` files it passes (every other file as before)."""
+
+    def __init__(self, src: bytes) -> None:
+        super().__init__(src)
+        self.captions: set[bytes] = set()
+
+    def _not_packed(self, entry: os.DirEntry, path: bytes) -> None:
+        if entry.name.lower().endswith(CAPTION_SUFFIX):
+            self.captions.add(path)
+        else:
+            super()._not_packed(entry, path)
+
+
+def walk_caption_folder(src: str | Path) -> ImageTree:
+    """The images of a caption folder (label ``NO_LABEL``), and what was rejected: the walk's, and every
+    caption file without an image."""
+    root = os.fsencode(src)
+    try:
+        info = os.stat(root)
+    except OSError:
+        raise UsageError(f"source folder {src} does not exist or is not a folder") from None
+    if not os.path.isdir(root):
+        raise UsageError(f"source folder {src} does not exist or is not a folder")
+    walk = _CaptionWalk(root)
+    walk.walk_class(b"", NO_LABEL, (info.st_dev, info.st_ino))
+    images = {os.path.splitext(unescape_path(path))[0] for path, _ in walk.files}
+    for caption in sorted(walk.captions):
+        if os.path.splitext(caption)[0] not in images:
+            walk.reject(caption, "caption without an image (no NAME.jpg, .jpeg, .png or .webp beside it): not packed")
+    if not walk.files and not walk.rejected:
+        raise UsageError(f"source folder {src} holds no images (a caption folder holds NAME.jpg beside NAME.txt)")
+    return ImageTree([], walk.files, sorted(walk.rejected))
+
+
+def scan_parquet_pairs(files: list[Path], *, image_column: str, caption_column: str) -> ParquetImages:
+    """List a Parquet pair source: its rows (only the caption column's row counts are read), no classes."""
+    src = _common_root(files)
+    rows: list[tuple[str, int]] = []
+    for file in files:
+        try:
+            reader = pq.ParquetFile(file)
+            schema = reader.schema_arrow
+        except (pa.ArrowException, OSError):  # a damaged footer: the file is one rejected row, the rest go on
+            rows.append((_name(src, file), NO_LABEL))
+            continue
+        for column in (image_column, caption_column):
+            if column not in schema.names:
+                raise UsageError(f"{file}: no column {column!r} (columns: {', '.join(schema.names)}); name the "
+                                 "image and caption columns (--image-column, --caption-column)")
+        check_image_column(file, schema, image_column)
+        kind = schema.field(caption_column).type
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind)
+                or pa.types.is_large_binary(kind)):
+            raise UsageError(f"{file}: column {caption_column!r} is {kind}, not captions (strings)")
+        name = _name(src, file)
+        rows += [(f"{name}#{row}", NO_LABEL) for row in range(reader.metadata.num_rows)]
+    return ParquetImages(src, tuple(files), image_column, caption_column, (), tuple(rows))

@@ -1,0 +1,51 @@
+"""The token ids of a pair folder's captions, stored beside them at pack time (``--tokenizer`` or trained).
+
+As ``dataio convert text`` does for documents: a ``tokenizers`` JSON file is loaded (or a byte-level BPE
+trained on the captions packed, deterministic for the same captions), saved as ``OUT/tokenizer.json``,
+and each caption encoded (``encode_documents``: batch-encoded in bounded pieces) and framed with BOS and
+EOS. The ids go into the sample table as one list column (``input_ids``, the smallest unsigned type that
+holds the vocabulary, so the text path's C collate pads them straight from the memory map); their lengths
+are the lists' own. The manifest records the tokenizer (its file, sha256, vocabulary and special ids), as
+a text folder's does. Tokenising is redone from the captions at the end of every run, so a resumed
+conversion writes the same bytes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from dataio.formats.dataset.text_shards import token_dtype
+from dataio.formats.text.text_convert import encode_documents
+from dataio.formats.text.tokenizer_setup import TokenizerConfig, load_tokenizer, save_tokenizer, train_bpe
+
+
+def checked_tokenizer(config: TokenizerConfig | None) -> None:
+    """Load a given tokenizer once before anything is written: a bad file is one line naming it."""
+    if config is not None and config.path is not None:
+        load_tokenizer(config.path)
+
+
+def caption_ids(captions: list[str], config: TokenizerConfig, out: Path) -> tuple[pa.Array, dict[str, Any]]:
+    """``(the input_ids list column, the manifest's tokenizer record)``; ``OUT/tokenizer.json`` written."""
+    tokenizer = load_tokenizer(config.path) if config.path is not None else train_bpe(captions, config)
+    info = save_tokenizer(tokenizer, out, config)
+    dtype = token_dtype(info.vocab_size)
+    head = np.array([] if info.bos_id is None else [info.bos_id], dtype=np.int64)
+    tail = np.array([] if info.eos_id is None else [info.eos_id], dtype=np.int64)
+    ids = encode_documents(tokenizer, captions)
+    lengths = np.array([len(row) + len(head) + len(tail) for row in ids], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)  # 64-bit: past 2**31 ids in all
+    values = np.concatenate([np.concatenate([head, row, tail]) for row in ids]) if ids else np.zeros(0, np.int64)
+    column = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), pa.array(values.astype(dtype)))
+    record = {"file": info.file, "sha256": info.sha256, "vocab_size": info.vocab_size, "bos_id": info.bos_id,
+              "eos_id": info.eos_id, "pad_id": info.pad_id}
+    return column, record
+
+
+def token_dtype_name(record: dict[str, Any]) -> str:
+    """The declared dtype of the stored ids (``uint16`` ...), from the tokenizer record."""
+    return token_dtype(int(record["vocab_size"])).name
