@@ -23,6 +23,7 @@ import torch
 from torch.utils.data import DistributedSampler, RandomSampler, SequentialSampler
 
 from dataio.formats.errors import ConfigError
+from dataio.loader.rebuilt_on_unpickle import record_arguments
 from dataio.pipeline.device_check import parsed_device
 
 # DataLoader's keywords besides ``dataset`` (torch 2.x), in its order

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import warnings
 from pathlib import Path
 
@@ -20,6 +21,8 @@ import torch
 import dataio
 
 warnings.filterwarnings("ignore")
+for name in ("lightning.pytorch", "lightning.fabric"):  # its banners (run again in each spawned process): the test
+    logging.getLogger(name).setLevel(logging.ERROR)      # asserts that nothing else reaches stderr
 
 
 class EarlyData(pl.LightningDataModule):
