@@ -13,6 +13,7 @@ import torch
 
 import dataio
 from dataio.errors import LoaderClosed, NotPicklable
+from dataio.images.detection_config import DetectionConfig
 from dataio.loader.sample_loader import SampleLoader
 from tests.pipeline.array_source import ArraySource
 
@@ -38,7 +39,7 @@ class HoldsItsLoader:
 
 
 def _image(shards, **options) -> dataio.ImageLoader:
-    return dataio.ImageLoader(shards, batch_size=4, image_size=16, num_workers=1, seed=3, **options)
+    return dataio.ImageLoader(shards, **{"batch_size": 4, "image_size": 16, "num_workers": 1, "seed": 3, **options})
 
 
 def _text(shards, **options) -> dataio.TextLoader:
@@ -46,7 +47,7 @@ def _text(shards, **options) -> dataio.TextLoader:
 
 
 def _same(a, b) -> None:
-    """Two batches, equal field by field (tuples of tensors for images, dicts for text and SampleLoader)."""
+    """Two batches, equal field by field (tuples of tensors for images; dicts for pairs, boxes, text, SampleLoader)."""
     if isinstance(a, dict):
         assert a.keys() == b.keys()
         a, b = list(a.values()), [b[k] for k in a]
@@ -67,8 +68,10 @@ def test_a_fresh_loader_pickles_and_its_copy_reads_the_same_epoch(coloured_shard
             assert rebuilt.epoch == loader.epoch == 1
 
 
-def test_a_loader_pickled_mid_epoch_continues_at_its_position(coloured_shards, text_shards):
-    for loader in _loaders(coloured_shards, text_shards):
+def test_a_loader_pickled_mid_epoch_continues_at_its_position(coloured_shards, text_shards, pair_tars, coco_shards):
+    kinds = [_image(pair_tars, image_size=32),  # image-text pairs and boxes: the sources sample_kinds.py picks
+             _image(coco_shards, batch_size=2, image_size=64, targets=DetectionConfig(masks=True))]
+    for loader in _loaders(coloured_shards, text_shards) + kinds:  # each kind of image sample, text, SampleLoader
         with loader:
             loader.set_epoch(1)
             iterator = iter(loader)
@@ -80,12 +83,12 @@ def test_a_loader_pickled_mid_epoch_continues_at_its_position(coloured_shards, t
                 assert rest, type(loader).__name__
                 for a, b in zip(rest, rebuilt, strict=True):  # the same batches, to the epoch's end
                     _same(a, b)
-        with _text(text_shards) as ended:  # pickled after a whole epoch: the copy reads the next one
-            list(ended)
-            with pickle.loads(pickle.dumps(ended)) as rebuilt:
-                assert rebuilt.epoch == 1
-                for a, b in zip(ended, rebuilt, strict=True):
-                    _same(a, b)
+    with _text(text_shards) as ended:  # pickled after a whole epoch: the copy reads the next one
+        list(ended)
+        with pickle.loads(pickle.dumps(ended)) as rebuilt:
+            assert rebuilt.epoch == 1
+            for a, b in zip(ended, rebuilt, strict=True):
+                _same(a, b)
 
 
 def test_a_hook_bound_to_what_holds_the_loader_pickles_with_it(text_shards):
