@@ -30,12 +30,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from dataio.formats.bounded_read import FileTooLarge, read_at_most
 from dataio.formats.errors import DataioError
 from dataio.formats.images.image_tree import errno_text
 
 EDGE_SLACK = 1.0  # pixels a box may pass the image's edge by (then clipped); COCO's pass it by rounding
 MAX_POLYGON_VALUES = 1 << 20  # coordinates in one annotation's polygons: more is not an outline
+# pycocotools rasterises a polygon by walking its outline at 5 steps a pixel, 16 bytes a step, unchecked (a point
+# at 4e8 made it segfault, measured with 2.0.11): the outline (L-infinity length, pixels) is bounded first, and
+# every point must lie within one image size of the image (the int cast of a far point overflows).
+MAX_OUTLINE = 1_000_000  # ~50 MB and 0.3 s in pycocotools; COCO's longest outlines are a few thousand pixels
 MAX_ANNOTATIONS_BYTES = 2 << 30  # the JSON read at most (COCO's train2017 instances: 448 MB; LVIS train: 1.1 GB)
 
 
@@ -222,6 +228,20 @@ def _annotation(entry: dict, ann_id: int, labels: dict[int, int], image: CocoIma
                       _segmentation(entry.get("segmentation"), image))
 
 
+def _check_outlines(polygons: list[list], image: CocoImage) -> None:
+    """ValueError unless every point lies within one image size of the image and the outlines' total length
+    is at most ``MAX_OUTLINE`` pixels (what rasterising them costs: see ``MAX_OUTLINE``)."""
+    size = np.array([image.width, image.height], np.float64)
+    outline = 0.0
+    for k, polygon in enumerate(polygons):
+        points = np.asarray(polygon, np.float64).reshape(-1, 2)
+        if ((points < -size) | (points > 2 * size)).any():
+            raise ValueError(f"polygon {k} has a point far outside the {image.width}x{image.height} image")
+        outline += float(np.abs(np.diff(points, axis=0, append=points[:1])).max(axis=1).sum())
+    if outline > MAX_OUTLINE:
+        raise ValueError(f"its polygons' outline is {outline:,.0f} pixels long (more than {MAX_OUTLINE:,})")
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -241,6 +261,7 @@ def _segmentation(segmentation: Any, image: CocoImage) -> Any:
             total += len(polygon)
         if total > MAX_POLYGON_VALUES:
             raise ValueError(f"its polygons hold {total:,} coordinates (more than {MAX_POLYGON_VALUES:,})")
+        _check_outlines(segmentation, image)
         return [[float(v) for v in polygon] for polygon in segmentation]
     if isinstance(segmentation, dict):
         size, counts = segmentation.get("size"), segmentation.get("counts")

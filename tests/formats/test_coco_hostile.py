@@ -1,0 +1,54 @@
+"""``dataio convert coco`` against hostile annotation files: what pycocotools would crash on or be swamped by is
+rejected per annotation, with its reason, before it gets there."""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[2]
+pytest.importorskip("pycocotools.mask")
+
+
+def _small_address_space() -> None:
+    """2 GiB of address space: a converter that asks pycocotools for gigabytes fails fast instead of swapping."""
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+
+def convert(tmp_path: Path, annotations: list[dict], *, width: int = 64, height: int = 48,
+            images: list[dict] | None = None) -> subprocess.CompletedProcess:
+    """One grey photo and ``annotations`` on it, converted by the CLI in a bounded process."""
+    folder = tmp_path / "images"
+    folder.mkdir(exist_ok=True)
+    Image.new("RGB", (width, height), (90, 90, 90)).save(folder / "a.jpg")
+    document = {"images": images or [{"id": 1, "file_name": "a.jpg", "width": width, "height": height}],
+                "annotations": annotations, "categories": [{"id": 1, "name": "thing"}]}
+    (tmp_path / "instances.json").write_text(json.dumps(document))
+    return subprocess.run([sys.executable, "-m", "dataio", "convert", "coco", str(folder),
+                           str(tmp_path / "instances.json"), str(tmp_path / "out"), "--workers", "1", "--no-progress"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120, preexec_fn=_small_address_space)
+
+
+def annotation(ann_id: int, segmentation: list[list[float]]) -> dict:
+    return {"id": ann_id, "image_id": 1, "category_id": 1, "bbox": [1, 1, 10, 10], "iscrowd": 0,
+            "segmentation": segmentation}
+
+
+def test_polygons_that_would_swamp_the_rasteriser_are_rejected_with_their_reason(tmp_path) -> None:
+    zigzag = [float(v) for i in range(200_000) for v in ((0, i % 48) if i % 2 else (63, i % 48))]
+    done = convert(tmp_path, [annotation(1, [[0, 0, 4e8, 0, 0, 4e8]]), annotation(2, [zigzag]),
+                              annotation(3, [[-1e12, -1e12, -1e12 + 5, -1e12, -1e12, -1e12 + 5]]),
+                              annotation(4, [[1, 1, 20, 1, 20, 20, 1, 20]])])
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 3, done.stderr
+    assert "annotation 1: polygon 0 has a point far outside the 64x48 image" in done.stderr
+    assert "annotation 2: its polygons' outline is 12,600,000 pixels long (more than 1,000,000)" in done.stderr
+    assert "annotation 3: polygon 0 has a point far outside" in done.stderr
+    assert "packed 1 images with 1 boxes (1 masks)" in done.stdout  # the good one kept
