@@ -15,7 +15,8 @@ one line; what is wrong with one entry rejects that entry alone, with its reason
   width or height, or past the image's edge by more than ``EDGE_SLACK`` pixels
   (COCO's own boxes pass it by rounding), an ``iscrowd`` other than 0 or 1, a
   polygon of fewer than 3 points or of odd length, an RLE whose ``size`` is not
-  the image's or whose counts do not cover it.
+  the image's or whose counts do not cover it;
+- an image with more than ``coco_fields.MAX_OBJECTS`` good annotations (the readers refuse such a sample).
 
 Categories are numbered in the order of their ids (their ``label``: 0..K-1), as
 detectron2 maps COCO's 80 ids (1..90, with gaps); their names become the
@@ -33,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from dataio.formats.bounded_read import FileTooLarge, read_at_most
+from dataio.formats.coco.coco_fields import MAX_OBJECTS
 from dataio.formats.errors import DataioError
 from dataio.formats.images.image_tree import errno_text
 
@@ -112,6 +114,11 @@ def read_coco_json(path: Path, max_bytes: int = MAX_ANNOTATIONS_BYTES) -> CocoIn
     images = _images(document["images"], path.name, index)
     grouped = _annotations(annotations, path.name, {cid: label for label, (cid, _, _) in enumerate(categories)},
                            images, index)
+    for image_id, found in grouped.items():
+        if len(found) > MAX_OBJECTS:  # the readers would refuse the sample: refused here, with the count
+            index.rejected.append((f"{path.name}#image {image_id}", f"{len(found):,} good annotations, more than "
+                                   f"the {MAX_OBJECTS:,} a sample may hold"))
+            del images[image_id]
     index.images = [CocoImage(image.id, image.file_name, image.width, image.height, tuple(grouped[image.id]))
                     for image in images.values()]
     return index

@@ -52,3 +52,17 @@ def test_polygons_that_would_swamp_the_rasteriser_are_rejected_with_their_reason
     assert "annotation 2: its polygons' outline is 12,600,000 pixels long (more than 1,000,000)" in done.stderr
     assert "annotation 3: polygon 0 has a point far outside" in done.stderr
     assert "packed 1 images with 1 boxes (1 masks)" in done.stdout  # the good one kept
+
+
+def test_an_image_with_more_annotations_than_a_sample_may_hold_is_rejected_whole(tmp_path) -> None:
+    images = [{"id": 1, "file_name": "a.jpg", "width": 64, "height": 48},
+              {"id": 2, "file_name": "b.jpg", "width": 64, "height": 48}]
+    (tmp_path / "images").mkdir()
+    Image.new("RGB", (64, 48)).save(tmp_path / "images" / "b.jpg")
+    crowd = [{"id": 10 + i, "image_id": 1, "category_id": 1, "bbox": [1, 1, 5, 5]} for i in range(10_001)]
+    done = convert(tmp_path, crowd + [{"id": 5, "image_id": 2, "category_id": 1, "bbox": [1, 1, 5, 5]}],
+                   images=images)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == ["rejected instances.json#image 1: 10,001 good annotations, more than the "
+                                        "10,000 a sample may hold"]
+    assert "packed 1 images with 1 boxes" in done.stdout
