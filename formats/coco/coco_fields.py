@@ -120,6 +120,10 @@ def read_target_arrays(table: pa.Table, with_masks: bool) -> TargetArrays:
     values, offsets, masks = {}, {}, None
     for name in names[1:]:
         array = _one_chunk(table.column(name))
+        try:  # the IPC reader checks buffer sizes, not offsets: a tampered one would crash pyarrow (bad_alloc)
+            array.validate(full=True)  # or index past the values; O(rows + objects), ~10 ms a million rows
+        except pa.ArrowInvalid as e:
+            raise ValueError(f"sample table column {name!r} is damaged ({e})") from None
         if array.null_count or array.values.null_count:
             raise ValueError(f"sample table column {name!r} has empty (null) values")
         bounds = array.offsets.to_numpy().astype(np.int64)  # a sliced array's own offsets, into all its values

@@ -4,15 +4,23 @@ rasterised into unbounded memory; masks are decoded a few at a time."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import tracemalloc
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from dataio import ImageLoader, ShardDataset
+from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.dataset.sample_table import read_sample_table
 from dataio.formats.errors import SampleError
 from dataio.images.detection_config import DetectionConfig
 from tests.images.test_detection_loader import rewrite_column
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def crowded(coco_shards: Path, folder: Path, objects: int, sample: int = 1) -> Path:
@@ -49,3 +57,37 @@ def test_many_masks_are_decoded_a_few_at_a_time(coco_shards, tmp_path) -> None:
     assert sample["masks"].shape == (3_000, 16, 16)
     # 3,000 masks at 16x16: 0.8 MB; all of them at the photo's 640x480 (or 480x640) first: 920 MB
     assert peak < 100 << 20, f"{peak / 2**20:.0f} MB"
+
+
+def damaged_mask_offsets(coco_shards: Path, folder: Path) -> Path:
+    """A copy of ``coco_shards`` whose masks column has an RLE offset 1e12 past its bytes (the Arrow file
+    itself stays readable: the IPC reader checks buffer sizes, not offsets)."""
+    shutil.copytree(coco_shards, folder)
+    table = read_sample_table(folder / "samples.arrow", declared=read_manifest(folder)[1].table_columns()).table
+    masks = table.column("masks").combine_chunks()
+    offsets = np.frombuffer(masks.values.buffers()[1], np.int64)[:len(masks.values) + 1].copy()
+    offsets[2] = 10**12
+    rles = pa.Array.from_buffers(pa.large_binary(), len(masks.values),
+                                 [None, pa.py_buffer(offsets.tobytes()), masks.values.buffers()[2]])
+    columns = {n: table.column(n).combine_chunks() for n in table.schema.names}
+    columns["masks"] = pa.ListArray.from_arrays(masks.offsets, rles)
+    schema = pa.schema([pa.field(n, a.type) for n, a in columns.items()])
+    with pa.ipc.new_file(folder / "samples.arrow", schema) as writer:
+        writer.write_table(pa.Table.from_arrays(list(columns.values()), schema=schema))
+    return folder
+
+
+def test_a_target_column_with_offsets_past_its_values_is_named_not_a_crash(coco_shards, tmp_path) -> None:
+    folder = damaged_mask_offsets(coco_shards, tmp_path / "shards")
+    reason = "sample table column 'masks' is damaged (List child array invalid"
+    done = subprocess.run([sys.executable, "-m", "dataio", "verify", str(folder), "--deep"], capture_output=True,
+                          text=True, cwd=ROOT)
+    assert done.returncode == 1 and reason in done.stdout + done.stderr, (done.returncode, done.stderr[-500:])
+    opened = subprocess.run([sys.executable, "-c", "import sys\nfrom dataio import ImageLoader\n"
+                             "from dataio.images.detection_config import DetectionConfig\n"
+                             "try:\n    loader = ImageLoader(sys.argv[1], batch_size=4, image_size=32, train=False, "
+                             "targets=DetectionConfig(masks=True))\n    list(loader)\n"
+                             "except ValueError as e:\n    print(e)\n    sys.exit(1)", str(folder)],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert opened.returncode == 1 and reason in opened.stdout and str(folder) in opened.stdout, \
+        (opened.returncode, opened.stderr[-500:])
