@@ -28,6 +28,8 @@ import numpy as np
 
 from dataio.formats.errors import ConfigError
 
+MAX_ATTEMPTS = 1000  # windows drawn per sample at once (DALI's default is unlimited; SSD's reference tries 50)
+
 
 @dataclass(frozen=True, kw_only=True)
 class BBoxCropConfig:
@@ -43,6 +45,7 @@ class BBoxCropConfig:
     all_boxes_above_threshold: bool = True
 
     def __post_init__(self) -> None:
+        self._check_types()
         if not self.thresholds or any(not 0 <= t <= 1 for t in self.thresholds):
             raise ConfigError("{0} must be one or more values in [0, 1], got " + repr(self.thresholds), "thresholds")
         if self.threshold_type not in ("iou", "overlap"):
@@ -57,6 +60,27 @@ class BBoxCropConfig:
             raise ConfigError(f"{{0}} must be >= 1, got {self.num_attempts}", "num_attempts")
         if self.total_num_attempts < 1:
             raise ConfigError(f"{{0}} must be >= 1, got {self.total_num_attempts}", "total_num_attempts")
+
+    def _check_types(self) -> None:
+        """Each setting of its type (a bool is no number here), before the ranges are compared: a string or a
+        float count failed deep in numpy, and ``total_num_attempts`` sizes the (N, A, 4) windows drawn at once."""
+        if not (isinstance(self.thresholds, tuple) and all(_real(t) for t in self.thresholds)):
+            raise ConfigError(f"{{0}} must be a tuple of numbers, got {self.thresholds!r:.60}", "thresholds")
+        for name in ("scaling", "aspect_ratio"):
+            pair = getattr(self, name)
+            if not (isinstance(pair, tuple) and len(pair) == 2 and all(_real(v) and math.isfinite(v) for v in pair)):
+                raise ConfigError(f"{{0}} must be a (min, max) tuple of finite numbers, got {pair!r:.60}", name)
+        for name in ("allow_no_crop", "all_boxes_above_threshold"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{{0}} must be True or False, got {getattr(self, name)!r:.20}", name)
+        for name in ("num_attempts", "total_num_attempts"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ATTEMPTS:
+                raise ConfigError(f"{{0}} must be an int in 1..{MAX_ATTEMPTS}, got {value!r:.20}", name)
+
+
+def _real(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def bbox_crop_boxes(widths: np.ndarray, heights: np.ndarray, boxes: np.ndarray, counts: np.ndarray,

@@ -16,7 +16,8 @@ import pytest
 from dataio import ImageLoader, ShardDataset
 from dataio.formats.dataset.manifest import read_manifest
 from dataio.formats.dataset.sample_table import read_sample_table
-from dataio.formats.errors import SampleError
+from dataio.augment.bbox_crop import BBoxCropConfig
+from dataio.formats.errors import ConfigError, SampleError
 from dataio.images.detection_config import DetectionConfig
 from tests.images.test_detection_loader import rewrite_column
 
@@ -91,3 +92,18 @@ def test_a_target_column_with_offsets_past_its_values_is_named_not_a_crash(coco_
                             capture_output=True, text=True, cwd=ROOT)
     assert opened.returncode == 1 and reason in opened.stdout and str(folder) in opened.stdout, \
         (opened.returncode, opened.stderr[-500:])
+
+
+@pytest.mark.parametrize("make, settings, parameter", [
+    (DetectionConfig, {"masks": "no"}, "masks"), (DetectionConfig, {"crowd": None}, "crowd"),
+    (DetectionConfig, {"min_visible": True}, "min_visible"), (DetectionConfig, {"min_side": False}, "min_side"),
+    (BBoxCropConfig, {"thresholds": 0.5}, "thresholds"), (BBoxCropConfig, {"thresholds": ("0.5",)}, "thresholds"),
+    (BBoxCropConfig, {"scaling": (0.3,)}, "scaling"), (BBoxCropConfig, {"aspect_ratio": (0.5, float("inf"))},
+                                                        "aspect_ratio"),
+    (BBoxCropConfig, {"num_attempts": "5"}, "num_attempts"), (BBoxCropConfig, {"num_attempts": 2.5}, "num_attempts"),
+    (BBoxCropConfig, {"total_num_attempts": 10**9}, "total_num_attempts"),
+    (BBoxCropConfig, {"allow_no_crop": "no"}, "allow_no_crop")])
+def test_target_settings_of_the_wrong_type_are_refused_naming_them(make, settings, parameter) -> None:
+    with pytest.raises(ConfigError) as caught:
+        make(**settings)
+    assert caught.value.parameters == (parameter,) and parameter in str(caught.value)
