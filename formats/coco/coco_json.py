@@ -157,6 +157,9 @@ def _images(raw: list, name: str, index: CocoIndex) -> dict[int, CocoImage]:
         if not isinstance(entry, dict) or not _integer(entry.get("id")):
             index.rejected.append((at, "not an object with an integer id"))
             continue
+        if not -(1 << 63) <= entry["id"] < 1 << 63:  # stored in the table's int64 image_id column
+            index.rejected.append((at, f"its id {str(entry['id'])[:40]} does not fit in 64 bits"))
+            continue
         image_id, file_name = entry["id"], entry.get("file_name")
         at = f"{name}#image {image_id}"
         width, height = entry.get("width"), entry.get("height")

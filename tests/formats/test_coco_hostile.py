@@ -66,3 +66,15 @@ def test_an_image_with_more_annotations_than_a_sample_may_hold_is_rejected_whole
     assert done.stderr.splitlines() == ["rejected instances.json#image 1: 10,001 good annotations, more than the "
                                         "10,000 a sample may hold"]
     assert "packed 1 images with 1 boxes" in done.stdout
+
+
+def test_an_image_id_past_64_bits_is_rejected_not_a_traceback_at_the_end(tmp_path) -> None:
+    (tmp_path / "images").mkdir()
+    Image.new("RGB", (64, 48)).save(tmp_path / "images" / "b.jpg")
+    images = [{"id": 1 << 63, "file_name": "a.jpg", "width": 64, "height": 48},
+              {"id": 2, "file_name": "b.jpg", "width": 64, "height": 48}]
+    done = convert(tmp_path, [{"id": 5, "image_id": 2, "category_id": 1, "bbox": [1, 1, 5, 5]}], images=images)
+    assert done.returncode == 0, done.stderr[-1000:]
+    assert done.stderr.splitlines() == ["rejected instances.json#images[0]: its id 9223372036854775808 does not fit "
+                                        "in 64 bits"]
+    assert "packed 1 images with 1 boxes" in done.stdout and (tmp_path / "out" / "manifest.json").is_file()
