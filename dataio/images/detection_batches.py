@@ -147,4 +147,5 @@ def detection_source_and_transfer(shards: ImageShards, config: ImageLoaderConfig
     ``config.targets`` is given or the folder declares boxes (then MixUp/CutMix is refused: it has no rule for
     boxes); else the image source and ``DeviceTransfer``."""
     refuse_with_box_targets(config.mix)
-    return DetectionBatchSource(shards, config, times, dali=dali, threads=threads), DetectionTransfer(config, times)
+    return (DetectionBatchSource(shards, config, times, dali=dali, threads=threads),
+            DetectionTransfer(config, times, shards.sample_error))

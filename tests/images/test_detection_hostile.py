@@ -107,3 +107,12 @@ def test_target_settings_of_the_wrong_type_are_refused_naming_them(make, setting
     with pytest.raises(ConfigError) as caught:
         make(**settings)
     assert caught.value.parameters == (parameter,) and parameter in str(caught.value)
+
+
+def test_a_sample_past_max_boxes_is_named(coco_shards) -> None:
+    options = dict(batch_size=4, image_size=32, train=False, shuffle=False, targets=DetectionConfig(max_boxes=2))
+    with ImageLoader(coco_shards, **options) as loader, pytest.raises(SampleError) as raised:
+        list(loader)
+    assert raised.value.key == "000000000"  # the first sample of the first batch (every one holds 4 boxes)
+    assert "4 boxes after its crop and filters, more than max_boxes=2" in raised.value.reason
+    assert raised.value.shard.startswith("shard-")
