@@ -1,7 +1,7 @@
 """A COCO instances JSON (``images``, ``annotations``, ``categories``) read defensively, every entry checked.
 
-The file is input like any other: it is read at most ``max_bytes`` (plus one
-byte, ``bounded_read``), parsed by ``json.loads`` (nesting past Python's
+The file is input like any other: a regular file only, read at most ``max_bytes`` (plus
+one byte, ``bounded_read``), parsed by ``json.loads`` (nesting past Python's
 recursion limit is a one-line error, never a crash), and only the fields COCO
 defines are looked at, each for its type. What is wrong with the whole file (no
 ``images`` list, two categories with one id or name) stops the conversion in
@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from dataio.formats.bounded_read import FileTooLarge, read_at_most
+from dataio.formats.bounded_read import FileTooLarge
 from dataio.formats.coco.coco_fields import MAX_OBJECTS
 from dataio.formats.errors import DataioError
-from dataio.formats.images.image_tree import errno_text
+from dataio.formats.images.image_tree import NotRegularFile, errno_text, read_regular_file
 
 EDGE_SLACK = 1.0  # pixels a box may pass the image's edge by (then clipped); COCO's pass it by rounding
 MAX_POLYGON_VALUES = 1 << 20  # coordinates in one annotation's polygons: more is not an outline
@@ -88,10 +88,12 @@ class CocoIndex:
 def read_coco_json(path: Path, max_bytes: int = MAX_ANNOTATIONS_BYTES) -> CocoIndex:
     """The checked index of the COCO JSON at ``path``; DataioError naming the file for what stops it whole."""
     where = str(path)
-    try:
-        data = read_at_most(path, max_bytes)
+    try:  # a regular file only: a FIFO without a writer blocked the conversion for ever, /dev/zero read 2 GiB
+        data = read_regular_file(path, max_bytes)  # (and the conversion's fingerprint reads the file again)
     except FileTooLarge as e:
         raise DataioError(f"{where}: {e} (raise --max-annotations-size)") from None
+    except NotRegularFile as e:
+        raise DataioError(f"{where}: {e} (the annotations must be a file)") from None
     except OSError as e:
         raise DataioError(f"{where}: cannot read: {errno_text(e)}") from None
     try:

@@ -4,6 +4,7 @@ rejected per annotation, with its reason, before it gets there."""
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -78,3 +79,20 @@ def test_an_image_id_past_64_bits_is_rejected_not_a_traceback_at_the_end(tmp_pat
     assert done.stderr.splitlines() == ["rejected instances.json#images[0]: its id 9223372036854775808 does not fit "
                                         "in 64 bits"]
     assert "packed 1 images with 1 boxes" in done.stdout and (tmp_path / "out" / "manifest.json").is_file()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_annotations_that_are_not_a_file_are_refused_without_blocking(tmp_path, kind) -> None:
+    (tmp_path / "images").mkdir()
+    annotations = tmp_path / "instances.json"
+    if kind == "fifo":
+        os.mkfifo(annotations)  # no writer: opening it for reading blocked for ever
+    else:
+        annotations = Path("/dev/zero")  # endless: 2 GiB were read before the size limit refused it
+    done = subprocess.run([sys.executable, "-m", "dataio", "convert", "coco", str(tmp_path / "images"),
+                           str(annotations), str(tmp_path / "out"), "--no-progress"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    expected = "FIFO" if kind == "fifo" else "character device"
+    assert done.returncode == 1 and done.stderr == f"dataio convert: {annotations}: not a regular file: {expected} " \
+                                                   "(the annotations must be a file)\n", done.stderr
+    assert not (tmp_path / "out").exists()
