@@ -132,6 +132,8 @@ def read_target_arrays(table: pa.Table, with_masks: bool) -> TargetArrays:
             masks = array.values.slice(int(bounds[0]), int(bounds[-1] - bounds[0]))
         else:
             values[name] = array.values.to_numpy(zero_copy_only=False)[bounds[0]:bounds[-1]]
+    if table.column("image_id").null_count:  # to_numpy would make them NaN, then no integer
+        raise ValueError("sample table column 'image_id' has empty (null) values")
     return TargetArrays(image_id=table.column("image_id").to_numpy(), values=values, offsets=offsets, masks=masks)
 
 

@@ -116,3 +116,16 @@ def test_a_sample_past_max_boxes_is_named(coco_shards) -> None:
     assert raised.value.key == "000000000"  # the first sample of the first batch (every one holds 4 boxes)
     assert "4 boxes after its crop and filters, more than max_boxes=2" in raised.value.reason
     assert raised.value.shard.startswith("shard-")
+
+
+def test_an_empty_image_id_is_named_by_the_loader_and_verify(coco_shards, tmp_path) -> None:
+    folder = tmp_path / "shards"
+    shutil.copytree(coco_shards, folder)
+    rewrite_column(folder, "image_id", lambda values: values.__setitem__(1, None))
+    reason = "sample table column 'image_id' has empty (null) values"
+    with pytest.raises(ValueError, match=reason.replace("(", r"\(").replace(")", r"\)")):
+        with ImageLoader(folder, batch_size=4, image_size=32, train=False) as loader:
+            list(loader)
+    done = subprocess.run([sys.executable, "-m", "dataio", "verify", str(folder)], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert done.returncode == 1 and reason in done.stdout + done.stderr, done.stdout[-500:]
