@@ -26,7 +26,7 @@ from dataio.formats.errors import ConfigError
 from dataio.images.image_shards import ImageShards
 
 
-MASK_CHUNK = 32  # objects' masks decoded at full size at once
+MASK_CHUNK_BYTES = 16 << 20  # masks decoded at full size at once (54 at 640x480, 1 at the pixel limit); ~3x peak
 
 
 @dataclass(frozen=True)
@@ -132,11 +132,12 @@ class TargetColumns:
     def resampled_masks(self, parts: np.ndarray, rows: np.ndarray, sample: int, forward: np.ndarray,
                         size: int) -> np.ndarray:
         """(K, size, size) uint8 masks of objects (``parts``, ``rows``) of ``sample`` through its axis-aligned
-        ``forward`` map, decoded ``MASK_CHUNK`` at a time: a sample of thousands of objects never holds them all
+        ``forward`` map, ``MASK_CHUNK_BYTES`` decoded at a time: a sample of thousands of objects never holds them all
         at its full size (10,000 at 640x480: 3 GB). ValueError as ``mask``."""
         out = np.zeros((len(rows), size, size), np.uint8)
-        for first in range(0, len(rows), MASK_CHUNK):
+        chunk = max(1, MASK_CHUNK_BYTES // max(1, int(self.table.width[sample]) * int(self.table.height[sample])))
+        for first in range(0, len(rows), chunk):
             decoded = np.stack([self.mask(int(p), int(r), sample) for p, r in
-                                zip(parts[first:first + MASK_CHUNK], rows[first:first + MASK_CHUNK])])
+                                zip(parts[first:first + chunk], rows[first:first + chunk])])
             out[first:first + len(decoded)] = resample_masks(decoded, forward, size, size)
         return out

@@ -14,7 +14,8 @@ of the folder still have one label a sample.
 Arrow buffers where the types allow (no Python object per box), and
 ``target_faults`` names the rows that disagree with themselves or the
 manifest (counts that differ between columns, a box outside its image or
-not finite, a label outside the classes): the readers drop those rows with
+not finite, a label outside the classes, more than ``MAX_OBJECTS`` objects, a
+size past the decoders' ``MAX_PIXELS``: a mask is H x W bytes): the readers drop those rows with
 their reason, as ``table_faults``'s, and ``verify`` lists them.
 """
 
@@ -26,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from dataio.formats.dataset.sample_fields import IMAGE_FIELDS, FieldSpec
+from dataio.formats.limits import MAX_PIXELS
 
 BOX_COLUMNS = ("image_id", "boxes", "labels", "iscrowd")
 COLUMN_TYPES = {"image_id": pa.int64(), "boxes": pa.list_(pa.float32()), "labels": pa.list_(pa.int32()),
@@ -148,6 +150,10 @@ def target_faults(targets: TargetArrays, widths: np.ndarray, heights: np.ndarray
     for row in np.flatnonzero(values % 4).tolist():
         faults[row] = f"boxes hold {int(values[row])} values, not a multiple of 4"
     objects = values // 4
+    pixels = widths.astype(np.int64) * heights.astype(np.int64)
+    for row in np.flatnonzero((widths < 1) | (heights < 1) | (pixels > MAX_PIXELS)).tolist():  # masks: H x W each
+        faults[row] = f"its size {int(widths[row])}x{int(heights[row])} is not one the readers decode (at most " \
+                      f"{MAX_PIXELS:,} pixels)"
     for row in np.flatnonzero(objects > MAX_OBJECTS).tolist():
         faults.setdefault(row, f"{int(objects[row]):,} boxes, more than the {MAX_OBJECTS:,} a sample may hold")
     for name in ("labels", "iscrowd", "masks"):

@@ -129,3 +129,17 @@ def test_an_empty_image_id_is_named_by_the_loader_and_verify(coco_shards, tmp_pa
     done = subprocess.run([sys.executable, "-m", "dataio", "verify", str(folder)], capture_output=True, text=True,
                           cwd=ROOT)
     assert done.returncode == 1 and reason in done.stdout + done.stderr, done.stdout[-500:]
+
+
+def test_a_table_size_past_the_pixel_limit_is_named_not_allocated(coco_shards, tmp_path) -> None:
+    folder = tmp_path / "shards"
+    shutil.copytree(coco_shards, folder)
+    for name in ("width", "height"):  # 90,250,000 pixels: each empty mask was a 90 MB array of zeros
+        rewrite_column(folder, name, lambda values: values.__setitem__(1, 9500))
+    rewrite_column(folder, "masks", lambda values: values.__setitem__(1, [b""] * len(values[1])))
+    options = dict(batch_size=4, image_size=32, train=False, shuffle=False, targets=DetectionConfig(masks=True))
+    with ImageLoader(folder, **options) as loader, pytest.raises(SampleError) as raised:
+        list(loader)
+    assert "its size 9500x9500 is not one the readers decode (at most 89,478,485 pixels)" in raised.value.reason
+    with ImageLoader(folder, on_error="skip", **options) as loader:
+        assert sum(len(b["sample_ids"]) for b in loader) == 11 and len(loader.stats.errors) == 1
