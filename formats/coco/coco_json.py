@@ -37,6 +37,7 @@ from dataio.formats.bounded_read import FileTooLarge
 from dataio.formats.coco.coco_fields import MAX_OBJECTS
 from dataio.formats.errors import DataioError
 from dataio.formats.images.image_tree import NotRegularFile, errno_text, read_regular_file
+from dataio.formats.limits import MAX_CLASSES, MAX_CLASSES_FILE_BYTES
 
 EDGE_SLACK = 1.0  # pixels a box may pass the image's edge by (then clipped); COCO's pass it by rounding
 MAX_POLYGON_VALUES = 1 << 20  # coordinates in one annotation's polygons: more is not an outline
@@ -147,6 +148,12 @@ def _categories(raw: list, where: str) -> list[tuple[int, str, str]]:
         found[cid], names[name] = (name, supercategory if isinstance(supercategory, str) else ""), cid
     if not found:
         raise DataioError(f"{where}: lists no categories")
+    if len(found) > MAX_CLASSES:
+        raise DataioError(f"{where}: lists {len(found):,} categories, more than {MAX_CLASSES:,}")
+    size = sum(len(json.dumps(text)) for pair in found.values() for text in pair)  # as the manifest writes them
+    if size > MAX_CLASSES_FILE_BYTES:  # the manifest holds them twice; past its limit no reader opens the folder
+        raise DataioError(f"{where}: the categories' names take {size:,} bytes, more than the "
+                          f"{MAX_CLASSES_FILE_BYTES:,} of a classes file")
     return [(cid, *found[cid]) for cid in sorted(found)]
 
 

@@ -96,3 +96,16 @@ def test_annotations_that_are_not_a_file_are_refused_without_blocking(tmp_path, 
     assert done.returncode == 1 and done.stderr == f"dataio convert: {annotations}: not a regular file: {expected} " \
                                                    "(the annotations must be a file)\n", done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_category_names_past_a_classes_file_stop_the_conversion(tmp_path) -> None:
+    from dataio.formats.coco.coco_json import read_coco_json
+    from dataio.formats.errors import DataioError
+
+    # the manifest holds the names twice: 140 MB of names made a 294 MB manifest, past the 256 MB any reader
+    # opens, after a conversion that said it succeeded; past 64 MB (a classes file's limit) is refused now
+    document = {"images": [], "categories": [{"id": 1, "name": "x" * (65 << 20)}]}
+    path = tmp_path / "instances.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(DataioError, match=r"the categories' names take 68,157,444 bytes, more than the 67,108,864"):
+        read_coco_json(path)
