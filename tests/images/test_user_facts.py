@@ -118,3 +118,84 @@ def test_folders_not_from_coco_have_no_category_ids(image_shards, pair_tars):
 def test_caption_config_is_public_beside_detection_config():
     assert dataio.CaptionConfig is __import__("dataio.images.caption_config", fromlist=["x"]).CaptionConfig
     assert "CaptionConfig" in dataio.__all__ and "DetectionConfig" in dataio.__all__
+
+
+def _plain_tokenizer(captions: list[str], path: Path) -> None:
+    """A user's own BPE with BOS/EOS tokens but no post-processor and no <pad> (as most trained by hand are)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.train_from_iterator(captions, trainers.BpeTrainer(vocab_size=200, special_tokens=["<unk>", "<s>", "</s>"]))
+    tokenizer.save(str(path))
+
+
+def _same_text_fields(stored: dict, tokenised: dict) -> bool:
+    return all(torch.equal(stored[name], tokenised[name]) for name in ("input_ids", "attention_mask"))
+
+
+def test_the_folders_own_tokenizer_on_the_decode_threads_gives_the_stored_ids(pair_tars, tmp_path):
+    """``dataio index --tokenizer`` stores each caption framed ``<s> ... </s>`` and padded with EOS (no <pad>);
+    the folder's own ``tokenizer.json``, run on the decode threads (or by any ``tokenizers`` user), now gives
+    the very same ``input_ids`` and ``attention_mask``, cut or not. Before, it gave the ids without BOS and
+    EOS, padded with 0: a model trained on stored ids was evaluated on other ids, silently."""
+    import pyarrow.parquet as pq
+    from tokenizers import Tokenizer
+
+    folder = tmp_path / "tars"
+    folder.mkdir()
+    for path in sorted(pair_tars.glob("0*.tar")) + sorted(pair_tars.glob("0*.parquet")):
+        (folder / path.name).write_bytes(path.read_bytes())
+    captions = [c for path in sorted(folder.glob("*.parquet")) for c in pq.read_table(path)["caption"].to_pylist() if c]
+    _plain_tokenizer(captions, tmp_path / "mine.json")
+    done = subprocess.run([sys.executable, "-m", "dataio", "index", str(folder), "--tokenizer", str(tmp_path / "mine.json"),
+                           "--no-progress"], capture_output=True, text=True, timeout=300, env=ENV)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    for packed in (folder, pair_tars):  # a user's tokenizer, and one dataio trained (--train-tokenizer bpe)
+        own = packed / "tokenizer.json"
+        for max_length in (None, 8):
+            stored = dataio.ImageLoader(packed, batch_size=8, image_size=32, train=False,
+                                        captions=dataio.CaptionConfig(max_length=max_length, text=True))
+            tokenised = dataio.ImageLoader(packed, batch_size=8, image_size=32, train=False,
+                                           captions=dataio.CaptionConfig(tokenizer=own, max_length=max_length))
+            assert stored.pad_id == tokenised.pad_id
+            pairs = list(zip(stored, tokenised))
+            assert len(pairs) == 5 and all(_same_text_fields(a, b) for a, b in pairs), (packed, max_length)
+            if max_length is None:  # and any tokenizers user of the folder's tokenizer.json gets them too
+                batch, tokenizer = pairs[0][0], Tokenizer.from_file(str(own))
+                for row, caption in enumerate(batch["caption"]):
+                    length = int(batch["attention_mask"][row].sum())
+                    assert tokenizer.encode(caption).ids == batch["input_ids"][row, :length].tolist()
+
+
+def test_a_tokenizer_file_saved_with_padding_and_truncation_stores_whole_captions(pair_tars, tmp_path):
+    """Hugging Face saves many models' ``tokenizer.json`` with a fixed padding and truncation; given to
+    ``dataio index --tokenizer``, every stored caption is its whole framed ids, as with the same file without
+    them. Before, each was cut at the file's truncation and its padding stored as tokens (mask 1): silently."""
+    import pyarrow.parquet as pq
+    from tokenizers import Tokenizer
+
+    captions = [c for path in sorted(pair_tars.glob("0*.parquet")) for c in pq.read_table(path)["caption"].to_pylist() if c]
+    _plain_tokenizer(captions, tmp_path / "plain.json")
+    saved = Tokenizer.from_file(str(tmp_path / "plain.json"))
+    saved.enable_padding(pad_id=0, pad_token="<unk>", length=24)
+    saved.enable_truncation(max_length=6)
+    saved.save(str(tmp_path / "fixed_length.json"))
+    rows = {}
+    for name in ("plain", "fixed_length"):
+        folder = tmp_path / name
+        folder.mkdir()
+        for path in sorted(pair_tars.glob("0*.tar")) + sorted(pair_tars.glob("0*.parquet")):
+            (folder / path.name).write_bytes(path.read_bytes())
+        done = subprocess.run([sys.executable, "-m", "dataio", "index", str(folder), "--tokenizer",
+                               str(tmp_path / f"{name}.json"), "--no-progress"],
+                              capture_output=True, text=True, timeout=300, env=ENV)
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        loader = dataio.ImageLoader(folder, batch_size=40, image_size=32, train=False,
+                                    captions=dataio.CaptionConfig(max_length=None, text=True))
+        batch = next(iter(loader))
+        rows[name] = [row[mask.bool()].tolist() for row, mask in zip(batch["input_ids"], batch["attention_mask"])]
+        plain = Tokenizer.from_file(str(tmp_path / "plain.json"))
+        bos, eos = plain.token_to_id("<s>"), plain.token_to_id("</s>")
+        assert rows[name] == [[bos, *plain.encode(c).ids, eos] for c in batch["caption"]], name
+    assert max(len(row) for row in rows["fixed_length"]) > 8
