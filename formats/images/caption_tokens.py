@@ -8,8 +8,8 @@ holds the vocabulary, so the text path's C collate pads them straight from the m
 are the lists' own. The manifest records the tokenizer (its file, sha256, vocabulary and special ids), as
 a text folder's does. The ``tokenizer.json`` saved frames and pads as the stored ids are framed and padded
 (a post-processor adding BOS and EOS, the padding id), so that file on the loader's decode threads, or in
-any ``tokenizers`` user's hands, gives exactly the stored ids (``framed_copy``). Tokenising is redone from the captions at the end of every run, so a resumed
-conversion writes the same bytes.
+any ``tokenizers`` user's hands, gives exactly the stored ids (``framed_copy``). Tokenising is redone from
+the captions at the end of every run, so a resumed conversion writes the same bytes.
 """
 
 from __future__ import annotations

@@ -98,7 +98,8 @@ def test_coco_category_ids_round_trip_through_pycocotools(coco_folder, coco_shar
             photo = truth.imgs[int(batch["image_id"][row])]
             sx, sy = photo["width"] / size, photo["height"] / size
             valid = batch["valid"][row]
-            for (x0, y0, x1, y1), label in zip(batch["boxes"][row][valid].tolist(), batch["labels"][row][valid].tolist()):
+            boxes, labels = batch["boxes"][row][valid].tolist(), batch["labels"][row][valid].tolist()
+            for (x0, y0, x1, y1), label in zip(boxes, labels):
                 results.append({"image_id": photo["id"], "category_id": loader.category_ids[label], "score": 1.0,
                                 "bbox": [x0 * sx, y0 * sy, (x1 - x0) * sx, (y1 - y0) * sy]})
     assert len(results) == len(truth.anns)
@@ -126,7 +127,8 @@ def _plain_tokenizer(captions: list[str], path: Path) -> None:
 
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer.train_from_iterator(captions, trainers.BpeTrainer(vocab_size=200, special_tokens=["<unk>", "<s>", "</s>"]))
+    trainer = trainers.BpeTrainer(vocab_size=200, special_tokens=["<unk>", "<s>", "</s>"])
+    tokenizer.train_from_iterator(captions, trainer)
     tokenizer.save(str(path))
 
 
@@ -148,8 +150,9 @@ def test_the_folders_own_tokenizer_on_the_decode_threads_gives_the_stored_ids(pa
         (folder / path.name).write_bytes(path.read_bytes())
     captions = [c for path in sorted(folder.glob("*.parquet")) for c in pq.read_table(path)["caption"].to_pylist() if c]
     _plain_tokenizer(captions, tmp_path / "mine.json")
-    done = subprocess.run([sys.executable, "-m", "dataio", "index", str(folder), "--tokenizer", str(tmp_path / "mine.json"),
-                           "--no-progress"], capture_output=True, text=True, timeout=300, env=ENV)
+    done = subprocess.run([sys.executable, "-m", "dataio", "index", str(folder), "--tokenizer",
+                           str(tmp_path / "mine.json"), "--no-progress"],
+                          capture_output=True, text=True, timeout=300, env=ENV)
     assert done.returncode == 0 and done.stderr == "", done.stderr
     for packed in (folder, pair_tars):  # a user's tokenizer, and one dataio trained (--train-tokenizer bpe)
         own = packed / "tokenizer.json"
@@ -175,7 +178,8 @@ def test_a_tokenizer_file_saved_with_padding_and_truncation_stores_whole_caption
     import pyarrow.parquet as pq
     from tokenizers import Tokenizer
 
-    captions = [c for path in sorted(pair_tars.glob("0*.parquet")) for c in pq.read_table(path)["caption"].to_pylist() if c]
+    captions = [c for path in sorted(pair_tars.glob("0*.parquet"))
+                for c in pq.read_table(path)["caption"].to_pylist() if c]
     _plain_tokenizer(captions, tmp_path / "plain.json")
     saved = Tokenizer.from_file(str(tmp_path / "plain.json"))
     saved.enable_padding(pad_id=0, pad_token="<unk>", length=24)
