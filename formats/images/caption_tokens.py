@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from tokenizers import Tokenizer
+from tokenizers.processors import TemplateProcessing
 
 from dataio.formats.dataset.text_shards import token_dtype
 from dataio.formats.text.text_convert import encode_documents
@@ -36,9 +38,6 @@ def framed_copy(tokenizer: Any, config: TokenizerConfig) -> Any:
     post-processor (replacing any of its own: the stored ids are framed by ``config`` alone), padding with the
     stored padding id (``<pad>``, else EOS). Unchanged when a special token is missing (``save_tokenizer``
     names it)."""
-    from tokenizers import Tokenizer
-    from tokenizers.processors import TemplateProcessing
-
     specials = [token for token in (config.bos, config.eos) if token]
     ids = {token: tokenizer.token_to_id(token) for token in specials}
     if any(value is None for value in ids.values()):
