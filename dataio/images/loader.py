@@ -62,7 +62,8 @@ class ImageLoader(SampleFacts, ImageSampling, SourceLoader):
     ``ImageBatch`` with sample ids and padding flags; ``state_dict()`` resumes
     mid-epoch, on the same or another world size. Every keyword of
     ``torch.utils.data.DataLoader`` is honoured, mapped or refused
-    (``dataio.loader.dataloader_args``).
+    (``dataio.loader.dataloader_args``). A folder of image-text pairs or of boxes yields dicts instead
+    (``captions=CaptionConfig``, ``targets=DetectionConfig``), sized by ``vocab_size`` / ``category_ids``.
     """
 
     config: ImageLoaderConfig
