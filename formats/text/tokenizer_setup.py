@@ -79,7 +79,9 @@ MAX_TOKENIZER_BYTES = 256 << 20
 
 
 def load_tokenizer(path: Path):
-    """Load a tokenizers JSON file; UsageError naming the file if it is not one."""
+    """Load a tokenizers JSON file, without the padding and truncation it may be saved with (as Hugging Face
+    saves many models' files): dataio frames, cuts and pads the ids itself, so a file's fixed length would
+    silently cut every document and store its padding as tokens. UsageError naming the file if it is not one."""
     if not path.is_file():
         raise UsageError(f"tokenizer {path} does not exist")
     try:
@@ -89,9 +91,12 @@ def load_tokenizer(path: Path):
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"tokenizer {path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
     try:
-        return Tokenizer.from_str(text)
+        tokenizer = Tokenizer.from_str(text)
     except Exception as e:  # the Rust side raises a bare Exception for any parse error
         raise UsageError(f"{path}: not a tokenizers JSON file ({str(e)[:200]})") from None
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
 
 
 def save_tokenizer(tokenizer, out: Path, config: TokenizerConfig) -> TokenizerInfo:
