@@ -97,4 +97,4 @@ def real_photo_shards(real_photos, tmp_path_factory) -> Path:
     return out
 
 
-from tests.pair_fixtures import pair_tars, pair_tars_text  # noqa: E402,F401  (fixtures)
+from tests.pair_fixtures import pair_tars, pair_tars_text, real_pair_tars  # noqa: E402,F401  (fixtures)
