@@ -62,9 +62,19 @@ def crop_masks(masks: np.ndarray, box: np.ndarray, flipped: bool, out_width: int
 
     ``box`` and ``flipped`` are the ones its image was decoded with (``crop_resize_maps``).
     """
-    masks = np.asarray(masks)
     forward = crop_resize_maps(np.asarray(box)[None], np.array([flipped]), out_width, out_height)[0]
-    inverse = np.linalg.inv(forward)
+    return resample_masks(masks, forward, out_width, out_height)
+
+
+def resample_masks(masks: np.ndarray, forward: np.ndarray, out_width: int, out_height: int) -> np.ndarray:
+    """(K, H, W) masks through one axis-aligned (3, 3) forward map (a crop, resize and flip, or a chain of
+    them: the decode's, then the device crop's): (K, out_height, out_width) uint8, two index gathers.
+
+    Raises ValueError for a map that rotates or shears (``warp_masks`` takes those)."""
+    masks = np.asarray(masks)
+    inverse = np.linalg.inv(np.asarray(forward, np.float64))
+    if abs(inverse[0, 1]) > 1e-12 or abs(inverse[1, 0]) > 1e-12:
+        raise ValueError("resample_masks takes axis-aligned maps; warp_masks takes rotations and shears")
     columns = _source_indices(inverse[0, 0] * (np.arange(out_width) + 0.5) + inverse[0, 2], masks.shape[2])
     rows = _source_indices(inverse[1, 1] * (np.arange(out_height) + 0.5) + inverse[1, 2], masks.shape[1])
     out = masks[:, np.maximum(rows, 0)][:, :, np.maximum(columns, 0)]

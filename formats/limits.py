@@ -18,3 +18,7 @@ MAX_FILE_BYTES = 1 << 30
 
 # A ``--classes FILE`` past this (a million names of 64 bytes) is refused instead of read on.
 MAX_CLASSES_FILE_BYTES = 64 << 20
+
+# A ``manifest.json`` past this is refused unread: a million shards' entries take about 200 MB; a tampered one
+# (a 5 GB sparse file, a link to a ``/proc`` file that reads on for ever) was read whole, a MemoryError traceback.
+MAX_MANIFEST_BYTES = 256 << 20

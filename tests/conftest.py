@@ -97,4 +97,24 @@ def real_photo_shards(real_photos, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def coco_folder(tmp_path_factory) -> tuple[Path, Path]:
+    """COCO data of real-size photos (640x480, 480x640, 500x375): 10 with 4 shapes each, 2 without
+    (``formats.coco.synthetic_coco``); (images folder, instances JSON)."""
+    from dataio.formats.coco.synthetic_coco import SyntheticCocoConfig, write_coco_folder
+
+    return write_coco_folder(tmp_path_factory.mktemp("coco"), SyntheticCocoConfig(images=12, empty=2, seed=36))
+
+
+@pytest.fixture(scope="session")
+def coco_shards(coco_folder, tmp_path_factory) -> Path:
+    """``coco_folder`` converted (2 workers, 3 shards)."""
+    from dataio.formats.coco.coco_convert import ConvertCocoConfig, convert_coco
+
+    out = tmp_path_factory.mktemp("coco_shards") / "out"
+    convert_coco(ConvertCocoConfig(images=coco_folder[0], annotations=coco_folder[1], out=out, max_shard_samples=4,
+                                   num_workers=2, progress=False))
+    return out
+
+
 from tests.pair_fixtures import pair_tars, pair_tars_text, real_pair_tars  # noqa: E402,F401  (fixtures)

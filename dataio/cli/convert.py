@@ -7,6 +7,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from dataio.cli import convert_coco
 from dataio.cli.caption_flags import add_caption_flags, tokenizer_config
 from dataio.cli.flags import (add_rank_flags, add_storage, conversion_rank, default_workers, given, local_for_ranks,
                               maybe_remote, positive, source)
@@ -84,6 +85,7 @@ def add(commands: argparse._SubParsersAction) -> None:
     add_rank_flags(text)
     text.add_argument("--tokenizer-wait", type=float, metavar="SECONDS",
                       help="how long a rank > 0 waits for the tokenizer rank 0 trains (default 3600)")
+    convert_coco.add(kinds)
 
 
 def run_images(args: argparse.Namespace) -> int:

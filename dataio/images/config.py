@@ -14,6 +14,7 @@ import torch
 from dataio.formats.errors import ConfigError
 from dataio.formats.fallback_log import warn_once
 from dataio.images.dali_install import dali_installed, install_hint
+from dataio.images.detection_config import DetectionConfig
 from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
 from dataio.images.caption_config import CaptionConfig
 from dataio.loader.loader_config import LoaderConfig
@@ -97,6 +98,7 @@ class ImageLoaderConfig(LoaderConfig):
     readahead_batches: int = 4  # batches whose ranges are fetched ahead of the decoders
     readahead_threads: int = 4  # batches fetched at once
     captions: CaptionConfig | None = None  # image-text pair folders: the text of their dict batches (caption_config)
+    targets: DetectionConfig | None = None  # box/mask targets (docs/detection.md); default for folders with boxes
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -141,6 +143,8 @@ class ImageLoaderConfig(LoaderConfig):
             raise ValueError(f"decode_size must be >= 8, got {self.decode_size}")
         if self.captions is not None and not isinstance(self.captions, CaptionConfig):
             raise ConfigError(f"{{0}} must be a CaptionConfig, got {type(self.captions).__name__}", "captions")
+        if self.targets is not None and not isinstance(self.targets, DetectionConfig):
+            raise ConfigError(f"{{0}} must be a DetectionConfig, got {type(self.targets).__name__}", "targets")
         self._check_hooks()
         self._one_batch_size()
 

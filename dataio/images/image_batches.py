@@ -82,7 +82,13 @@ class ImageBatchSource:
             flipped = np.zeros(len(keys), dtype=bool)
         # transform= with a generator parameter: one seed per sample, drawn after the crops (unchanged)
         seeds = rng.integers(0, 2**63 - 1, size=len(keys)) if self.transform and self.transform.seeded else None
-        fields["label"] = torch.from_numpy(table.label[keys].astype(np.int64))  # faulty rows are dropped later
+        return self._image_tasks(index, keys, boxes, flipped, size, fields, seeds)
+
+    def _image_tasks(self, index: int, keys: np.ndarray, boxes: np.ndarray, flipped: np.ndarray, size: int,
+                     fields: dict[str, Any], seeds: np.ndarray | None) -> BatchStart:
+        """The batch's ``image`` (decoded from ``boxes`` and ``flipped`` at ``size``) and ``label`` fields and
+        their read tasks (a source with targets adds its own: ``detection_batches``)."""
+        fields["label"] = torch.from_numpy(self.shards.table.label[keys].astype(np.int64))  # faulty rows: dropped
         fetched = self.readahead.take(index) if self.readahead is not None else None  # remote: the batch's bytes
         if self.dali is not None:
             lap = self.times.lap()

@@ -20,19 +20,19 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
+from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule, SeedKey
 from dataio.formats.fallback_log import info_once
 from dataio.formats.pil_build import describe_pil
 from dataio.formats.remote.storage import redact
 from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig, one_batch_size
 from dataio.images.contract import ImageBatch
-from dataio.images.device_transfer import device_stage
 from dataio.images.caption_config import CaptionConfig
+from dataio.images.detection_config import DetectionConfig
 from dataio.images.image_batches import dali_decoder
 from dataio.images.image_sampling import ImageSampling
 from dataio.images.image_shards import ImageShards
-from dataio.images.pair_batches import PairBatchSource, batch_source
-from dataio.images.pair_transfer import PairTransfer
+from dataio.images.pair_batches import PairBatchSource
+from dataio.images.sample_kinds import source_and_transfer
 from dataio.images.turbo_decode import REGION_DECODE
 from dataio.loader.batches_view import BatchesWithIds
 from dataio.loader.dataloader_args import (Capabilities, check_sampler_size, constructor_defaults, dataloader_fields,
@@ -66,6 +66,7 @@ class ImageLoader(ImageSampling, SourceLoader):
     """
 
     config: ImageLoaderConfig
+    _key_type = SeedKey  # each batch's crops, flips and device augmentation are drawn from it
 
     @keyword_checked
     def __init__(self, source: str | Path | Mapping[str, str | Path], config: ImageLoaderConfig | None = None, *,
@@ -132,7 +133,8 @@ class ImageLoader(ImageSampling, SourceLoader):
                  prefetch_factor: int | None = None,
                  persistent_workers: bool | None = None,
                  pin_memory_device: str = "",
-                 in_order: bool | None = None) -> None:
+                 in_order: bool | None = None,
+                 targets: DetectionConfig | None = None) -> None:
         """Open the shard folder (or URL) ``source`` (a dict ``{name: folder or URL}`` with ``weights`` is a
         mixture, ``dataio.images.image_mixture``); every keyword is a field of :class:`ImageLoaderConfig`
         (documented there, one line each) or one of ``torch.utils.data.DataLoader``'s.
@@ -158,11 +160,10 @@ class ImageLoader(ImageSampling, SourceLoader):
         stats = LoaderStats(max_errors=c.max_errors, stages=StageTimes(profile=c.profile),
                             fixed_threads=None if tuner else threads, tuner=tuner,
                             sources=SourceCounts(self.mixture.names, units=("samples",)) if self.mixture else {})
-        batches = batch_source(shards, c, stats.stages, dali=dali, threads=threads)  # pairs': dict batches
-        # DALI: one thread, a pipeline run at a time, overlapped with the consumer
+        batches, self._transfer = source_and_transfer(shards, c, stats.stages, dali=dali, threads=threads)
+        # DALI: one thread, a pipeline run at a time, overlapped with the consumer; boxes' and pairs' batches: dicts
         self._start(batches, stats, fingerprint=shards.fingerprint(), threads=1 if dali else threads,
                     prefetch=c.prefetch_batches, timeout=c.timeout, num_workers=threads)
-        self._transfer = PairTransfer(c, stats.stages) if self.pairs else device_stage(c, stats.stages)
         log.info("ImageLoader(%s): %d samples, %s transforms, decoder %s, %s decode threads, rank %d of %d, %s "
                  "output on %s%s", redact(str(self.folder)), len(self.table), "training" if c.train else "evaluation",
                  self.decoder, "auto" if tuner else threads, self.rank, self.world_size,
@@ -235,8 +236,8 @@ class ImageLoader(ImageSampling, SourceLoader):
         still suspended at interpreter exit is closed then (``pipeline.exit_close``);
         one started during another pass, or after ``close()``, is refused.
         """
-        return self._iterate(None if self.pairs else  # pairs: dicts, with sample_ids and repeated
-                             lambda moved, host: ImageBatch(moved[0], moved[1], host.samples, host.repeated))
+        return self._iterate(lambda moved, host: moved if isinstance(moved, dict) else
+                             ImageBatch(moved[0], moved[1], host.samples, host.repeated))
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         return self._iterate(lambda moved, host: moved)

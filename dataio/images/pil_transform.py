@@ -4,8 +4,10 @@
 images; a ``ShardDataset`` sample is a uint8 ``(3, H, W)`` tensor (what torchvision v2 takes), which v1's
 ``ToTensor`` refuses with a TypeError ("pic should be PIL Image or ndarray"). Rather than fail on the first
 sample, a transform recognisably PIL-only (v1's ``ToTensor`` or ``PILToTensor``, alone or in a v1
-``Compose``), or one that raises a TypeError on the tensor and takes the same image as PIL, is given PIL
-images from then on; the ``dataio`` logger says once per process to pass ``to_pil=True``.
+``Compose``), or one that raises on the tensor and takes the same image as PIL, is given PIL images from then
+on; the ``dataio`` logger says once per process to pass ``to_pil=True``. Any exception counts, not only v1's
+TypeError: a script's own PIL transforms call PIL methods, which on a tensor raise AttributeError
+(``convert``, ``crop``), RuntimeError (``Tensor.resize``) or ValueError (``ImageEnhance``).
 """
 
 from __future__ import annotations
@@ -44,18 +46,19 @@ def hint(transform: Callable, why: str) -> None:
 
 def transform_sample(transform: Callable, image: Any, pil_input: bool) -> tuple[Any, bool]:
     """``transform(image)``, and whether the transform takes PIL images (``pil_input``, learnt here when it
-    raises a TypeError on a uint8 tensor and takes the PIL image; otherwise the first error stands)."""
+    raises on a uint8 tensor and takes the PIL image; otherwise the first error stands)."""
     tensor = isinstance(image, torch.Tensor) and image.dtype == torch.uint8
     if pil_input and tensor:
         return transform(as_pil(image)), True
     try:
         return transform(image), pil_input
-    except TypeError as error:
+    except Exception as error:  # noqa: BLE001 - whatever a PIL method does on a tensor; re-raised unless PIL works
         if not tensor:
             raise
         try:
             out = transform(as_pil(image))
         except Exception:
             raise error from None
-        hint(transform, f"takes PIL images, not uint8 tensors ({error})")
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]  # one line, whatever it raised
+        hint(transform, f"takes PIL images, not uint8 tensors ({first_line[:200]})")
         return out, True

@@ -53,7 +53,10 @@ from dataio.formats.remote.storage import is_remote, redact
 from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig
 from dataio.formats.dataset.pair_fields import holds_pairs
 from dataio.images.caption_data import caption_of
+from dataio.images.detection_config import DetectionConfig
+from dataio.images.detection_sample import detection_sample
 from dataio.images.image_shards import ImageShards
+from dataio.images.target_columns import TargetColumns, has_boxes
 from dataio.images.pil_transform import hint, pil_only, transform_sample
 from dataio.images.turbo_decode import decode_crop_into, decode_image
 from dataio.pipeline.error_policy import ErrorPolicy, ErrorStats
@@ -95,6 +98,7 @@ class ShardDatasetConfig:
     cache_limit: int = DEFAULT_CACHE_LIMIT
     retries: int = 4
     retry_backoff: float = 0.2
+    targets: DetectionConfig | None = None  # a folder with boxes: the eval view's crop, min_visible, masks
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "on_error", ErrorPolicy(self.on_error))
@@ -111,7 +115,7 @@ class ShardDatasetConfig:
             fast_resize=self.fast_resize, reduced_decode=self.reduced_decode, region_decode=self.region_decode,
             on_error=self.on_error, max_errors=self.max_errors, verify_samples=self.verify_samples,
             verify_checksums=verify_checksums, storage_options=self.storage_options, cache_dir=self.cache_dir,
-            cache_limit=self.cache_limit, retries=self.retries, retry_backoff=self.retry_backoff)
+            cache_limit=self.cache_limit, retries=self.retries, retry_backoff=self.retry_backoff, targets=self.targets)
 
 
 DATASET_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ShardDatasetConfig)}
@@ -143,7 +147,8 @@ class ShardDataset(torch.utils.data.Dataset):
                  cache_dir: str | Path | None = None,
                  cache_limit: int = DEFAULT_CACHE_LIMIT,
                  retries: int = 4,
-                 retry_backoff: float = 0.2) -> None:
+                 retry_backoff: float = 0.2,
+                 targets: DetectionConfig | None = None) -> None:
         """A map-style data set over ``source``; the keywords are :class:`ShardDatasetConfig`'s fields (one line
         each there), ``config=`` gives them at once (a keyword then replaces that field)."""
         options = given_options(locals(), DATASET_DEFAULTS)
@@ -151,6 +156,8 @@ class ShardDataset(torch.utils.data.Dataset):
                                                                              **options))
         reader = self._reader(verify_checksums=self.config.verify_checksums)  # a bad source is named here
         self._num_samples, self._fingerprint = len(reader.table), reader.manifest.fingerprint()
+        if self._columns_of(reader) is not None and target_transform is not None:  # a dict: transform= takes it
+            raise ConfigError("{0} applies to a label; a sample with boxes is one dict: give transform=", "target_transform")
         if transform is not None and not (self.config.to_pil or self.config.normalize) and pil_only(transform):
             self._pil_input = True
             hint(transform, "takes PIL images (torchvision v1)")
@@ -164,6 +171,7 @@ class ShardDataset(torch.utils.data.Dataset):
         self._normalize = Normalize(config.mean, config.std) if config.normalize else None
         self._num_samples, self._fingerprint = 0, ""
         self._pil_input = False  # the transform takes PIL images only (dataio.images.pil_transform)
+        self._columns: tuple[ImageShards, TargetColumns | None] | None = None  # a folder's box targets, per reader
 
     @classmethod
     def over_shards(cls, shards: ImageShards, c: ImageLoaderConfig, image_size: int) -> "ShardDataset":
@@ -173,7 +181,7 @@ class ShardDataset(torch.utils.data.Dataset):
             std=c.std, fast_resize=c.fast_resize, reduced_decode=c.reduced_decode, region_decode=c.region_decode,
             on_error=c.on_error, max_errors=c.max_errors, verify_samples=c.verify_samples,
             storage_options=c.storage_options, cache_dir=c.cache_dir, cache_limit=c.cache_limit, retries=c.retries,
-            retry_backoff=c.retry_backoff)
+            retry_backoff=c.retry_backoff, targets=c.targets)
         dataset = cls.__new__(cls)
         dataset._setup(shards.source_of(), None, None, config)
         dataset._opened = (os.getpid(), shards, False)
@@ -242,9 +250,12 @@ class ShardDataset(torch.utils.data.Dataset):
         if not -len(self) <= index < len(self):
             raise IndexError(f"sample {index} is not in 0..{len(self) - 1}")
         reader = self._reader()
-        image, label = read_or_stand_in(
+        sample = read_or_stand_in(
             lambda i: self._sample(reader, i), lambda i, e: reader.sample_error(i, f"{type(e).__name__}: {e}"),
             index % len(self), len(self), self.config.on_error, self.errors)
+        if isinstance(sample, dict):  # a sample with boxes: the transform takes the dict (torchvision v2's way)
+            return sample if self.transform is None else self.transform(sample)
+        image, label = sample
         if self.transform is not None:  # given PIL images if it takes only those (dataio.images.pil_transform)
             image, self._pil_input = transform_sample(self.transform, image, self._pil_input)
         if isinstance(label, dict):  # an image-text pair: its caption and key for a label
@@ -254,13 +265,29 @@ class ShardDataset(torch.utils.data.Dataset):
             label = self.target_transform(label)
         return image, label
 
-    def _sample(self, reader: ImageShards, index: int) -> tuple[Any, int | dict[str, str]]:
+    def _columns_of(self, reader: ImageShards) -> TargetColumns | None:
+        """The box targets of ``reader``'s folder (None without boxes), opened once per reader."""
+        if self._columns is None or self._columns[0] is not reader:
+            with_boxes = self.config.targets is not None or has_boxes(reader)
+            self._columns = (reader, TargetColumns(reader, (self.config.targets or DetectionConfig()).masks)
+                             if with_boxes else None)
+        return self._columns[1]
+
+    def _sample(self, reader: ImageShards, index: int) -> tuple[Any, int | dict[str, str]] | dict:
         """Sample ``index`` read (checked against its checksum) and decoded; raises data errors."""
+        c, columns = self.config, self._columns_of(reader)
+        if columns is not None:  # a dict of the image and its targets (dataio.images.detection_sample)
+            sample = detection_sample(reader, columns, index, c.targets or DetectionConfig(), c.image_size,
+                                      val_crop_ratio=c.val_crop_ratio, to_pil=c.to_pil,
+                                      decode=dict(fast_resize=c.fast_resize, reduced_decode=c.reduced_decode,
+                                                  region_decode=c.region_decode))
+            if self._normalize is not None:
+                sample["image"] = self._normalize(sample["image"][None])[0]
+            return sample
         data = reader.read(index)
         label: int | dict[str, str] = int(reader.table.label[index])
         if holds_pairs(reader.manifest.sample_fields()):
             label = {"caption": caption_of(reader, index), "key": reader.table.key(index)}
-        c = self.config
         if c.image_size is None:
             pixels = decode_image(data, to_pil=c.to_pil)
         else:  # the loader's val path: the same boxes and the same decode into an (S, S, 3) buffer

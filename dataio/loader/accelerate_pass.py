@@ -39,6 +39,11 @@ class AcceleratePass:
         self._handed = 0
         self._state: Any = None
 
+    @property
+    def live(self) -> bool:
+        """Whether the pass is registered (an Accelerator exists): only then does ``step`` matter."""
+        return self._state is not None
+
     def __enter__(self) -> "AcceleratePass":
         if accelerator_live():
             self._state = sys.modules["accelerate.state"].GradientState()

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dataio.augment.seeding import SeedKey
 from dataio.formats.errors import ConfigError
 from dataio.loader.loader_config import LoaderConfig
 from dataio.loader.sample_sharing import SampleSharing
@@ -27,6 +28,7 @@ from dataio.pipeline.hook_sizes import check_rows
 from dataio.pipeline.host_batch import HostBatch
 from dataio.pipeline.loader_stats import LoaderStats
 from dataio.pipeline.sample_source import SampleSource
+from dataio.pipeline.source_checks import check_rows as check_source_rows
 from dataio.pipeline.stage_times import StageTimes
 
 
@@ -53,6 +55,8 @@ class SampleLoaderConfig(LoaderConfig):
 class SampleLoader(SampleSharing, SourceLoader):
     """``SampleLoader(source, batch_size=..., ...)``: dict batches of ``source``'s fields (``SampleLoaderConfig``)."""
 
+    _key_type = SeedKey  # a source's random draws per batch: reproducible on any thread count and after a resume
+
     def __init__(self, source: SampleSource, config: SampleLoaderConfig | None = None, **options: Any) -> None:
         self.config = c = dataclasses.replace(config or SampleLoaderConfig(), **options)
         self.folder = getattr(source, "name", type(source).__name__)
@@ -72,6 +76,7 @@ class SampleLoader(SampleSharing, SourceLoader):
     def _move(self, host: HostBatch) -> dict[str, torch.Tensor] | None:
         if not len(host.samples):
             return None
+        check_source_rows(self.source, host.fields, len(host.samples))  # a new kind's source: not taken on trust
         return self._fields({**host.fields, "sample_ids": host.samples, "repeated": host.repeated}, len(host.samples))
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:

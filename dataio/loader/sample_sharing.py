@@ -31,6 +31,7 @@ class SampleSharing:
     batch_size: int
     _follow: Any
     _order: tuple[int, np.ndarray] | None = None
+    _by_samples = True  # a failure is a sample, and the source drops it (the driver checks both)
 
     # -- what a kind says --------------------------------------------------------------------
     def _sample_shards(self) -> np.ndarray | int:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from dataio.augment.seeding import SeedKey
+from dataio.formats.errors import LoaderClosed
 from dataio.formats.remote.storage import redact
 from dataio.loader.accelerate_pass import AcceleratePass
 from dataio.loader.epoch_sampler import EpochBatchSampler, EpochSampler
@@ -50,7 +50,10 @@ class SourceLoader(ResumableLoader):
     driver: PassDriver
     stats: LoaderStats
     _copy: DeviceCopy
-    _keyed = True  # batches seeded by a SeedKey (crops, augmentation, hooks); text draws nothing per batch
+    # The key each batch is seeded with (augment.SeedKey: crops, augmentation, hooks), or None when a kind draws
+    # nothing per batch (text): the base imports no augment, so a text loader never imports kornia.
+    _key_type: Any = None
+    _by_samples = False  # a batch's failures are its samples, dropped by the source (SampleSharing's kinds)
 
     def _start(self, source: SampleSource, stats: LoaderStats, *, fingerprint: str, threads: int,
                prefetch: int = 1, timeout: float = 0, num_workers: int = 0, inline: bool = False) -> None:
@@ -58,11 +61,11 @@ class SourceLoader(ResumableLoader):
         c = self.config
         self.source, self.stats = source, stats
         self.world_size, self.rank = resolve_world(c.world_size, c.rank)
-        self._explicit_world, self._agreed = c.world_size is not None, False
+        self._explicit_world, self._agreed = c.world_size is not None, (0, 0)  # the world last agreed in
         self.position = EpochPosition(seed=c.seed, world_size=self.world_size, dataset=fingerprint)
         self._plan_cache: tuple[tuple[int, ...], PassPlan] | None = None
         self.driver = PassDriver(source, stats, threads=threads, prefetch=prefetch, timeout=timeout,
-                                 policy=c.on_error, inline=inline)
+                                 policy=c.on_error, inline=inline, by_samples=self._by_samples)
         self._copy = DeviceCopy(c.device)
         self._num_workers = num_workers  # as DataLoader's: the decode threads asked for (DALI runs its own)
         self._check_world()
@@ -114,9 +117,9 @@ class SourceLoader(ResumableLoader):
         log.info("%s(%s): rank %d of %d, from the process group started after the loader was built (it was built "
                  "for %d)", type(self).__name__, redact(self._describe()), self.rank, self.world_size, before)
 
-    def _key(self, step: int) -> SeedKey:
+    def _key(self, step: int) -> Any:
         """The seed key of the batch at global position ``step``: its crops', augmentation's and hooks' draws."""
-        return SeedKey(seed=self.config.seed, epoch=self.epoch, rank=self.rank, step=step)
+        return self._key_type(seed=self.config.seed, epoch=self.epoch, rank=self.rank, step=step)
 
     # -- the pass --------------------------------------------------------------------------
     def _iterate(self, out: Callable[[Any, HostBatch], Any] | None = None) -> Iterator[Any]:
@@ -140,35 +143,50 @@ class SourceLoader(ResumableLoader):
         times.begin(self.epoch)
         start = time.perf_counter()
         wait: Any = times.range("wait").__enter__()
-        hosts = self.driver.host_batches(plan, self._key if self._keyed else None)
+        hosts = self.driver.host_batches(plan, self._key if self._key_type is not None else None)
         try:
             with AcceleratePass(len(plan), self._accelerate_remainder(consumed)) as accelerate:
+                step = accelerate.step if accelerate.live else None  # a call a batch saved when inert
                 for moved, host in self._copy(hosts, self._move):
                     self._counted(host)
                     self.position.advance(host.units)
-                    accelerate.step()
+                    if step is not None:
+                        step()
                     if len(host.samples):
                         wait, _ = None, wait.__exit__()
                         yield moved if out is None else out(moved, host)
                         wait = times.range("wait").__enter__()
+                        if self._closed:  # close() in the loop's body: no read of the closed source
+                            raise self._closed_mid_pass()
         except BatchTimeout as e:  # name the data set, and the read it waits on
             waiting = self._waiting()
             raise BatchTimeout(f"{self._describe()}: {e}" + (f"; {waiting}" if waiting else "")) from None
+        except Exception:  # close() from another thread: the threads' shut pool, the closed files' errors
+            if self._closed:
+                raise self._closed_mid_pass() from None
+            raise
         finally:
             if wait is not None:  # a profiler range is never left open, even when the pass raises
                 wait.__exit__()
         times.add("pass", time.perf_counter() - start)
         self.position.end()
 
+    def _closed_mid_pass(self) -> LoaderClosed:
+        """``close()`` during a pass: it was an IndexError from the closed files, or the pool's "cannot schedule
+        new futures after shutdown"; the pass ends in one line, as a later pass does."""
+        return LoaderClosed(f"{type(self).__name__} was closed during a pass over {redact(self._describe())}: "
+                            "build a new one to read again")
+
     def _describe(self) -> str:
         """The data set as messages name it: its folder or URL (redacted where shown), or a mixture's sources."""
         return str(self.folder)
 
     def _agree_once(self) -> None:
-        """At the first pass under torch.distributed: refuse ranks whose shares would overlap."""
-        if self._agreed:
+        """At the first pass in each world (a pass before the process group started compared nothing): refuse ranks
+        whose shares would overlap."""
+        if self._agreed == (self.world_size, self.rank):
             return
-        self._agreed = True
+        self._agreed = (self.world_size, self.rank)
         settings = {"dataset": self.position.dataset, "seed": self.config.seed, "epoch": self.epoch,
                     "world_size": self.world_size, "consumed": self.position.consumed, "drop_last": self.drop_last,
                     "even_batches": self.config.even_batches, "epoch_length": self.config.epoch_length,

@@ -45,10 +45,10 @@ from dataio.pipeline.stage_times import StageTimes
 from dataio.sampling import partition
 from dataio.sampling.partition import DEFAULT_WINDOW
 from dataio.text import batch_plans as plans
-from dataio.text.batch_plans import BatchPlan
 from dataio.text.config import TextLoaderConfig
+from dataio.text.gathered_rows import GatheredRows
 from dataio.text.samples_view import TextSamples
-from dataio.text.token_batches import TokenBatchSource, real_tokens
+from dataio.text.token_batches import TokenBatchSource
 from dataio.text.token_data import TokenData
 from dataio.text.token_facts import TokenFacts
 
@@ -58,7 +58,7 @@ FACE = Capabilities(name="TextLoader", threads=False)  # batches are built in th
 DEFAULTS = {**constructor_defaults(TextLoaderConfig), "num_workers": None, "timeout": 0}
 
 
-class TextLoader(SourceLoader, TokenFacts):
+class TextLoader(GatheredRows, SourceLoader, TokenFacts):
     """Iterate dict batches over a token shard folder: ``TextLoader(folder, mode="budget", max_tokens=...)``.
 
     Takes DataLoader's keywords too (``dataio.loader.dataloader_args``).
@@ -128,7 +128,6 @@ class TextLoader(SourceLoader, TokenFacts):
         self._global: tuple[int, Any] | None = None  # the epoch's plan over all ranks
         self.padding_tokens = self.real_tokens = 0  # counters over everything yielded
         source_ = TokenBatchSource(self.shards, stats.stages, pad_multiple=c.pad_multiple, ignore_index=c.ignore_index)
-        self._keyed = False  # nothing drawn per batch: no seed key to build
         self._start(source_, stats, fingerprint=self.data.fingerprint(), threads=0, inline=True)
         self._fields = FieldCopy(self._copy.device, stats.stages, pin=c.pin_memory, batch_transform=c.batch_transform,
                                  check=checked_text_batch)
@@ -163,7 +162,7 @@ class TextLoader(SourceLoader, TokenFacts):
         return TextSamples(self.shards)
 
     # -- the epoch's plan --------------------------------------------------------------------
-    def global_plan(self, epoch: int | None = None) -> tuple[plans.PackStream | None, BatchPlan]:
+    def global_plan(self, epoch: int | None = None) -> tuple[plans.PackStream | None, plans.BatchPlan]:
         """The epoch's batches over all ranks (and the token stream when packing); world-size independent."""
         epoch = self.epoch if epoch is None else epoch
         if self._global is None or self._global[0] != epoch:
@@ -171,7 +170,7 @@ class TextLoader(SourceLoader, TokenFacts):
                             else plans.epoch_plan(self.shards.lengths, self.shards.shard_of, self.config, epoch))
         return self._global[1]
 
-    def plan(self) -> BatchPlan:
+    def plan(self) -> plans.BatchPlan:
         """This rank's batches in the next (or current) pass: the epoch, or its rest after a resume."""
         self._follow_world()
         return plans.deal(self.global_plan()[1], world_size=self.world_size, rank=self.rank,
@@ -180,8 +179,8 @@ class TextLoader(SourceLoader, TokenFacts):
 
     def _make_plan(self) -> PassPlan:
         dealt = self.plan()
-        return batch_plan(dealt.samples, dealt.offsets, dealt.repeated, consumed=self.position.consumed,
-                          world_size=self.world_size)
+        return self._even_rows(batch_plan(dealt.samples, dealt.offsets, dealt.repeated,
+                                          consumed=self.position.consumed, world_size=self.world_size))
 
     def _epoch_total(self) -> int:
         stream, full = self.global_plan()
@@ -208,9 +207,9 @@ class TextLoader(SourceLoader, TokenFacts):
         return {**host.fields, **host.shared, "repeated": host.repeated}
 
     def _counted(self, host: HostBatch) -> None:
-        real = real_tokens(host.fields)
-        self.real_tokens, self.padding_tokens = self.real_tokens + real, self.padding_tokens + host.fields[
-            "attention_mask"].size - real
+        lengths, mask = host.fields.get("lengths"), host.fields["attention_mask"]  # padded: the lengths' sum
+        real = int(lengths.sum()) if lengths is not None else int(mask.sum())
+        self.real_tokens, self.padding_tokens = self.real_tokens + real, self.padding_tokens + mask.size - real
         if self.mixture is not None:
             samples = host.fields.get("sample_ids", host.samples)
             self.mixture.count_batch(self.stats.sources, samples, self.shards.lengths, real, host.extra.get("pieces"))

@@ -49,38 +49,38 @@ class TokenBatchSource:
         fields: dict[str, Any] = {}
         shared: dict[str, Any] = {}
         extra: dict[str, Any] = {}
-        return BatchStart(fields, [lambda: self._read(rows, BatchStart(fields, (), shared, (), extra))], shared,
-                          (), extra)
+        return BatchStart(fields, [lambda: self._read(rows, fields, shared, extra)], shared, (), extra)
 
-    def _read(self, rows: np.ndarray, start: BatchStart) -> Failures:
-        """Fill ``start``'s fields (timed in ``stats.stages``: padded ``read``; packed ``collate`` for finding the
+    def _read(self, rows: np.ndarray, fields: dict, shared: dict, extra: dict) -> Failures:
+        """Fill the batch's dicts (timed in ``stats.stages``: padded ``read``; packed ``collate`` for finding the
         pieces and ``read`` for the rest); the failed rows (or pieces) and their errors."""
         lap = self.times.lap()
         if self.stream is None:
-            failures = self._padded(rows, start, lap)
+            failures = self._padded(rows, fields, lap)
         else:
-            failures = self._packed(rows, self.stream, start, lap)
+            failures = self._packed(rows, self.stream, fields, shared, extra, lap)
         lap.items = len(rows)
         lap.flush()
         return failures
 
-    def _padded(self, rows: np.ndarray, start: BatchStart, lap: Lap) -> Failures:
+    def _padded(self, rows: np.ndarray, fields: dict, lap: Lap) -> Failures:
         with lap("read"):
             batch, largest = padded_rows(self.shards.arrays, rows, self.pad_multiple, self.shards.pad_id,
                                          self.ignore_index)
             bad = self.shards.past_vocabulary(rows, batch["input_ids"], largest)
-        start.fields.update(batch, sample_ids=np.asarray(rows, dtype=np.int64))
+        fields.update(batch, sample_ids=np.asarray(rows, dtype=np.int64))
         return bad
 
-    def _packed(self, rows: np.ndarray, stream: plans.PackStream, start: BatchStart, lap: Lap) -> Failures:
+    def _packed(self, rows: np.ndarray, stream: plans.PackStream, fields: dict, shared: dict, extra: dict,
+                lap: Lap) -> Failures:
         with lap("collate"):
             pieces = stream.pieces(rows)
         with lap("read"):
             batch, largest = pack_rows(pieces, len(rows), stream.block_size, self.shards.arrays,
                                        pad_id=self.shards.pad_id, ignore_index=self.ignore_index)
-        start.shared.update(cu_seqlens=batch.pop("cu_seqlens"), max_seqlen=batch.pop("max_seqlen"))
-        start.fields.update(batch)
-        start.extra.update(pieces=pieces, samples_ok=len(pieces))
+        shared.update(cu_seqlens=batch.pop("cu_seqlens"), max_seqlen=batch.pop("max_seqlen"))
+        fields.update(batch)
+        extra.update(pieces=pieces, samples_ok=len(pieces))
         bad = np.flatnonzero(largest >= self.shards.vocab_size) if self.shards.vocab_size else ()
         return [(int(i), self.shards.past_vocabulary_error(int(pieces.sample[i]), int(largest[i]))) for i in bad]
 
@@ -104,8 +104,3 @@ class TokenBatchSource:
     def close(self) -> None:
         pass  # the shards are the loader's data's (``token_data``)
 
-
-def real_tokens(fields: dict[str, Any]) -> int:
-    """A batch's tokens that are not padding: from ``lengths`` when padded (one small sum), else the mask."""
-    lengths = fields.get("lengths")
-    return int(lengths.sum()) if lengths is not None else int(fields["attention_mask"].sum())

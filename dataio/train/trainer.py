@@ -277,10 +277,10 @@ class Trainer:
         shown = " ".join(f"{k}={v:.4f}" for k, v in metrics.items())
         self._print(f"epoch {epoch + 1}/{c.epochs} step={self.step} loss={recent[-1]['loss'] if recent else 0:.4f} "
                     f"{shown} {rate:,.0f} {self.task.unit}/s{self._sources_text(sources)}")
-        self._save()
         stop = self.signals.stop_now(self.device)
-        if stop:  # asked during the evaluation: the checkpoint is written
-            raise TrainingInterrupted(self.step, self.config.out / checkpoint.NAME, stop)
+        if stop and loader.epoch < c.epochs:  # asked during the evaluation: the checkpoint and log.json, as a step's
+            self._stop(stop)
+        self._save()  # after the last epoch a stop lets the run finish: only its summary is left to write
 
     def _sources_text(self, sources: dict[str, dict[str, int]]) -> str:
         """`` sources: web 1,200 samples 301,344 tokens 0 passes, ...`` (empty for one folder)."""

@@ -17,7 +17,9 @@ from typing import Any
 from dataio.formats.errors import DataioError, ShardError
 from dataio.formats.dataset.sample_fields import (FieldSpec, FieldsError, declared_columns, default_fields,
                                                   parse_fields)
+from dataio.formats.bounded_read import read_at_most
 from dataio.formats.files import sha256_file, write_atomic
+from dataio.formats.limits import MAX_MANIFEST_BYTES
 from dataio.formats.remote.storage import DEFAULT_TIMEOUT, Location, RetryPolicy, describe, open_location, remote_errors
 
 MANIFEST_NAME = "manifest.json"
@@ -176,8 +178,8 @@ def read_manifest(source: str | Path) -> tuple[Path, Manifest]:
     if not path.is_file():
         raise ManifestError(f"{path}: no manifest (is this a folder written by `dataio convert`?)")
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        text = read_at_most(path, MAX_MANIFEST_BYTES).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:  # FileTooLarge is an OSError: its message says the size
         raise ManifestError(f"{path}: cannot read ({e})") from None
     return path.parent, parse_manifest(text, where=str(path))
 
@@ -196,7 +198,7 @@ def open_dataset(source: str | Path, storage_options: Mapping[str, Any] | None =
         return Location(folder), manifest
     where = location.display(MANIFEST_NAME)
     try:
-        data = location.read_bytes(MANIFEST_NAME, retry)
+        data = location.read_bytes(MANIFEST_NAME, retry, limit=MAX_MANIFEST_BYTES)
     except FileNotFoundError:
         raise ManifestError(f"{where}: no manifest (is this a folder written by `dataio convert`?)") from None
     except remote_errors() as e:

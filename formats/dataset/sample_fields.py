@@ -75,9 +75,11 @@ def parse_fields(raw: Any, where: str) -> tuple[FieldSpec, ...]:
         if values["kind"] not in KINDS or values["stored"] not in STORED:
             raise FieldsError(f"{at}: kind must be one of {', '.join(KINDS)} and stored one of {', '.join(STORED)}")
         fields.append(FieldSpec(**values))
-    names = [f.name for f in fields]
-    if len(set(names)) != len(names):
-        raise FieldsError(f"{where}: field {next(n for n in names if names.count(n) > 1)!r} is declared twice")
+    seen: set[str] = set()
+    for spec in fields:  # one set, not names.count per name: 80,000 fields took 98 s to name a repeat
+        if spec.name in seen:
+            raise FieldsError(f"{where}: field {spec.name!r} is declared twice")
+        seen.add(spec.name)
     return tuple(fields)
 
 

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from PIL import Image
 
+from dataio.formats.coco.coco_verify import target_problems
 from dataio.formats.errors import DataioError, ShardError
 from dataio.formats.limits import MAX_PIXELS
 from dataio.formats.dataset.class_list import class_list_problem
@@ -279,6 +280,9 @@ def _verify_local(folder: Path, manifest: Manifest, deep: bool) -> VerifyReport:
     table, faults = _check_table(folder, manifest, report) if manifest.kind == "images" else (None, {})
     if table is not None:
         _check_members(folder, manifest, table, faults, bad, report)
+        for row, reason in sorted(target_problems(manifest, table, deep).items()):  # box targets (convert coco)
+            report.problems.append(f"{manifest.sample_table}: {reason}" if row < 0 else
+                                   f"sample {table.key(row)!r} in {manifest.sample_table}: {reason}")
     _check_tokenizer(folder, manifest, report)  # text, and image-text pairs packed with a tokenizer
     if deep:
         if manifest.kind == "images" and table is not None:

@@ -39,7 +39,7 @@ def connect(fs: Any, options: Mapping[str, Any], url: str) -> None:
 
     try:
         sync(fs.loop, set_session)
-    except TypeError as e:
+    except (TypeError, AttributeError) as e:
         rejected = rejected_option(e, fs, options, url)
         if rejected is None:
             raise
@@ -48,16 +48,43 @@ def connect(fs: Any, options: Mapping[str, Any], url: str) -> None:
         return  # the session was not kept, so that read builds it again and meets the same error
 
 
-def rejected_option(error: TypeError, fs: Any, options: Mapping[str, Any], url: str) -> ConfigError | None:
-    """``error`` as one line naming the option the backend does not take; None if it is about something else."""
-    found = _UNEXPECTED.search(str(error))
-    if found is None:
-        return None
-    name = found.group(1)
-    path = _path_of(options, name) or name
+def backend_of(fs: Any) -> str:
+    """``the s3 backend (s3fs.S3FileSystem)``: how messages name a filesystem."""
     protocol = fs.protocol[0] if isinstance(fs.protocol, (tuple, list)) else fs.protocol
-    return ConfigError(f"{{0}} {path}: the {protocol} backend ({type(fs).__module__.split('.')[0]}."
-                       f"{type(fs).__name__}) does not take this option, for {redact(url)}", "storage_options")
+    return f"the {protocol} backend ({type(fs).__module__.split('.')[0]}.{type(fs).__name__})"
+
+
+def rejected_option(error: Exception, backend: Any, options: Mapping[str, Any], url: str) -> ConfigError | None:
+    """``error`` (a ``TypeError`` or ``AttributeError`` from inside the backend) as one line naming the option it
+    does not take, or the options it failed on; None when no option was given (a bug: it propagates).
+
+    An option of the wrong type or shape (``timeout`` as text for HTTP, ``client_kwargs`` a list,
+    ``config_kwargs.retries`` a string) fails deep inside aiohttp or botocore with a ``TypeError`` or an
+    ``AttributeError`` that names no option: it was a traceback. Its text is shown redacted (no value).
+    """
+    backend = backend if isinstance(backend, str) else backend_of(backend)  # a filesystem, or its name
+    found = _UNEXPECTED.search(str(error)) if isinstance(error, TypeError) else None
+    if found is not None:
+        path = _path_of(options, found.group(1)) or found.group(1)
+        return ConfigError(f"{{0}} {path}: {backend} does not take this option, for {redact(url)}",
+                           "storage_options")
+    if not options:
+        return None
+    keys = ", ".join(sorted(_paths(options)))
+    message = " ".join(str(error).split())[:200]
+    return ConfigError(f"{{0}}: {backend} failed on the options given for {redact(url)} ({type(error).__name__}: "
+                       f"{redact(message)}); check the type of each ({keys})", "storage_options")
+
+
+def _paths(options: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """The dotted paths of the options' leaves (``client_kwargs.timeout``): what a message may name."""
+    paths: list[str] = []
+    for key, value in options.items():
+        if isinstance(value, Mapping) and value:
+            paths += _paths(value, f"{prefix}{key}.")
+        else:
+            paths.append(prefix + key)
+    return paths[:20]
 
 
 def _path_of(options: Mapping[str, Any], name: str) -> str | None:

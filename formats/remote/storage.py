@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dataio.formats.errors import UsageError
+from dataio.formats.bounded_read import FileTooLarge, read_at_most
+from dataio.formats.errors import ConfigError, UsageError
 from dataio.formats.remote.backend_check import connect, rejected_option
 from dataio.formats.remote.secrets import redact, redact_url
 from dataio.formats.remote.storage_options import StorageOptions
@@ -126,17 +127,22 @@ class Location:
         """A short stable name for this location (staging and cache folders)."""
         return hashlib.sha256(redact_url(self.url or str(self.root)).encode()).hexdigest()[:16]
 
-    def read_bytes(self, name: str, retry: RetryPolicy | None = None) -> bytes:
-        """The whole file ``name``: small files only (manifest, sample table, tokenizer)."""
+    def read_bytes(self, name: str, retry: RetryPolicy | None = None, limit: int | None = None) -> bytes:
+        """The whole file ``name``: small files only (manifest, sample table, tokenizer); with ``limit``, one
+        past it is ``FileTooLarge``, read no further than ``limit + 1`` bytes."""
         if self.fs is None:
-            return (self.root / name).read_bytes()
+            return (self.root / name).read_bytes() if limit is None else read_at_most(self.root / name, limit)
+        bounds = {} if limit is None else {"start": 0, "end": limit + 1}
         try:
-            return (retry or RetryPolicy()).call(lambda: self.fs.cat_file(self.path(name)))
-        except TypeError as e:  # the first request of an HTTP location: an option aiohttp's request does not take
-            rejected = rejected_option(e, self.fs, self.options or {}, self.url)
-            if rejected is None:
+            data = (retry or RetryPolicy()).call(lambda: self.fs.cat_file(self.path(name), **bounds))
+        except (TypeError, AttributeError) as e:  # the first request: an option the backend does not take
+            refused = rejected_option(e, self.fs, self.options or {}, self.url)
+            if refused is None:
                 raise
-            raise rejected from None
+            raise refused from None
+        if limit is not None and len(data) > limit:  # permanent: outside the retries
+            raise FileTooLarge(f"file too large: it reads on past {limit:,} bytes (limit {limit:,})")
+        return data
 
 
 def bounded_options(scheme: str, storage_options: Mapping[str, Any] | None, timeout: float) -> dict[str, Any]:
@@ -151,6 +157,10 @@ def bounded_options(scheme: str, storage_options: Mapping[str, Any] | None, time
     are returned as given.
     """
     options = dict(storage_options or {})
+    for name in ("config_kwargs", "client_kwargs"):  # merged with the timeouts below: a dict, or none
+        if not isinstance(options.get(name) or {}, Mapping):
+            raise ConfigError(f"{{0}} {name}: must be a dict of options, got {type(options[name]).__name__}",
+                              "storage_options")
     if scheme in ("s3", "s3a"):
         config = dict(options.get("config_kwargs") or {})
         config.setdefault("connect_timeout", timeout)
@@ -194,8 +204,15 @@ def open_location(source: str | Path, storage_options: Mapping[str, Any] | None 
         extra = _EXTRAS.get(scheme, scheme)
         raise UsageError(f"{redact(str(source))}: reading {scheme}:// needs `pip install torch-dataio[{extra}]` "
                          f"({type(e).__name__}: {e.name or e})") from None
+    except ConfigError:  # an option of the wrong shape, named (``bounded_options``)
+        raise
     except ValueError as e:  # an unknown protocol
         raise UsageError(f"{redact(str(source))}: {describe(e)}") from None
+    except (TypeError, AttributeError) as e:  # the backend's constructor, on an option of the wrong type
+        refused = rejected_option(e, f"the {scheme} backend", resolved, str(source))
+        if refused is None:
+            raise
+        raise refused from None
     if scheme in ("s3", "s3a") and isinstance(getattr(fs, "retries", None), int):
         fs.retries = 1  # s3fs retries each call 5 times by default; RetryPolicy is the one retrying
     connect(fs, resolved, str(source))

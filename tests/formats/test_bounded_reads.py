@@ -159,3 +159,23 @@ def test_a_huge_tokenizer_file_is_one_line_unread(tmp_path):
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.splitlines() == [f"dataio convert: error: tokenizer {tokenizer}: file too large: "
                                         "21,474,836,480 bytes (limit 268,435,456)"]
+
+
+def test_a_huge_manifest_is_one_line_unread(coloured_shards, tmp_path):
+    """A folder's ``manifest.json`` is input too: a 5 GB sparse one was read whole, a MemoryError traceback under
+    the address-space cap; now one line naming it with its size, exit 1, unread, for ``verify`` as for a loader."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for path in coloured_shards.iterdir():
+        if path.name != "manifest.json":
+            (folder / path.name).symlink_to(path)
+    with open(folder / "manifest.json", "wb") as f:
+        f.truncate(5 * 10**9)
+    done = dataio_capped("verify", str(folder))
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert done.stderr == (f"dataio verify: {folder / 'manifest.json'}: cannot read (file too large: 5,000,000,000 "
+                           "bytes (limit 268,435,456))\n")
+    script = f"import dataio; dataio.ImageLoader({str(folder)!r}, batch_size=4, image_size=16)"
+    command = ["prlimit", CAP, "timeout", "-s", "KILL", "60", sys.executable, "-c", script]
+    loader = subprocess.run(command, capture_output=True, text=True, timeout=90, cwd=ROOT)
+    assert loader.returncode == 1 and "ManifestError" in loader.stderr and "file too large" in loader.stderr

@@ -137,3 +137,49 @@ def test_an_imagefolder_script_swapped_to_shard_dataset_runs_in_worker_processes
     assert result["dtype"] == "torch.float32" and result["shapes"][0] == [4, 3, 32, 32]
     lines = done.stderr.splitlines()
     assert 1 <= len(lines) <= 2 and all("pass to_pil=True to say so" in line for line in lines), lines  # per worker
+
+
+OWN_PIL_SCRIPT = """
+import json, sys
+import torch
+from PIL import Image, ImageEnhance
+import dataio
+from tests.images.test_pil_transforms import Compose, PilToTensor
+
+
+class Grayscale:  # a script's own PIL transforms, as ImageFolder scripts carry: PIL methods, no type check
+    def __call__(self, image):
+        return image.convert("L").convert("RGB")
+
+
+class Brighter:
+    def __call__(self, image):
+        return ImageEnhance.Brightness(image).enhance(1.2)
+
+
+class Square:
+    def __call__(self, image):
+        return image.resize((32, 32), Image.BILINEAR)
+
+
+if __name__ == "__main__":
+    transform = {"grayscale": Grayscale(), "brighter": Brighter(), "square": Square()}[sys.argv[2]]
+    dataset = dataio.ShardDataset(sys.argv[1], Compose([transform, Square(), PilToTensor()]))
+    loader = dataio.DataLoader(dataset, batch_size=4, shuffle=True, num_workers=2)
+    batches = [images for images, _ in loader]
+    print(json.dumps({"shapes": [list(b.shape) for b in batches], "loader": type(loader).__module__}))
+"""
+
+
+@pytest.mark.parametrize("own", ["grayscale", "brighter", "square"])  # on a tensor: Attribute-, Value-, RuntimeError
+def test_a_scripts_own_pil_transforms_are_given_pil_images(real_photo_shards, tmp_path, own):
+    script = tmp_path / "train.py"
+    script.write_text(OWN_PIL_SCRIPT)
+    done = subprocess.run([sys.executable, str(script), str(real_photo_shards), own], capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["loader"].startswith("torch.utils.data") and result["shapes"][0] == [4, 3, 32, 32]
+    lines = [line for line in done.stderr.splitlines() if "resize is deprecated" not in line  # torch's warning,
+             and "image.resize((32, 32)" not in line]  # and its source line, for Tensor.resize in the first try
+    assert 1 <= len(lines) <= 2 and all("pass to_pil=True to say so" in line for line in lines), lines  # per worker

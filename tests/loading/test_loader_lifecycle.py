@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import pytest
 
@@ -84,3 +86,48 @@ def test_closed_loader_as_a_user_meets_it(coloured_shards):
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == ("dataio.formats.errors.LoaderClosed: ImageLoader is closed: "
                                                     "build a new one to read again")
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_close_during_a_pass_ends_it_in_one_line(coloured_shards, text_shards, workers):
+    """``close()`` in the loop's body, or from another thread while the loop waits for a batch: the pass read on
+    (the closed files: an IndexError; the shut pool: "cannot schedule new futures after shutdown"); now the pass
+    ends with ``LoaderClosed`` naming the loader and its data set."""
+    loaders = [ImageLoader(coloured_shards, batch_size=4, image_size=16, num_workers=workers)]
+    if not workers:
+        loaders.append(TextLoader(text_shards, batch_size=4, mode="fixed"))
+    for loader in loaders:
+        batches = iter(loader)
+        next(batches)
+        loader.close()
+        with pytest.raises(LoaderClosed, match=rf"^{type(loader).__name__} was closed during a pass over "):
+            next(batches)
+    slow = ImageLoader(coloured_shards, batch_size=4, image_size=16, num_workers=workers, train=True)
+    read = slow.source.start_batch
+
+    def slowly(*args):
+        begun = read(*args)
+        begun.tasks = [lambda task=task: (time.sleep(0.3), task())[1] for task in begun.tasks]
+        return begun
+
+    slow.source.start_batch = slowly
+    closer = threading.Timer(0.5, slow.close)
+    closer.start()
+    with pytest.raises(LoaderClosed, match="^ImageLoader was closed during a pass over "):
+        for _ in slow:
+            pass
+    closer.join()
+
+
+def test_close_in_the_loop_as_a_user_meets_it(coloured_shards):
+    script = textwrap.dedent(f"""
+        from dataio import ImageLoader
+        loader = ImageLoader({str(coloured_shards)!r}, batch_size=4, image_size=16, num_workers=2)
+        for images, labels in loader:
+            loader.close()
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (f"dataio.formats.errors.LoaderClosed: ImageLoader was closed "
+                                                    f"during a pass over {coloured_shards}: build a new one to "
+                                                    "read again")

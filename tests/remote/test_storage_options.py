@@ -207,3 +207,33 @@ def test_cli_names_the_option_a_backend_refuses_and_exits_2(s3, s3_images, http_
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "--storage-option client_kwargs.bogus: the s3 backend" in done.stderr
     assert not (staging / "manifest.json").exists()  # refused at open, not after the conversion
+
+
+@pytest.mark.parametrize("option", ["timeout=" + SECRET, "headers=" + SECRET, "client_kwargs=[1, 2]"])
+def test_an_option_of_the_wrong_type_is_one_line_not_a_traceback(http_root, s3, s3_images, tmp_path, option):
+    """An option the backend takes, of the wrong type or shape (``timeout`` as text for aiohttp, ``client_kwargs``
+    a list, ``config_kwargs.retries`` a string for botocore), failed deep inside the backend: a Python traceback
+    naming no option. Now one line naming the options and the backend, never a value, exit 2."""
+    key = option.partition("=")[0]
+    done = _dataio("verify", http_root, "--storage-option", option, cwd=tmp_path, timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr[-2000:]
+    assert done.stderr.startswith("dataio verify: error: --storage-option") and key in done.stderr
+    assert "Traceback" not in done.stderr and SECRET not in done.stderr
+    done = _dataio("verify", s3_images, "--storage-option", f"config_kwargs.retries={SECRET}", cwd=tmp_path,
+                   env=_env(AWS_ENDPOINT_URL=s3.endpoint, AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY="x" * 12),
+                   timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr[-2000:]
+    assert "the s3 backend" in done.stderr and "config_kwargs.retries" in done.stderr and SECRET not in done.stderr
+    with pytest.raises(ConfigError, match="storage_options: the http backend"):
+        ImageLoader(http_root, storage_options={"timeout": SECRET}, **LOADER)
+
+
+def test_a_remote_file_past_its_limit_is_read_no_further(http_root):
+    from dataio.formats.bounded_read import FileTooLarge
+    from dataio.formats.remote.storage import open_location
+
+    location = open_location(http_root)
+    whole = location.read_bytes("manifest.json")
+    assert location.read_bytes("manifest.json", limit=len(whole)) == whole
+    with pytest.raises(FileTooLarge, match=f"past {len(whole) - 1:,} bytes"):
+        location.read_bytes("manifest.json", limit=len(whole) - 1)

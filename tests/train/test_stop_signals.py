@@ -204,3 +204,54 @@ def test_saving_blocks_nest_and_a_second_ctrl_c_outside_them_stops_at_once():
     finally:
         signals.restore()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+# The trainer with a slow evaluation: a test hook that says when each evaluation begins, so that a signal lands
+# in it (the run has no --val: the losses are the uninterrupted run's).
+SLOW_EVAL = """
+import sys, time
+from dataio.cli import main
+from dataio.train import image_task
+
+real_evaluate = image_task.ImageTask.evaluate
+
+
+def slow_evaluate(self, network):
+    print("evaluating", flush=True)
+    time.sleep(1.0)
+    return real_evaluate(self, network)
+
+
+image_task.ImageTask.evaluate = slow_evaluate
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("evaluation", [1, 2], ids=["first", "last"])
+def test_a_signal_during_the_evaluation_writes_the_log_or_lets_the_last_epoch_finish(real_photo_shards, whole,
+                                                                                       tmp_path, evaluation):
+    """SIGTERM while the epoch's evaluation ran: the checkpoint was written and the run exited 143, but without
+    log.json (the docs promise it, marked ``interrupted_at_step``); in the last epoch's evaluation, after the
+    last step, it exited 143 too, where the docs let the run finish. Now the first writes log.json and resumes
+    exactly; the last finishes, exit 0."""
+    out = tmp_path / "run"
+    process = _start([sys.executable, "-c", SLOW_EVAL, *_args(real_photo_shards), "--out", str(out)])
+    seen = 0
+    for line in process.stdout:
+        seen += line == "evaluating\n"
+        if seen == evaluation:
+            break
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=300)
+    log = json.loads((out / "log.json").read_text())
+    if evaluation == 1:
+        assert process.returncode == 143, err[-3000:]
+        assert err == f"dataio train: stopped by SIGTERM at step 7: checkpoint saved to {out / 'checkpoint.pt'}; " \
+                      "rerun with --resume to continue\n"
+        assert log["summary"]["interrupted_at_step"] == 7 == len(log["steps"]) == _saved_step(out)
+        resumed = cli(*_args(real_photo_shards), "--out", str(out), "--resume")
+        assert resumed.returncode == 0 and resumed.stderr == "", resumed.stderr[-2000:]
+    else:
+        assert process.returncode == 0 and err == "", err[-3000:]
+        assert "interrupted_at_step" not in log["summary"] and len(log["steps"]) == 14
+    assert _losses(out) == _losses(whole) and _saved_step(out) == 14

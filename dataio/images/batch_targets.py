@@ -1,0 +1,37 @@
+"""A batch's targets on the host, between the decode and the device: ragged rows that drop with their samples.
+
+Boxes are ``augment.box_targets.BoxTargets`` (each box's visible polygon in the
+output's pixels, so later warps clip and measure it exactly), with the crowd
+flag and the mask of each row beside them (``masks[j]`` is row ``j``'s), and
+each sample's COCO image id. A batch keeps them in ``HostBatch.extra`` (they
+are ragged: the per-sample fields' row-wise ``keep`` does not apply), and the
+source's ``without`` drops a failed sample's rows here with its fields there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dataio.augment.box_targets import BoxTargets
+
+
+@dataclass
+class BatchTargets:
+    """Boxes (ragged by sample), crowd flags and masks (T, S, S) uint8 or None by row, image ids by sample."""
+
+    boxes: BoxTargets
+    iscrowd: np.ndarray
+    masks: np.ndarray | None
+    image_id: np.ndarray
+
+    def without(self, keep: np.ndarray) -> BatchTargets:
+        """Only the samples where ``keep`` (N,) bool is true, with their rows."""
+        rows = keep[self.boxes.owners()]
+        counts = np.diff(self.boxes.offsets)[keep]
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        b = self.boxes
+        boxes = BoxTargets(b.polygons[rows], b.full_areas[rows], b.labels[rows], offsets)
+        return BatchTargets(boxes, self.iscrowd[rows], None if self.masks is None else self.masks[rows],
+                            self.image_id[keep])

@@ -1,0 +1,152 @@
+"""The image loader's source for samples with box and mask targets: the image source's decode, its targets moved
+through the same crop, resize and flip.
+
+``start_batch`` draws the batch's crops from the generator seeded by its key, as
+the image source does: the detection crop (``augment.bbox_crop``: SSD's
+overlap-constrained windows, DALI's ``random_bbox_crop``, boxes whose centre
+falls outside dropped) or RandomResizedCrop, then the flips; evaluation takes the
+whole image (or the centre crop). The images are decoded by the image source's
+tasks (turbo or DALI, ``_image_tasks``). The targets follow the parameters the
+decoder took (``augment.target_maps``: turbo's clamped boxes, DALI's rounded
+ones; with ``crop_on_device`` the decode's map, then the device crop's): one
+task maps the batch's boxes (``BoxTargets``, vectorised), and with masks each
+decode task's samples get theirs (decoded from RLE, ``coco_rle``, and resampled
+nearest-neighbour at the output size). RandAugment, the box filter and padding
+happen after the copy (``detection_transfer``). The tasks close over the
+batch's dicts, never over its ``BatchStart`` (no reference cycle: see
+``text.token_batches``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from dataio.augment import SeedKey
+from dataio.augment.bbox_crop import bbox_crop_boxes
+from dataio.augment.box_targets import BoxTargets
+from dataio.augment.crop_boxes import center_crop_boxes, flips, random_resized_crop_boxes
+from dataio.augment.mask_targets import resample_masks
+from dataio.augment.mix import refuse_with_box_targets
+from dataio.augment.target_maps import crop_resize_maps, decoded_crop_boxes, device_crop_maps
+from dataio.images.batch_targets import BatchTargets
+from dataio.images.config import ImageLoaderConfig
+from dataio.images.dali_decode import DaliDecoder
+from dataio.images.detection_config import DetectionConfig
+from dataio.images.detection_transfer import DetectionTransfer
+from dataio.images.image_batches import CHUNK, ImageBatchSource
+from dataio.images.image_shards import ImageShards
+from dataio.images.target_columns import BatchObjects, TargetColumns
+from dataio.pipeline.host_batch import HostBatch
+from dataio.pipeline.sample_source import BatchStart, Failures, drop_samples
+from dataio.pipeline.stage_times import Lap, StageTimes
+
+
+class DetectionBatchSource(ImageBatchSource):
+    """Batches of images with their box (and mask) targets, as ``config.targets`` says (``DetectionConfig``)."""
+
+    def __init__(self, shards: ImageShards, config: ImageLoaderConfig, times: StageTimes, *,
+                 dali: DaliDecoder | None = None, threads: int = 0) -> None:
+        super().__init__(shards, config, times, dali=dali, threads=threads)
+        self.detection = config.targets or DetectionConfig()
+        self.columns = TargetColumns(shards, self.detection.masks)
+
+    def start_batch(self, index: int, keys: np.ndarray, key: SeedKey) -> BatchStart:
+        c, d, table = self.config, self.detection, self.shards.table
+        size, out = c.decode_size_at(key.epoch), c.image_size_at(key.epoch)
+        rng = np.random.default_rng([key.seed, key.epoch, key.rank, key.step])
+        n = len(keys)
+        widths, heights = table.width[keys].astype(np.float64), table.height[keys].astype(np.float64)
+        objects = self.columns.objects(keys)
+        whole = np.stack([np.zeros(n), np.zeros(n), widths, heights], axis=1)
+        kept = np.ones(len(objects.labels), dtype=bool)
+        if c.train:
+            if d.crop == "bbox":
+                crops, kept = bbox_crop_boxes(widths, heights, objects.boxes, objects.counts, rng, d.bbox_crop)
+            else:
+                crops = random_resized_crop_boxes(widths, heights, rng, c.crop_scale, c.crop_ratio)
+            flipped = flips(n, rng, c.hflip)
+        else:
+            crops = whole if d.eval_crop == "whole" else center_crop_boxes(widths, heights, c.val_crop_ratio)
+            flipped = np.zeros(n, dtype=bool)
+        seeds = rng.integers(0, 2**63 - 1, size=n) if self.transform and self.transform.seeded else None
+        fields: dict[str, Any] = {}
+        decoded, decoded_flips = crops, flipped
+        if c.crop_on_device:  # the whole image decoded at size x size, cropped on the device
+            fields["crop_boxes"] = crops * np.stack([size / widths, size / heights] * 2, axis=1)
+            fields["crop_flips"] = flipped
+            decoded, decoded_flips = whole, np.zeros(n, dtype=bool)
+        start = self._image_tasks(index, keys, decoded, decoded_flips, size, fields, seeds)
+        taken = np.round(decoded) if self.dali is not None else decoded_crop_boxes(decoded, widths, heights)
+        maps = crop_resize_maps(taken, decoded_flips, size, size)
+        if c.crop_on_device:
+            maps = device_crop_maps(fields["crop_boxes"], flipped, out) @ maps
+        rows = np.flatnonzero(kept)
+        owners = np.repeat(np.arange(n), objects.counts)[rows]
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(owners, minlength=n))])
+        masks = np.zeros((len(rows), out, out), np.uint8) if d.masks else None
+        extra = start.extra
+        lap = self.times.lap()
+        tasks = [lambda: self._map_boxes(extra, objects, kept, keys, widths, heights, maps, out, masks, lap)]
+        laps = [lap]
+        if masks is not None:
+            for lo in range(0, n, CHUNK):
+                laps.append(self.times.lap())
+                tasks.append(lambda lo=lo, lap=laps[-1]: self._masks(keys, objects, rows, bounds, maps, masks, lo,
+                                                                     min(lo + CHUNK, n), lap))
+        return BatchStart(start.fields, [*start.tasks, *tasks], laps=(*start.laps, *laps), extra=extra)
+
+    def _map_boxes(self, extra: dict[str, Any], objects: BatchObjects, kept: np.ndarray, keys: np.ndarray,
+                   widths: np.ndarray, heights: np.ndarray, maps: np.ndarray, out: int, masks: np.ndarray | None,
+                   lap: Lap) -> Failures:
+        """The batch's boxes in the output's pixels (their visible polygons: ``BoxTargets``), into ``extra``."""
+        with lap("targets"):
+            boxes = BoxTargets.from_ragged(objects.boxes, objects.labels, objects.counts, widths, heights)
+            boxes = boxes.select(kept).mapped(maps, out, out)
+            extra["targets"] = BatchTargets(boxes, objects.iscrowd[kept], masks, self.columns.image_ids(keys))
+        lap.flush()
+        return []
+
+    def _masks(self, keys: np.ndarray, objects: BatchObjects, rows: np.ndarray, bounds: np.ndarray,
+               maps: np.ndarray, masks: np.ndarray, lo: int, hi: int, lap: Lap) -> Failures:
+        """Samples lo..hi-1's masks, decoded and resampled through their maps into ``masks``; a mask that does
+        not decode is its sample's failure."""
+        failures = []
+        size = masks.shape[1]
+        with lap("masks"):
+            for i in range(lo, hi):
+                first, last = int(bounds[i]), int(bounds[i + 1])
+                if first == last:
+                    continue
+                sample = int(keys[i])
+                assert objects.mask_rows is not None and objects.mask_parts is not None
+                try:
+                    decoded = np.stack([self.columns.mask(int(objects.mask_parts[r]), int(objects.mask_rows[r]),
+                                                          sample) for r in rows[first:last]])
+                except ValueError as e:
+                    failures.append((i, self.shards.sample_error(sample, f"mask: {e}")))
+                    continue
+                masks[first:last] = resample_masks(decoded, maps[i], size, size)
+        lap.items = hi - lo
+        lap.flush()
+        return failures
+
+    def without(self, batch: HostBatch, positions: list[int]) -> HostBatch:
+        """The failed samples dropped from the fields and from the targets' rows."""
+        keep = np.ones(len(batch), dtype=bool)
+        keep[positions] = False
+        targets = batch.extra.get("targets")
+        if targets is not None:
+            batch.extra["targets"] = targets.without(keep)
+        return drop_samples(batch, positions)
+
+
+def detection_source_and_transfer(shards: ImageShards, config: ImageLoaderConfig, times: StageTimes, *,
+                        dali: DaliDecoder | None, threads: int) -> tuple[ImageBatchSource, Callable[[HostBatch], Any]]:
+    """The loader's source and device stage: with targets (``DetectionTransfer``'s dict batches) when
+    ``config.targets`` is given or the folder declares boxes (then MixUp/CutMix is refused: it has no rule for
+    boxes); else the image source and ``DeviceTransfer``."""
+    refuse_with_box_targets(config.mix)
+    return DetectionBatchSource(shards, config, times, dali=dali, threads=threads), DetectionTransfer(config, times)

@@ -1,0 +1,58 @@
+"""What the image loader does with box and mask targets (``ImageLoader(..., targets=DetectionConfig(...))``).
+
+A folder whose manifest declares boxes (``dataio convert coco``) is read with
+targets by default (``DetectionConfig()``); these options say which crop a
+training batch takes, which boxes survive it, and whether masks come along.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+from dataio.augment.bbox_crop import BBoxCropConfig
+from dataio.formats.errors import ConfigError
+
+
+@dataclass(frozen=True, kw_only=True)
+class DetectionConfig:
+    """Box and mask targets through the loader's crops, flips, resizes and RandAugment's warps.
+
+    ``crop`` (training): ``"bbox"``, SSD's crop constrained by box overlap
+    (``bbox_crop``: DALI's ``random_bbox_crop``), or ``"random_resized"``, the
+    loader's RandomResizedCrop (``crop_scale``, ``crop_ratio``); both with the
+    loader's ``hflip``. ``eval_crop`` (evaluation): ``"whole"``, the whole image
+    resized to the square output (SSD's evaluation: no object cut off), or
+    ``"centre"``, the classification view (``val_crop_ratio``). A box is kept when
+    at least ``min_visible`` of its area (through every map, without clipping)
+    is left in the output and both its sides are longer than ``min_side``
+    pixels; ``crowd=False`` drops COCO's crowd boxes (``iscrowd``). ``masks``
+    adds each kept box's mask at the output size; ``max_boxes`` pads every batch
+    to that many boxes (a sample with more is an error) instead of to its
+    busiest sample's count.
+    """
+
+    masks: bool = False
+    crop: Literal["bbox", "random_resized"] = "bbox"
+    eval_crop: Literal["whole", "centre"] = "whole"
+    bbox_crop: BBoxCropConfig = field(default_factory=BBoxCropConfig)
+    min_visible: float = 0.25
+    min_side: float = 1.0
+    crowd: bool = True
+    max_boxes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.crop not in ("bbox", "random_resized"):
+            raise ConfigError(f"{{0}} must be 'bbox' or 'random_resized', got {self.crop!r}", "crop")
+        if self.eval_crop not in ("whole", "centre"):
+            raise ConfigError(f"{{0}} must be 'whole' or 'centre', got {self.eval_crop!r}", "eval_crop")
+        if not isinstance(self.bbox_crop, BBoxCropConfig):
+            raise ConfigError(f"{{0}} must be a BBoxCropConfig, got {type(self.bbox_crop).__name__}", "bbox_crop")
+        if not (isinstance(self.min_visible, (int, float)) and 0 <= self.min_visible <= 1):
+            raise ConfigError(f"{{0}} must be in [0, 1], got {self.min_visible!r}", "min_visible")
+        if not (isinstance(self.min_side, (int, float)) and math.isfinite(self.min_side) and self.min_side >= 0):
+            raise ConfigError(f"{{0}} must be a number of pixels >= 0, got {self.min_side!r}", "min_side")
+        if self.max_boxes is not None and (isinstance(self.max_boxes, bool) or not isinstance(self.max_boxes, int)
+                                           or self.max_boxes < 1):
+            raise ConfigError(f"{{0}} must be None or an int >= 1, got {self.max_boxes!r}", "max_boxes")

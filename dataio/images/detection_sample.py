@@ -1,0 +1,63 @@
+"""``ShardDataset[i]`` of a folder with box targets: one sample as a dict, as the loader's evaluation view gives it.
+
+Without ``image_size``, the whole image (uint8 (3, H, W), or PIL) with its
+objects in its own pixels; with it, the loader's evaluation crop (the whole
+image resized to S x S, or the centre crop: ``DetectionConfig.eval_crop``) and
+the targets through the same map, filtered by ``min_visible`` as the loader's
+are. Keys: ``image``, ``boxes`` (K, 4) float32 xyxy, ``labels`` (K,) int64,
+``iscrowd`` (K,) bool, ``image_id`` (an int), and ``masks`` (K, H, W) uint8 when
+``DetectionConfig.masks`` asks: torchvision's detection target form, with the
+image in the same dict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from dataio.augment.box_targets import BoxTargets
+from dataio.augment.crop_boxes import center_crop_boxes
+from dataio.augment.mask_targets import resample_masks
+from dataio.augment.target_maps import crop_resize_maps
+from dataio.images.detection_config import DetectionConfig
+from dataio.images.image_shards import ImageShards
+from dataio.images.target_columns import TargetColumns
+from dataio.images.turbo_decode import decode_crop_into, decode_image
+
+
+def detection_sample(reader: ImageShards, columns: TargetColumns, index: int, targets: DetectionConfig,
+                     image_size: int | None, *, val_crop_ratio: float, to_pil: bool, decode: dict[str, bool]) -> dict:
+    """Sample ``index`` read (checked), decoded and with its targets; raises data errors (ValueError, OSError)."""
+    data = reader.read(index)
+    ids = np.array([index])
+    objects = columns.objects(ids)
+    width, height = int(reader.table.width[index]), int(reader.table.height[index])
+    masks = np.stack([columns.mask(int(part), int(row), index) for part, row in
+                      zip(objects.mask_parts, objects.mask_rows)]) if targets.masks and len(objects.labels) else \
+        np.zeros((0, height, width), np.uint8)
+    if image_size is None:
+        pixels: Any = decode_image(data, to_pil=to_pil)
+        boxes, labels, iscrowd = objects.boxes, objects.labels, objects.iscrowd
+    else:
+        w, h = np.array([width], np.float64), np.array([height], np.float64)
+        box = (np.array([[0.0, 0.0, width, height]]) if targets.eval_crop == "whole"
+               else center_crop_boxes(w, h, val_crop_ratio))
+        pixels = np.empty((image_size, image_size, 3), dtype=np.uint8)
+        decode_crop_into(data, box[0], False, pixels, **decode)
+        maps = crop_resize_maps(box, np.zeros(1, bool), image_size, image_size)
+        moved, rows = (BoxTargets.from_ragged(objects.boxes, objects.labels, objects.counts, w, h)
+                       .mapped(maps, image_size, image_size).kept(targets.min_visible, targets.min_side))
+        boxes, labels, iscrowd = moved.boxes(), moved.labels, objects.iscrowd[rows]
+        masks = resample_masks(masks[rows], maps[0], image_size, image_size) if targets.masks else masks
+        pixels = Image.fromarray(pixels) if to_pil else pixels
+    keep = np.ones(len(labels), bool) if targets.crowd else ~iscrowd
+    sample = {"image": pixels if to_pil else torch.from_numpy(np.ascontiguousarray(pixels)).permute(2, 0, 1),
+              "boxes": torch.from_numpy(np.ascontiguousarray(boxes[keep], np.float32)),
+              "labels": torch.from_numpy(labels[keep].astype(np.int64)),
+              "iscrowd": torch.from_numpy(iscrowd[keep]), "image_id": int(columns.image_ids(ids)[0])}
+    if targets.masks:
+        sample["masks"] = torch.from_numpy(np.ascontiguousarray(masks[keep]))
+    return sample

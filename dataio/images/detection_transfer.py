@@ -1,0 +1,140 @@
+"""The device stage of batches with box targets: the images as ``DeviceTransfer`` finishes them, the targets
+through the same device crop and RandAugment draws, filtered, padded, as one dict.
+
+After the copy, a batch's images take the loader's device crop (``crop_on_device``:
+its boxes and masks were already mapped through it on the host) and
+RandAugment, whose ops and magnitudes are drawn once for images and targets
+(``RandAugment.draw``, seeded by the batch's key as ``DeviceAugment`` seeds
+it): boxes go through each slot's map (``target_maps.randaugment_maps``, each
+clipping the visible polygon), masks are warped nearest-neighbour on the
+device (``mask_targets.warp_masks``). Then boxes left with less than
+``min_visible`` of their area, or a side of ``min_side`` pixels or less, are
+dropped with their masks (and crowd boxes with ``crowd=False``), and the rest
+padded. The dict (``docs/detection.md``):
+
+- ``image`` (N, 3, S, S), as the loader's ``normalize`` and ``channels_last`` say;
+- ``boxes`` (N, K, 4) float32 x0, y0, x1, y1 in output pixels (continuous:
+  pixel ``i`` spans ``[i, i + 1)``), K the batch's largest count or ``max_boxes``;
+- ``labels`` (N, K) int64, -1 where padded; ``valid`` (N, K) bool;
+  ``num_boxes`` (N,) int64; ``iscrowd`` (N, K) bool;
+- ``masks`` (with ``masks=True``): (M, S, S) uint8, M = ``num_boxes.sum()``,
+  row ``j`` the mask of the ``j``-th valid box in (sample, slot) order, so
+  ``masks`` lines up with ``boxes[valid]``;
+- ``image_id`` (N,) COCO's ids, ``sample_ids`` and ``repeated`` (N,) as the
+  loader's ``batches()`` give them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+
+from dataio.augment.chain import CropBoxes, EpochSizedCrop, Normalize
+from dataio.augment.mask_targets import warp_masks
+from dataio.augment.randaugment import RandAugment
+from dataio.augment.seeding import derive_seed
+from dataio.augment.target_maps import randaugment_maps
+from dataio.formats.errors import ConfigError
+from dataio.images.batch_targets import BatchTargets
+from dataio.images.config import ImageLoaderConfig
+from dataio.images.detection_config import DetectionConfig
+from dataio.images.device_transfer import BATCH_TRANSFORM_STREAM
+from dataio.images.sample_transform import takes_generator
+from dataio.pipeline.hook_sizes import check_rows
+from dataio.pipeline.host_batch import HostBatch
+from dataio.pipeline.stage_times import StageTimes
+
+
+class DetectionTransfer:
+    """``transfer(host_batch) -> dict`` (module docstring) on ``config.device``."""
+
+    def __init__(self, config: ImageLoaderConfig, times: StageTimes) -> None:
+        c = config
+        self.device, self.times, self.detection = torch.device(c.device), times, c.targets or DetectionConfig()
+        self.normalize = Normalize(c.mean, c.std) if c.normalize else None
+        self.memory_format = torch.channels_last if c.channels_last else torch.contiguous_format
+        self.crop = EpochSizedCrop(c.image_size, schedule=c.schedule, scale=c.crop_scale, ratio=c.crop_ratio,
+                                   hflip=c.hflip) if c.crop_on_device else None
+        self.randaugment = RandAugment(dataclasses.replace(c.randaugment, output="float")) if c.randaugment else None
+        self.batch_transform = c.batch_transform
+        self._generator = torch.Generator(device=self.device) if c.batch_transform and takes_generator(
+            c.batch_transform) else None
+
+    def __call__(self, batch: HostBatch) -> dict[str, torch.Tensor] | None:
+        if not len(batch):  # every sample failed under skip: counted, then dropped
+            return None
+        targets: BatchTargets = batch.extra["targets"]
+        with self.times.range("copy", self.device):
+            images = batch.fields["image"].to(self.device, non_blocking=True).permute(0, 3, 1, 2)
+            masks = None if targets.masks is None else torch.from_numpy(targets.masks).to(self.device)
+        with self.times.range("augment", self.device):
+            images, boxes, masks, keep = self._augment(images, targets, masks, batch)
+            out = self._padded(boxes, targets.iscrowd[keep], masks)
+            out["image"] = self._finish(images)
+            out.update(image_id=torch.from_numpy(targets.image_id), sample_ids=torch.from_numpy(batch.samples),
+                       repeated=torch.from_numpy(batch.repeated))
+        if self.batch_transform is None:
+            return out
+        with self.times.range("batch_transform", self.device):
+            return self._user(out, batch)
+
+    def _augment(self, images: torch.Tensor, targets: BatchTargets, masks: torch.Tensor | None,
+                 batch: HostBatch) -> tuple:
+        """The device crop and RandAugment on the images, RandAugment's draws on the targets; the kept rows."""
+        boxes = targets.boxes
+        if self.crop is not None:
+            self.crop.seed_for(batch.key)
+            images = self.crop(images, CropBoxes(boxes=batch.fields["crop_boxes"], flipped=batch.fields["crop_flips"]))
+            if self.randaugment is not None and self.randaugment.uses_kernel(images.device, torch.uint8):
+                images = images.round_().to(torch.uint8)  # the kernel's uint8 path, as DeviceAugment takes it
+        if self.randaugment is not None:
+            self.randaugment.seed_for(batch.key)
+            size = images.shape[-1]
+            draws = self.randaugment.draw(len(images))
+            whole = self.randaugment.uses_kernel(images.device, images.dtype)
+            images = self.randaugment(images, output="uint8" if whole else None, draws=draws)
+            slot_maps = randaugment_maps(draws, size, size)
+            boxes = boxes.mapped_in_slots(slot_maps, size, size)
+            if masks is not None:
+                masks = warp_masks(masks, boxes.offsets, slot_maps)
+        d = self.detection
+        boxes, rows = boxes.kept(d.min_visible, d.min_side)
+        if not d.crowd:
+            not_crowd = ~targets.iscrowd[rows]
+            boxes, rows = boxes.select(not_crowd), rows[not_crowd]
+        if masks is not None:
+            masks = masks[torch.from_numpy(rows).to(masks.device)]
+        return images, boxes, masks, rows
+
+    def _padded(self, boxes, iscrowd: np.ndarray, masks: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        padded, labels, valid = boxes.padded(self.detection.max_boxes)
+        crowd = np.zeros(valid.shape, bool)
+        crowd[valid] = iscrowd
+        out = {name: torch.from_numpy(value).to(self.device, non_blocking=True) for name, value in
+               (("boxes", padded), ("labels", labels), ("valid", valid), ("iscrowd", crowd),
+                ("num_boxes", valid.sum(axis=1).astype(np.int64)))}
+        if masks is not None:
+            out["masks"] = masks
+        return out
+
+    def _finish(self, images: torch.Tensor) -> torch.Tensor:
+        if self.normalize is not None:
+            return self.normalize(images, self.memory_format)
+        if images.is_floating_point():
+            images = images.round().clamp_(0, 255).to(torch.uint8)
+        return images.contiguous(memory_format=self.memory_format)
+
+    def _user(self, out: dict[str, torch.Tensor], batch: HostBatch) -> dict[str, torch.Tensor]:
+        """``batch_transform(dict) -> dict`` (with a generator seeded for the batch when it takes one)."""
+        if self._generator is None:
+            result = self.batch_transform(out)
+        else:
+            self._generator.manual_seed(derive_seed(batch.key, BATCH_TRANSFORM_STREAM))
+            result = self.batch_transform(out, generator=self._generator)
+        if not isinstance(result, dict):
+            raise ConfigError(f"{{0}} must return the batch dict, got {type(result).__name__}", "batch_transform")
+        per_sample = {name: value for name, value in result.items() if name != "masks" and hasattr(value, "shape")}
+        check_rows("batch_transform", per_sample, len(batch), "samples")
+        return result

@@ -1,0 +1,285 @@
+"""``dataio convert coco IMAGES ANNOTATIONS.json OUT``: COCO detection and segmentation data to image shards.
+
+The output is an image shard folder (``convert images``'s: tars with their DALI
+index, ``samples.arrow``, ``rejected.jsonl``, ``manifest.json`` last) whose
+manifest declares the COCO fields (``coco_fields``): each sample's boxes,
+labels, crowd flags and masks are columns of the sample table, so every image
+reader opens the folder, and the image loader with box targets reads them. The
+classes are the categories' names in the order of their ids.
+
+Checks: the JSON as ``coco_json`` reads it (each bad image or annotation
+rejected with its reason), then each image as ``image_prepare`` checks any
+packed image (decodes, damage, size limits), against the size the JSON gives it;
+its annotations are moved with its pixels (``coco_targets``). Images without a
+good annotation are packed, or skipped with ``skip_empty`` (counted, not
+rejected). The rest is ``convert images``'s machinery: workers in order
+(byte-identical output whatever their count), a journal per finished shard
+(a killed run resumes, byte-identical), a rank's share of the images
+(``rank_split``, by bytes) and the merge by the last rank to finish.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from dataio.formats.bounded_read import FileTooLarge
+from dataio.formats.coco.coco_fields import COLUMN_TYPES, coco_fields
+from dataio.formats.coco.coco_json import MAX_ANNOTATIONS_BYTES, CocoImage, CocoIndex, read_coco_json
+from dataio.formats.coco.coco_targets import PreparedTargets, prepare_coco_image, pycocotools_mask
+from dataio.formats.dataset.convert_journal import Journal, ShardRecord, fingerprint
+from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
+from dataio.formats.dataset.out_lock import locked_output
+from dataio.formats.dataset.sample_table import CHECKSUM_FIELD, sample_checksum, write_sample_table
+from dataio.formats.dataset.wds_shards import ShardWriter, scan_tar
+from dataio.formats.errors import NothingConverted, UsageError
+from dataio.formats.fallback_log import warn_once
+from dataio.formats.files import sha256_file, write_atomic
+from dataio.formats.images.image_convert import REJECTED_NAME
+from dataio.formats.images.image_prepare import WITHOUT_CODEC, ImagePrepareConfig, Rejection, add_restart_markers
+from dataio.formats.images.image_tree import NotRegularFile, errno_text, escape_path, read_regular_file
+from dataio.formats.progress import progress
+from dataio.formats.ranks.rank_merge import merge_if_complete
+from dataio.formats.ranks.rank_split import rank_folder, rank_range
+from dataio.formats.sizes import parse_size
+from dataio.formats.worker_pool import ordered_map
+
+_OUTPUT_PATTERNS = ("shard-*.tar", "shard-*.idx", ".shard-*", MANIFEST_NAME, SAMPLE_TABLE_NAME, REJECTED_NAME)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConvertCocoConfig:
+    """Everything ``dataio convert coco`` takes."""
+
+    images: Path  # the folder the JSON's file_name values are relative to
+    annotations: Path  # COCO's instances JSON
+    out: Path
+    skip_empty: bool = False  # images without a good annotation: packed (False) or skipped, counted
+    shard_size: int = 256 * 10**6
+    max_shard_samples: int | None = None
+    num_workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    strict: bool = False
+    overwrite: bool = False
+    progress: bool = True
+    prepare: ImagePrepareConfig = field(default_factory=ImagePrepareConfig)
+    max_annotations_bytes: int = MAX_ANNOTATIONS_BYTES
+    rank: int = 0
+    world_size: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("images", "annotations", "out"):
+            object.__setattr__(self, name, Path(getattr(self, name)))
+        object.__setattr__(self, "shard_size", parse_size(self.shard_size))
+        object.__setattr__(self, "max_annotations_bytes", parse_size(self.max_annotations_bytes))
+        if self.num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {self.num_workers}")
+        if self.world_size < 1 or not 0 <= self.rank < self.world_size:
+            raise ValueError(f"rank must be in 0..world_size-1 and world_size >= 1, got {self.rank} of {self.world_size}")
+        if self.max_shard_samples is not None and self.max_shard_samples < 1:
+            raise ValueError("max_shard_samples must be >= 1")
+        if self.max_annotations_bytes < 1:
+            raise ValueError("max_annotations_bytes must be >= 1")
+
+
+@dataclass(frozen=True)
+class CocoSummary:
+    """What a conversion did."""
+
+    num_samples: int
+    num_boxes: int
+    num_masks: int
+    num_shards: int
+    num_converted: int
+    num_empty: int  # images without a good annotation (packed, or skipped with skip_empty)
+    skipped_empty: bool
+    out: Path
+    rejected: tuple[dict[str, str], ...]
+
+    @property
+    def num_rejected(self) -> int:
+        return len(self.rejected)
+
+    def line(self) -> str:
+        annotations = sum("#annotation" in r["path"] for r in self.rejected)
+        empty = f", {self.num_empty} without annotations {'skipped' if self.skipped_empty else 'kept'}"
+        listed = f", listed in {self.out / REJECTED_NAME}" if self.rejected else ""
+        return (f"packed {self.num_samples} images with {self.num_boxes} boxes ({self.num_masks} masks) into "
+                f"{self.num_shards} shards in {self.out} ({self.num_converted} re-encoded, "
+                f"{len(self.rejected) - annotations} images and {annotations} annotations rejected{listed}"
+                f"{empty if self.num_empty else ''})")
+
+
+def _prepare_job(job: tuple) -> PreparedTargets | Rejection:
+    """In a worker: one image file read (bounded), prepared, its annotations moved with it."""
+    root, image, prepare, masks = job
+    try:
+        data = read_regular_file(os.path.join(root, image.file_name), prepare.max_file_size)
+    except (NotRegularFile, FileTooLarge) as e:
+        return Rejection(str(e))
+    except OSError as e:
+        return Rejection(f"cannot read: {errno_text(e)}")
+    result = prepare_coco_image(data, image.width, image.height, image.annotations, prepare, masks)
+    if isinstance(result, PreparedTargets):  # stored as float32: a resumed run's rows (JSON) are the same values
+        result = replace(result, boxes=np.asarray(result.boxes, np.float32).reshape(-1, 4).tolist())
+    return result
+
+
+def convert_coco(config: ConvertCocoConfig) -> CocoSummary:
+    """Pack the COCO data of ``config`` into ``config.out``; resumes an interrupted run. With ``world_size`` > 1,
+    this rank's share of the images into ``OUT/rank-R-of-N``, merged by the last rank to finish."""
+    index = read_coco_json(config.annotations, config.max_annotations_bytes)
+    if index.has_segmentation:
+        try:
+            pycocotools_mask()
+        except ImportError as e:
+            raise UsageError(f"{config.annotations}: {e}") from None
+    images = [image for image in index.images if image.annotations or not config.skip_empty]
+    empty = sum(not image.annotations for image in index.images)
+    if config.world_size == 1:
+        summary = _pack(config, index, images, empty, index.rejected)
+        if summary.num_samples == 0:
+            raise NothingConverted(f"no image converted from {config.annotations}: " + (
+                f"all were rejected (listed in {config.out / REJECTED_NAME})" if summary.rejected
+                else "it lists no images" + (" with annotations" if config.skip_empty and empty else "")))
+        return summary
+    sizes = np.array([_size(config.images / image.file_name) for image in images], dtype=np.int64)
+    start, stop = rank_range(sizes, config.rank, config.world_size)
+    part = replace(config, out=config.out / rank_folder(config.rank, config.world_size), rank=0, world_size=1)
+    part.out.mkdir(parents=True, exist_ok=True)
+    # images without annotations: each rank counts those it packs; the skipped ones are counted by rank 0
+    here = empty * (config.rank == 0) if config.skip_empty else sum(not i.annotations for i in images[start:stop])
+    summary = _pack(part, index, images[start:stop], here, index.rejected if config.rank == 0 else [])
+    merge_if_complete(config.out)
+    return summary
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _pack(config: ConvertCocoConfig, index: CocoIndex, images: list[CocoImage], empty: int,
+          rejected_early: list[tuple[str, str]]) -> CocoSummary:
+    with locked_output(config.out):
+        return _pack_locked(config, index, images, empty, rejected_early)
+
+
+def _options(config: ConvertCocoConfig, index: CocoIndex) -> dict:
+    p = config.prepare
+    return {"source": "coco", "annotations": config.annotations.name,
+            "annotations_sha256": sha256_file(config.annotations),
+            "categories": [list(category) for category in index.categories],
+            "empty": "skip" if config.skip_empty else "keep", "sample_checksum": CHECKSUM_FIELD.name,
+            "max_side": p.max_side, "quality": p.quality, "max_pixels": p.max_pixels, "max_file_size": p.max_file_size,
+            "shard_size": config.shard_size, "restart_interval": p.restart_interval if add_restart_markers else 0}
+
+
+def _pack_locked(config: ConvertCocoConfig, index: CocoIndex, images: list[CocoImage], empty: int,
+                 rejected_early: list[tuple[str, str]]) -> CocoSummary:
+    if add_restart_markers is None:
+        warn_once("jpeg-codec-pack", WITHOUT_CODEC)
+    options = _options(config, index)
+    files = [(image.file_name, image.id) for image in images]
+    journal = Journal(config.out, fingerprint({**options, "max_shard_samples": config.max_shard_samples}, files))
+    done = journal.start(config.out, config.overwrite, _OUTPUT_PATTERNS)
+    records = list(done)
+    rows = [row for record in done for row in record.rows]
+    start = done[-1].files_end if done else 0
+    writer = ShardWriter(config.out, config.shard_size, config.max_shard_samples, first_index=len(done))
+    pending = ShardRecord(entry={}, files_end=start)
+    bar = progress(total=len(images), initial=start, unit="img", desc="convert", enabled=config.progress)
+
+    def finished(entry: ShardEntry, files_end: int) -> None:
+        nonlocal pending
+        pending.entry, pending.files_end = asdict(entry), files_end
+        journal.add(writer.next_index - 1, pending)
+        records.append(pending)
+        pending = ShardRecord(entry={}, files_end=files_end)
+
+    try:
+        with writer:
+            for position, (image, result) in enumerate(zip(images[start:], _prepared(config, images[start:],
+                                                                                       index.has_segmentation)), start):
+                bar.update()
+                if isinstance(result, Rejection):
+                    pending.rejected.append({"path": escape_path(image.file_name.encode()), "reason": result.reason})
+                    continue
+                pending.rejected += [{"path": f"{config.annotations.name}#annotation {ann_id}",
+                                      "reason": f"{reason} (image {image.file_name[:200]!r})"}
+                                     for ann_id, reason in result.rejected]
+                key = f"{len(rows):09d}"
+                meta = {"path": image.file_name, "image_id": image.id, "width": result.image.width,
+                        "height": result.image.height}
+                entry = writer.write({"__key__": key, "jpg": result.image.jpeg, "json": json.dumps(meta)})
+                if entry is not None:
+                    finished(entry, position)
+                row = [escape_path(image.file_name.encode()), _main_label(result), result.image.width,
+                       result.image.height, sample_checksum(result.image.jpeg), image.id, result.boxes,
+                       result.labels, [int(c) for c in result.iscrowd], result.masks]
+                rows.append(row)
+                pending.rows.append(row)
+                pending.converted += result.image.converted
+            entry = writer.close()
+            if entry is not None:
+                finished(entry, len(images))
+    finally:
+        bar.close()
+    records.append(pending)
+    rejected = sorted([{"path": path, "reason": reason} for path, reason in rejected_early]
+                      + [r for record in records for r in record.rejected], key=lambda r: (r["path"], r["reason"]))
+    shards = [ShardEntry(**record.entry) for record in done] + writer.entries
+    locations = [scan_tar(config.out / e.file) for e in shards[:len(done)]] + writer.locations
+    _write_table(config.out, locations, rows, index.has_segmentation)
+    write_atomic(config.out / REJECTED_NAME, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rejected).encode())
+    Manifest(kind="images", num_samples=len(rows), shards=tuple(shards), classes=index.classes,
+             num_rejected=len(rejected), options=options, fields=coco_fields(index.has_segmentation)).write(config.out)
+    journal.finish()
+    boxes = sum(len(row[7]) for row in rows)
+    masks = sum(sum(bool(rle) for rle in row[9]) for row in rows)
+    converted = sum(record.converted for record in records)
+    return CocoSummary(len(rows), boxes, masks, len(shards), converted, empty, config.skip_empty, config.out,
+                       tuple(rejected))
+
+
+def _prepared(config: ConvertCocoConfig, images: list[CocoImage], masks: bool) -> Iterator[PreparedTargets | Rejection]:
+    jobs = ((str(config.images), image, config.prepare, masks) for image in images)
+    return ordered_map(_prepare_job, jobs, config.num_workers, what="convert")
+
+
+def _main_label(result: PreparedTargets) -> int:
+    """The label of the largest object that is not a crowd (or of the largest crowd), 0 with none: the table's
+    one label a sample."""
+    if not result.labels:
+        return 0
+    boxes = np.asarray(result.boxes, np.float64).reshape(-1, 4)
+    areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1]) - np.asarray(result.iscrowd) * 1e18
+    return int(result.labels[int(np.argmax(areas))])
+
+
+def _write_table(out: Path, locations: list, rows: list[list], masks: bool) -> None:
+    columns: dict[str, list | pa.Array] = {name: [] for name in ("key", "shard", "offset", "size")}
+    for shard_index, samples in enumerate(locations):
+        for components in samples:
+            image = next(c for c in components if c.extension == "jpg")
+            columns["key"].append(image.key)
+            columns["shard"].append(shard_index)
+            columns["offset"].append(image.offset)
+            columns["size"].append(image.size)
+    names = ("path", "label", "width", "height", CHECKSUM_FIELD.name)
+    for i, name in enumerate(names):
+        columns[name] = [row[i] for row in rows]
+    columns["image_id"] = pa.array([row[5] for row in rows], COLUMN_TYPES["image_id"])
+    columns["boxes"] = pa.array([[v for box in row[6] for v in box] for row in rows], COLUMN_TYPES["boxes"])
+    columns["labels"] = pa.array([row[7] for row in rows], COLUMN_TYPES["labels"])
+    columns["iscrowd"] = pa.array([row[8] for row in rows], COLUMN_TYPES["iscrowd"])
+    if masks:
+        columns["masks"] = pa.array([[rle.encode("ascii") for rle in row[9]] for row in rows], COLUMN_TYPES["masks"])
+    write_sample_table(out / SAMPLE_TABLE_NAME, columns)

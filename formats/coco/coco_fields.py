@@ -1,0 +1,158 @@
+"""The declared fields of a COCO folder and their sample-table columns, read back and checked against the rows.
+
+A COCO sample is an image member and, as columns of the sample table
+(``sample_fields``): ``image_id`` (COCO's), ``boxes`` (a ``list<float32>`` of
+the objects' x0, y0, x1, y1, flattened, in the packed image's pixels),
+``labels`` (``list<int32>``, 0..K-1 in the order of the category ids),
+``iscrowd`` (``list<uint8>``) and, when the JSON has segmentations, ``masks``
+(``list<large_binary>``: COCO's compressed RLE string per object, empty for an
+object without one). The table's own ``label`` column holds the label of the
+image's largest object (0 for an image without one), so classification readers
+of the folder still have one label a sample.
+
+``TargetArrays`` reads them for a whole table at once, as numpy views of the
+Arrow buffers where the types allow (no Python object per box), and
+``target_faults`` names the rows that disagree with themselves or the
+manifest (counts that differ between columns, a box outside its image or
+not finite, a label outside the classes): the readers drop those rows with
+their reason, as ``table_faults``'s, and ``verify`` lists them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from dataio.formats.dataset.sample_fields import IMAGE_FIELDS, FieldSpec
+
+BOX_COLUMNS = ("image_id", "boxes", "labels", "iscrowd")
+COLUMN_TYPES = {"image_id": pa.int64(), "boxes": pa.list_(pa.float32()), "labels": pa.list_(pa.int32()),
+                "iscrowd": pa.list_(pa.uint8()), "masks": pa.list_(pa.large_binary())}
+EDGE = 1e-3  # pixels a stored box may pass its image's edge by (float32 rounding of the edge itself)
+
+
+def coco_fields(masks: bool) -> tuple[FieldSpec, ...]:
+    """The fields a COCO folder declares (``masks`` only when its JSON has segmentations)."""
+    return (*IMAGE_FIELDS, FieldSpec(name="image_id", kind="array", dtype="int64"),
+            FieldSpec(name="boxes", kind="boxes", dtype="float32"),
+            FieldSpec(name="labels", kind="class", dtype="int32"),
+            FieldSpec(name="iscrowd", kind="array", dtype="uint8"),
+            *((FieldSpec(name="masks", kind="masks", dtype="coco_rle"),) if masks else ()))
+
+
+def declares_boxes(fields: tuple[FieldSpec, ...]) -> bool:
+    """Whether a folder's fields hold box targets (a ``boxes`` column of kind boxes)."""
+    return any(f.name == "boxes" and f.kind == "boxes" and f.stored == "column" for f in fields)
+
+
+def declares_masks(fields: tuple[FieldSpec, ...]) -> bool:
+    return any(f.name == "masks" and f.kind == "masks" and f.stored == "column" for f in fields)
+
+
+@dataclass(frozen=True)
+class TargetArrays:
+    """One table's targets as flat arrays: sample ``i``'s values of column ``c`` are
+    ``values[c][offsets[c][i]:offsets[c][i + 1]]`` (boxes: 4 a box, flattened)."""
+
+    image_id: np.ndarray  # (N,) int64
+    values: dict[str, np.ndarray]  # boxes float32 (4 a box), labels int32, iscrowd uint8
+    offsets: dict[str, np.ndarray]  # per column, (N + 1,) int64 from 0 (masks' too)
+    masks: pa.Array | None  # every object's RLE string (large_binary), or None
+
+    def counts(self, name: str) -> np.ndarray:
+        """Each row's list length in column ``name`` (boxes: values, 4 a box)."""
+        return np.diff(self.offsets[name])
+
+    def gather(self, ids: np.ndarray, skip: np.ndarray | None = None) -> Objects:
+        """The objects of samples ``ids``, in order; samples where ``skip`` (N,) is True get none (rows whose
+        columns disagree: ``target_faults`` names them, and the readers drop them)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        objects = self.counts("boxes")[ids] // 4
+        if skip is not None:
+            objects = np.where(skip[ids], 0, objects)
+        boxes = self.values["boxes"][ragged_index(self.offsets["boxes"][ids], objects * 4)].reshape(-1, 4)
+        rows = {name: ragged_index(self.offsets[name][ids], objects) for name in ("labels", "iscrowd", "masks")
+                if name in self.offsets}
+        return Objects(boxes=boxes, labels=self.values["labels"][rows["labels"]].astype(np.int64),
+                       iscrowd=self.values["iscrowd"][rows["iscrowd"]].astype(bool), counts=objects,
+                       mask_rows=rows.get("masks"))
+
+    def rle(self, row: int) -> bytes:
+        """Object ``row``'s compressed RLE string (a row of ``Objects.mask_rows``; b'' for none)."""
+        assert self.masks is not None
+        return self.masks[row].as_py()
+
+
+@dataclass(frozen=True)
+class Objects:
+    """The objects of a batch of samples, sample ``i`` owning the next ``counts[i]`` rows."""
+
+    boxes: np.ndarray  # (T, 4) float32 xyxy, the packed images' pixels
+    labels: np.ndarray  # (T,) int64
+    iscrowd: np.ndarray  # (T,) bool
+    counts: np.ndarray  # (N,) int64
+    mask_rows: np.ndarray | None  # (T,) rows of ``TargetArrays.masks``
+
+
+def ragged_index(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The flat indices ``starts[i] .. starts[i] + counts[i] - 1`` for each i, in order."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    first = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    return first + np.arange(total)
+
+
+def read_target_arrays(table: pa.Table, with_masks: bool) -> TargetArrays:
+    """The target columns of a sample table (ValueError naming a column that is missing or of another type)."""
+    names = BOX_COLUMNS + (("masks",) if with_masks else ())
+    for name in names:
+        if name not in table.schema.names:
+            raise ValueError(f"sample table column {name!r} is missing")
+        if table.schema.field(name).type != COLUMN_TYPES[name]:
+            raise ValueError(f"sample table column {name!r} has type {table.schema.field(name).type}, expected "
+                             f"{COLUMN_TYPES[name]}")
+    values, offsets, masks = {}, {}, None
+    for name in names[1:]:
+        array = _one_chunk(table.column(name))
+        if array.null_count or array.values.null_count:
+            raise ValueError(f"sample table column {name!r} has empty (null) values")
+        bounds = array.offsets.to_numpy().astype(np.int64)  # a sliced array's own offsets, into all its values
+        offsets[name] = bounds - bounds[0]
+        if name == "masks":
+            masks = array.values.slice(int(bounds[0]), int(bounds[-1] - bounds[0]))
+        else:
+            values[name] = array.values.to_numpy(zero_copy_only=False)[bounds[0]:bounds[-1]]
+    return TargetArrays(image_id=table.column("image_id").to_numpy(), values=values, offsets=offsets, masks=masks)
+
+
+def _one_chunk(column: pa.ChunkedArray) -> pa.Array:
+    return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+
+
+def target_faults(targets: TargetArrays, widths: np.ndarray, heights: np.ndarray, num_classes: int) -> dict[int, str]:
+    """Rows whose targets disagree with themselves or the manifest, each with the reason (vectorised)."""
+    faults: dict[int, str] = {}
+    values = targets.counts("boxes")
+    for row in np.flatnonzero(values % 4).tolist():
+        faults[row] = f"boxes hold {int(values[row])} values, not a multiple of 4"
+    objects = values // 4
+    for name in ("labels", "iscrowd", "masks"):
+        if name in targets.offsets:
+            for row in np.flatnonzero(targets.counts(name) != objects).tolist():
+                faults.setdefault(row, f"{int(objects[row])} boxes but {int(targets.counts(name)[row])} {name}")
+    disagree = np.zeros(len(objects), bool)
+    disagree[list(faults)] = True
+    found = targets.gather(np.arange(len(objects)), skip=disagree)
+    owners = np.repeat(np.arange(len(objects)), found.counts)
+    b = found.boxes.astype(np.float64)
+    bad = ~np.isfinite(b).all(axis=1) | (b[:, 2] < b[:, 0]) | (b[:, 3] < b[:, 1]) | (b[:, :2] < -EDGE).any(axis=1)
+    bad |= (b[:, 2] > widths[owners] + EDGE) | (b[:, 3] > heights[owners] + EDGE)
+    for row in np.flatnonzero(bad).tolist():
+        faults.setdefault(int(owners[row]), f"box {b[row].round(2).tolist()} is not inside its "
+                                            f"{int(widths[owners[row]])}x{int(heights[owners[row]])} image")
+    for row in np.flatnonzero((found.labels < 0) | (found.labels >= num_classes)).tolist():
+        faults.setdefault(int(owners[row]), f"box label {int(found.labels[row])} is not in 0..{num_classes - 1}")
+    return faults

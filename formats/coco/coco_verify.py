@@ -1,0 +1,39 @@
+"""What ``dataio verify`` checks of a folder with box targets (``convert coco``'s): each sample's targets against
+themselves and the manifest, and (``--deep``) each mask's RLE against its image's size."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dataio.formats.coco.coco_fields import declares_boxes, declares_masks, read_target_arrays, target_faults
+from dataio.formats.coco.coco_rle import rle_counts
+
+from dataio.formats.dataset.manifest import Manifest
+from dataio.formats.dataset.sample_table import SampleTable
+
+def target_problems(manifest: Manifest, table: SampleTable, deep: bool) -> dict[int, str]:
+    """Rows whose targets are wrong, with the reason ({} for a folder without box targets); row -1 for a
+    column that cannot be read at all."""
+    fields = manifest.sample_fields()
+    if not declares_boxes(fields):
+        return {}
+    masks = declares_masks(fields)
+    try:
+        targets = read_target_arrays(table.table, masks)
+    except ValueError as e:
+        return {-1: str(e)}
+    faults = target_faults(targets, table.width, table.height, len(manifest.classes))
+    if deep and masks:
+        skip = np.zeros(len(table), bool)
+        skip[list(faults)] = True
+        found = targets.gather(np.arange(len(table)), skip=skip)
+        owners = np.repeat(np.arange(len(table)), found.counts)
+        for row, owner in zip(found.mask_rows.tolist(), owners.tolist()):
+            rle = targets.rle(row)
+            if rle and owner not in faults:
+                try:
+                    rle_counts(rle, int(table.height[owner]), int(table.width[owner]))
+                except ValueError as e:
+                    faults[owner] = f"a mask is not an RLE of its {int(table.width[owner])}x" \
+                                    f"{int(table.height[owner])} image ({e})"
+    return faults
