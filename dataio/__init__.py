@@ -43,5 +43,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'dataio' has no attribute {name!r}")
 
 
-__all__ = ["CaptionConfig", "DataLoader", "DetectionConfig", "ImageLoader", "ImageLoaderConfig", "ShardDataset", "ShardDatasetConfig", "TextLoader",
-           "TextLoaderConfig", "TokenDataset", "TokenDatasetConfig", "__version__"]
+__all__ = ["CaptionConfig", "DataLoader", "DetectionConfig", "ImageLoader", "ImageLoaderConfig", "ShardDataset",
+           "ShardDatasetConfig", "TextLoader", "TextLoaderConfig", "TokenDataset", "TokenDatasetConfig", "__version__"]
