@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from dataio.formats.errors import ConfigError
+from dataio.formats.errors import ConfigError, UsageError
+from dataio.formats.remote.secrets import redact
 from dataio.images.caption_config import CaptionConfig
 from dataio.images.caption_data import CaptionData
 from dataio.images.image_shards import ImageShards
@@ -31,12 +32,15 @@ def load_tokenizer(tokenizer: Any) -> Any:
     padded and cut here, the same way as stored ids."""
     from tokenizers import Tokenizer  # lazy: only loaders that tokenise import it
 
-    try:
-        copy = Tokenizer.from_file(str(tokenizer)) if isinstance(tokenizer, (str, Path)) else \
-            Tokenizer.from_str(tokenizer.to_str())
-    except Exception as e:  # the Rust side raises a bare Exception for any parse error
-        raise ConfigError(f"{{0}} {str(tokenizer)[:200]!r} is not a tokenizers JSON file ({str(e)[:200]})",
-                          "tokenizer") from None
+    from dataio.formats.text.tokenizer_setup import load_tokenizer as read_tokenizer_file
+
+    if isinstance(tokenizer, (str, Path)):  # read as the converters read one: a regular file, a bounded size
+        try:  # (Tokenizer.from_file blocked for ever on a FIFO and read /dev/zero until memory ran out)
+            copy = read_tokenizer_file(Path(tokenizer))
+        except UsageError as e:
+            raise ConfigError(f"{{0}}: {redact(str(e))}", "tokenizer") from None
+    else:
+        copy = Tokenizer.from_str(tokenizer.to_str())
     copy.no_padding()
     copy.no_truncation()
     return copy

@@ -19,6 +19,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from dataio.formats.bounded_read import FileTooLarge, read_at_most
 from dataio.formats.errors import ConfigError, UsageError
 from dataio.formats.files import write_atomic
+from dataio.formats.remote.secrets import redact_path
 
 TOKENIZER_NAME = "tokenizer.json"
 MAX_VOCAB_SIZE = 1 << 24  # 4294967296 aborts inside the Rust trainer; real vocabularies stay below 2**18
@@ -79,19 +80,20 @@ MAX_TOKENIZER_BYTES = 256 << 20
 
 
 def load_tokenizer(path: Path):
-    """Load a tokenizers JSON file; UsageError naming the file if it is not one."""
-    if not path.is_file():
-        raise UsageError(f"tokenizer {path} does not exist")
+    """Load a tokenizers JSON file; UsageError naming the file if it is not one (without a URL's credentials)."""
+    shown = redact_path(path)
+    if not path.is_file():  # a FIFO would block the read for ever, a device read on
+        raise UsageError(f"tokenizer {shown} " + ("is not a regular file" if path.exists() else "does not exist"))
     try:
         text = read_at_most(path, MAX_TOKENIZER_BYTES).decode("utf-8")
     except FileTooLarge as e:
-        raise UsageError(f"tokenizer {path}: {e}") from None
+        raise UsageError(f"tokenizer {shown}: {e}") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"tokenizer {path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+        raise UsageError(f"tokenizer {shown}: cannot read ({getattr(e, 'strerror', None) or e})") from None
     try:
         return Tokenizer.from_str(text)
     except Exception as e:  # the Rust side raises a bare Exception for any parse error
-        raise UsageError(f"{path}: not a tokenizers JSON file ({str(e)[:200]})") from None
+        raise UsageError(f"{shown}: not a tokenizers JSON file ({str(e)[:200]})") from None
 
 
 def save_tokenizer(tokenizer, out: Path, config: TokenizerConfig) -> TokenizerInfo:

@@ -1,0 +1,50 @@
+"""Hostile inputs to the pair loader: tokenizers that are not files or are huge, tokenizer names holding credentials."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dataio import ImageLoader
+from dataio.errors import ConfigError
+from dataio.images.caption_config import CaptionConfig
+
+SECRET = "s3cr3tPASSWORD42"
+
+
+BUILD = ("import sys; from dataio import ImageLoader; from dataio.images.caption_config import CaptionConfig\n"
+         "try:\n    ImageLoader(sys.argv[1], batch_size=8, image_size=16, captions=CaptionConfig(tokenizer=sys.argv[2]))\n"
+         "except Exception as e:\n    print(type(e).__name__, e)")
+
+
+def built(folder: Path, tokenizer: str | Path) -> str:
+    """What building a loader over ``folder`` with ``tokenizer`` raised: ``NAME message`` (a subprocess with a
+    timeout: Tokenizer.from_file holds the GIL while it blocks, so a thread could not be waited on)."""
+    done = subprocess.run([sys.executable, "-c", BUILD, str(folder), str(tokenizer)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_a_tokenizer_that_is_a_fifo_or_huge_is_refused_at_once_naming_it(pair_tars, tmp_path):
+    """Before: Tokenizer.from_file blocked for ever on a FIFO, and read a 300 MB file whole before failing."""
+    os.mkfifo(tmp_path / "fifo.json")
+    assert built(pair_tars, tmp_path / "fifo.json") == f"ConfigError tokenizer: tokenizer {tmp_path}/fifo.json is " \
+                                                       "not a regular file"
+    with open(tmp_path / "huge.json", "wb") as f:
+        f.truncate(300 << 20)  # sparse: nothing written
+    assert "file too large: 314,572,800 bytes (limit 268,435,456)" in built(pair_tars, tmp_path / "huge.json")
+
+
+def test_a_tokenizer_url_with_credentials_is_never_shown(pair_tars):
+    """Before: repr(CaptionConfig) and the loader's error showed 'https://alice:PASSWORD@...'."""
+    url = f"https://alice:{SECRET}@hub.example.com/tokenizer.json"
+    config = CaptionConfig(tokenizer=url)
+    assert SECRET not in repr(config) and "https://***@hub.example.com/tokenizer.json" in repr(config)
+    with pytest.raises(ConfigError, match="does not exist") as error:
+        ImageLoader(pair_tars, batch_size=8, image_size=16, captions=config)
+    assert SECRET not in str(error.value)
