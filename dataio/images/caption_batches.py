@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from dataio.formats.errors import ConfigError, UsageError
+from dataio.formats.dataset.pair_fields import MAX_META_BYTES
+from dataio.formats.errors import ConfigError, ShardError, UsageError
 from dataio.formats.remote.secrets import redact
 from dataio.images.caption_config import CaptionConfig
 from dataio.images.caption_data import CaptionData
@@ -142,10 +143,12 @@ class CaptionBatches:
                 out.append(None)
                 continue
             try:
+                if size > MAX_META_BYTES:  # a tampered table: never allocate what it claims
+                    raise ValueError(f"{size:,} bytes, larger than metadata is ({MAX_META_BYTES:,} at most)")
                 meta = json.loads(files.read(int(table.shard[sample]), offset, size))
                 if not isinstance(meta, dict):
                     raise ValueError(f"a JSON {type(meta).__name__}, not an object")
-            except (*DATA_EXCEPTIONS, RecursionError) as e:
+            except (*DATA_EXCEPTIONS, RecursionError, ShardError) as e:  # ShardError: a range past the shard's end
                 failures.append((position, self.shards.sample_error(sample, f"its .json: {type(e).__name__}: {e}")))
                 out.append(None)
                 continue

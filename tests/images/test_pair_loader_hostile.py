@@ -1,4 +1,5 @@
-"""Hostile inputs to the pair loader: tokenizers that are not files or are huge, tokenizer names holding credentials."""
+"""Hostile inputs to the pair loader: tampered .json locations, tokenizers that are not files
+or are huge, tokenizer names holding credentials."""
 
 from __future__ import annotations
 
@@ -10,10 +11,25 @@ from pathlib import Path
 import pytest
 
 from dataio import ImageLoader
-from dataio.errors import ConfigError
+from dataio.errors import ConfigError, SampleError
 from dataio.images.caption_config import CaptionConfig
+from tests.pair_tamper import TAMPERED_ROW, tampered
 
 SECRET = "s3cr3tPASSWORD42"
+
+
+@pytest.mark.parametrize("kind, reason", [("json_size_huge", "ValueError: 1,099,511,627,776 bytes, larger than"),
+                                          ("json_past_the_end", "ShardError: .*short read at offset 1099511627776")])
+def test_a_json_location_tampered_is_that_samples_error_under_the_policy(pair_tars, tmp_path, kind, reason):
+    """Before: a json_size of 1 TiB was a MemoryError (pread asked for it all), a json_offset past the shard's end
+    a ShardError that stopped the loader whatever the error policy."""
+    folder = tampered(pair_tars, tmp_path / "tars", kind)
+    captions = CaptionConfig(json_fields=("url",))
+    with pytest.raises(SampleError, match=f"its .json: {reason}"):
+        list(ImageLoader(folder, batch_size=8, image_size=16, shuffle=False, captions=captions))
+    loader = ImageLoader(folder, batch_size=8, image_size=16, on_error="skip", captions=captions)
+    seen = sorted(i for batch in loader for i in batch["sample_ids"][~batch["repeated"]].tolist())
+    assert seen == [i for i in range(40) if i != TAMPERED_ROW] and len(loader.stats.errors) == 1
 
 
 BUILD = ("import sys; from dataio import ImageLoader; from dataio.images.caption_config import CaptionConfig\n"
