@@ -1,5 +1,5 @@
 """Hostile inputs to image-text pair packing and verify: sidecar captions that are not files, tokenizer names
-holding credentials."""
+holding credentials, sample tables and manifests of a pair folder tampered with."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from dataio.formats.dataset.verify import verify
 from dataio.formats.images.synthetic_pair_writers import write_caption_folder
 from dataio.formats.images.synthetic_pairs import SyntheticPairsConfig
+from tests.pair_tamper import tampered
 
 SECRET = "s3cr3tPASSWORD42"
 
@@ -49,3 +50,29 @@ def test_a_tokenizer_named_by_a_url_with_credentials_is_refused_without_showing_
     done = run_cli("convert", "images", "src", "out", "--captions", "--no-progress", "--tokenizer", "fifo.json",
                    cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.endswith("tokenizer fifo.json is not a regular file\n"), done.stderr
+
+
+TAMPERED = {"caption_of_integers": "column 'caption' is int64, not strings",
+            "no_caption": "no 'caption' column, though the manifest declares captions",
+            "ids_of_strings": "column 'input_ids' is large_list<item: string>, not lists of uint8, uint16 or uint32",
+            "ids_of_int64": "column 'input_ids' is large_list<item: int64>, not lists of uint8, uint16 or uint32",
+            "no_json_offset": "no 'json_offset' column, though the manifest declares .json members",
+            "vocab_zero": "the manifest's options.tokenizer.vocab_size is 0, not a positive integer",
+            "pad_not_int": "the manifest's options.tokenizer.pad_id is 'zero', not an id below the vocabulary size",
+            "eos_past_vocab": "the manifest's options.tokenizer.eos_id is 1000000, not an id below the vocabulary"}
+
+
+@pytest.mark.parametrize("kind", sorted(TAMPERED))
+def test_verify_names_a_tampered_pair_table_or_tokenizer_record(pair_tars, tmp_path, kind):
+    """Before: each passed `dataio verify` as OK (the loader then failed with a pyarrow or numpy traceback), or,
+    for ids of strings, verify itself ended in a TypeError traceback."""
+    folder = tampered(pair_tars, tmp_path / "tars", kind)
+    report = verify(folder)
+    assert not report.ok and [p for p in report.problems if TAMPERED[kind] in p], report.problems
+
+
+def test_the_cli_verify_of_ids_that_are_strings_is_one_line_not_a_traceback(pair_tars, tmp_path):
+    folder = tampered(pair_tars, tmp_path / "tars", "ids_of_strings")
+    done = run_cli("verify", folder, cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"samples.arrow: {TAMPERED['ids_of_strings']}" in done.stdout + done.stderr

@@ -1,4 +1,4 @@
-"""Hostile inputs to the pair loader: tampered .json locations, tokenizers that are not files
+"""Hostile inputs to the pair loader: tampered sample tables and .json locations, tokenizers that are not files
 or are huge, tokenizer names holding credentials."""
 
 from __future__ import annotations
@@ -12,10 +12,21 @@ import pytest
 
 from dataio import ImageLoader
 from dataio.errors import ConfigError, SampleError
+from dataio.formats.dataset.manifest import ManifestError
 from dataio.images.caption_config import CaptionConfig
 from tests.pair_tamper import TAMPERED_ROW, tampered
 
 SECRET = "s3cr3tPASSWORD42"
+
+
+def test_a_pair_table_of_the_wrong_types_is_refused_when_the_loader_is_built(pair_tars, tmp_path):
+    """Before: int64 ids failed at the first batch with the C collate's TypeError, a caption column of integers
+    with pyarrow's 'Array chunks must all be same type', a missing json_offset with a KeyError."""
+    for kind, column in (("ids_of_int64", "'input_ids'"), ("caption_of_integers", "'caption'"),
+                         ("no_json_offset", "'json_offset'")):
+        folder = tampered(pair_tars, tmp_path / kind, kind)
+        with pytest.raises(ManifestError, match=f"{folder / 'samples.arrow'}: .*{column}"):
+            ImageLoader(folder, batch_size=8, image_size=16)
 
 
 @pytest.mark.parametrize("kind, reason", [("json_size_huge", "ValueError: 1,099,511,627,776 bytes, larger than"),
