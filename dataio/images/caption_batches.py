@@ -120,10 +120,10 @@ class CaptionBatches:
             last = np.array([row[-1] if row else self.pad_id for row in rows], dtype=np.int64)
             fields["input_ids"], fields["attention_mask"] = cut_rows(ids, mask, lengths, self.config, self.pad_id,
                                                                      last)
-            return []
+            return self._empty(keys, lengths)
         batch, largest = padded_rows(self.data.tokens, keys, self.config.pad_multiple, self.pad_id)
         ids, mask, lengths = batch["input_ids"], batch["attention_mask"], batch["lengths"]
-        failures: Failures = []
+        failures: Failures = self._empty(keys, lengths)
         if self.vocab_size and largest >= self.vocab_size:  # the rare path: find the rows
             for row in np.flatnonzero(((ids >= self.vocab_size) & (mask == 1)).any(axis=1)).tolist():
                 failures.append((row, self.shards.sample_error(int(keys[row]), "caption token id "
@@ -131,6 +131,12 @@ class CaptionBatches:
         last = None if self.eos_id is None else np.full(len(keys), int(self.eos_id), dtype=np.int64)
         fields["input_ids"], fields["attention_mask"] = cut_rows(ids, mask, lengths, self.config, self.pad_id, last)
         return failures
+
+    def _empty(self, keys: np.ndarray, lengths: np.ndarray) -> Failures:
+        """The rows of no token (a tokenizer that knows none of the caption's characters, ids packed without BOS and
+        EOS): an all-zero attention mask makes a text tower's softmax NaN, so each is its sample's error."""
+        return [(row, self.shards.sample_error(int(keys[row]), "caption gives no token ids (none stored, or none from "
+                                               "the tokenizer)")) for row in np.flatnonzero(lengths == 0).tolist()]
 
     def _json(self, keys: np.ndarray) -> tuple[list[dict[str, Any] | None], Failures]:
         """Each sample's chosen ``.json`` fields (None without metadata), and the samples whose ``.json`` failed."""

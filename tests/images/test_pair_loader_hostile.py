@@ -75,3 +75,20 @@ def test_a_tokenizer_url_with_credentials_is_never_shown(pair_tars):
     with pytest.raises(ConfigError, match="does not exist") as error:
         ImageLoader(pair_tars, batch_size=8, image_size=16, captions=config)
     assert SECRET not in str(error.value)
+
+
+def test_a_caption_that_gives_no_token_is_that_samples_error(pair_tars):
+    """Before: a row of no token (a tokenizer knowing none of its characters) was yielded with an all-zero
+    attention mask, which makes a text tower's attention softmax NaN, silently."""
+    from tokenizers import Tokenizer, models
+
+    only_q = Tokenizer(models.BPE({"q": 0}, []))  # no unk token: every other character is dropped
+    captions = CaptionConfig(tokenizer=only_q, text=True)
+    with pytest.raises(SampleError, match="caption gives no token ids"):
+        list(ImageLoader(pair_tars, batch_size=8, image_size=16, shuffle=False, captions=captions))
+    loader = ImageLoader(pair_tars, batch_size=8, image_size=16, on_error="skip", captions=captions)
+    kept = [c for batch in loader for c, rep in zip(batch["caption"], batch["repeated"].tolist()) if not rep]
+    assert kept and all("q" in c for c in kept)
+    assert len(loader.stats.errors) == 40 - len(kept)
+    assert all(e["reason"] == "caption gives no token ids (none stored, or none from the tokenizer)"
+               for e in loader.stats.errors)
