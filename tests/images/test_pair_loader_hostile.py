@@ -92,3 +92,12 @@ def test_a_caption_that_gives_no_token_is_that_samples_error(pair_tars):
     assert len(loader.stats.errors) == 40 - len(kept)
     assert all(e["reason"] == "caption gives no token ids (none stored, or none from the tokenizer)"
                for e in loader.stats.errors)
+
+
+def test_a_mixture_of_pairs_and_classes_is_refused_naming_the_kinds(pair_tars, image_shards):
+    """Before: 'sources ['pairs'] have labels without class names and ['classes'] have class names', which sent
+    the user to their class lists; pairs have no labels at all."""
+    with pytest.raises(ValueError, match=r"sources \['pairs'\] hold image-text pairs and \['classes'\] images with "
+                                         "classes: a mixture's sources must all be one kind"):
+        ImageLoader({"pairs": pair_tars, "classes": image_shards}, weights={"pairs": 1, "classes": 1}, batch_size=8,
+                    image_size=16)
