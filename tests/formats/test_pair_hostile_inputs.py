@@ -76,3 +76,27 @@ def test_the_cli_verify_of_ids_that_are_strings_is_one_line_not_a_traceback(pair
     done = run_cli("verify", folder, cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert f"samples.arrow: {TAMPERED['ids_of_strings']}" in done.stdout + done.stderr
+
+
+def test_a_caption_of_only_invisible_characters_is_an_empty_caption(tmp_path):
+    """Before: a .txt of zero-width spaces, or a BOM and blanks, was packed as a caption (str.strip keeps them)."""
+    import io
+    import tarfile
+
+    from PIL import Image
+
+    image = io.BytesIO()
+    Image.new("RGB", (16, 16), "red").save(image, "JPEG")
+    members = {"k1.jpg": image.getvalue(), "k1.txt": "\u200b\u200b".encode(), "k2.jpg": image.getvalue(),
+               "k2.txt": "\ufeff  \n".encode(), "k3.jpg": image.getvalue(), "k3.txt": "\ufeffa red square".encode()}
+    (tmp_path / "tars").mkdir()
+    with tarfile.open(tmp_path / "tars" / "00000.tar", "w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    done = run_cli("index", "tars", "--no-progress", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("indexed 1 image-text pairs"), done.stdout + done.stderr
+    lines = (tmp_path / "tars" / "rejected.jsonl").read_text().splitlines()
+    assert lines == ['{"path": "00000.tar/k1", "reason": "empty caption"}',
+                     '{"path": "00000.tar/k2", "reason": "empty caption"}']
