@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataio.formats.errors import (ConfigError, DataioError, LoaderClosed, PassInProgress, SampleError, ShardError,
-                                   TooManyErrors, UsageError, WorkerDied)
+from dataio.formats.errors import (ConfigError, DataioError, LoaderClosed, NotPicklable, PassInProgress, SampleError,
+                                   ShardError, TooManyErrors, UsageError, WorkerDied)
 from dataio.pipeline.error_policy import DATA_EXCEPTIONS, ErrorPolicy, ErrorStats
 
 __all__ = ["DATA_EXCEPTIONS", "ConfigError", "DataioError", "ErrorPolicy", "ErrorStats", "LoaderClosed",
-           "PassInProgress", "SampleError", "ShardError", "TooManyErrors", "UsageError", "WorkerDied"]
+           "NotPicklable", "PassInProgress", "SampleError", "ShardError", "TooManyErrors", "UsageError", "WorkerDied"]

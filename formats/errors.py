@@ -53,6 +53,10 @@ class PassInProgress(UsageError, RuntimeError):
     """A second pass started over a loader while its first is still being iterated."""
 
 
+class NotPicklable(UsageError, TypeError):
+    """A loader pickled with a transform or hook that does not pickle (a TypeError, as the pickler's own)."""
+
+
 class ConfigError(UsageError, ValueError):
     """A bad option, naming its parameter; the CLI names the flag instead (``for_names``).
 

@@ -202,3 +202,16 @@ def test_files_are_short_and_the_loaders_are_facades():
     assert not long, "\n".join(long)
     for path in (ROOT / "dataio" / "images" / "loader.py", ROOT / "dataio" / "text" / "loader.py"):
         assert len(path.read_text().splitlines()) < 250, path
+
+
+def test_every_library_folder_is_a_listed_package():
+    """A folder of library modules missing from pyproject's ``packages`` is left out of the wheel (and out of
+    the API pages' imports): ``formats/coco`` was, found by the docs build."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    names = {"dataio": "dataio", "augment": "dataio.augment", "formats": "dataio.formats", "bench": "dataio.bench"}
+    folders = {names[top] + "".join("." + part for part in p.parent.relative_to(ROOT / top).parts)
+               for top in names for p in (ROOT / top).rglob("*.py")
+               if "__pycache__" not in p.parts and "results" not in p.parts}  # results: scripts of a measurement
+    assert folders - listed == set()

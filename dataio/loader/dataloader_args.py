@@ -23,6 +23,7 @@ import torch
 from torch.utils.data import DistributedSampler, RandomSampler, SequentialSampler
 
 from dataio.formats.errors import ConfigError
+from dataio.loader.rebuilt_on_unpickle import record_arguments
 from dataio.pipeline.device_check import parsed_device
 
 # DataLoader's keywords besides ``dataset`` (torch 2.x), in its order
@@ -222,7 +223,10 @@ def keyword_checked(init: Callable[P, R]) -> Callable[P, R]:
             owner = type(args[0]).__name__ if args else init.__qualname__
             raise ConfigError(f"{owner} got an unknown keyword {{0}}{did_you_mean(unknown[0], list(parameters))}",
                               unknown[0])
-        return init(*args, **kwargs)
+        done = init(*args, **kwargs)
+        if args:  # a loader pickles as these arguments (``rebuilt_on_unpickle``)
+            record_arguments(args[0], checked, args[1:], kwargs)
+        return done
 
     return checked
 

@@ -21,6 +21,7 @@ import torch
 from dataio.augment.seeding import SeedKey
 from dataio.formats.errors import ConfigError
 from dataio.loader.loader_config import LoaderConfig
+from dataio.loader.rebuilt_on_unpickle import record_arguments
 from dataio.loader.sample_sharing import SampleSharing
 from dataio.loader.source_loader import SourceLoader
 from dataio.pipeline.field_copy import FieldCopy
@@ -65,6 +66,7 @@ class SampleLoader(SampleSharing, SourceLoader):
                     prefetch=c.prefetch_batches, timeout=c.timeout, num_workers=c.num_workers)
         self._fields = FieldCopy(self._copy.device, stats.stages, pin=c.pin_memory, batch_transform=c.batch_transform,
                                  check=_checked)
+        record_arguments(self, SampleLoader.__init__, (source, config), options)  # pickled as these (ddp_spawn)
 
     @property
     def batch_size(self) -> int:

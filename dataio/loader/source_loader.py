@@ -24,6 +24,7 @@ from dataio.formats.errors import LoaderClosed
 from dataio.formats.remote.storage import redact
 from dataio.loader.accelerate_pass import AcceleratePass
 from dataio.loader.epoch_sampler import EpochBatchSampler, EpochSampler
+from dataio.loader.rebuilt_on_unpickle import RebuiltOnUnpickle
 from dataio.pipeline.device_copy import DeviceCopy
 from dataio.pipeline.exit_close import close_at_exit
 from dataio.pipeline.host_batch import HostBatch
@@ -41,8 +42,9 @@ _INTERNALS = {"_pool": ("driver", "_pool"), "_gate": ("driver", "_gate"), "_dali
               "_buffers": ("source", "buffers")}
 
 
-class SourceLoader(ResumableLoader):
-    """A loader over ``source``: a façade's constructor calls ``_start``; ``_pass`` yields ``(moved, host)``."""
+class SourceLoader(RebuiltOnUnpickle, ResumableLoader):
+    """A loader over ``source``: a façade's constructor calls ``_start``; ``_pass`` yields ``(moved, host)``; pickled,
+    it is rebuilt from its constructor's arguments and position (``rebuilt_on_unpickle``)."""
 
     config: Any
     folder: Any  # what messages call the data set

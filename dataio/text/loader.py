@@ -145,6 +145,7 @@ class TextLoader(GatheredRows, SourceLoader, TokenFacts):
             raise ValueError("set_weights: the loader has begun (a pass, a set_epoch or a loaded state); set the "
                              "weights on a fresh loader")
         self.config = dataclasses.replace(self.config, weights=weights)
+        self._rebuilt_with(weights=weights)  # a pickled loader is rebuilt with these weights
         self.mixture.reschedule(self.config)
         p.dataset = self.data.fingerprint()
         self._global = self._plan_cache = None

@@ -33,8 +33,10 @@ def pair_fields(image_dtype: str = "jpeg", token_dtype: str | None = None) -> tu
 
 
 def holds_pairs(fields: tuple[FieldSpec, ...]) -> bool:
-    """Whether the samples are image-text pairs (a ``caption`` text field)."""
-    return any(f.name == CAPTION.name and f.kind == "text" for f in fields)
+    """Whether the samples are image-text pairs: a ``caption`` text field and no class (a classification folder
+    may declare a caption column beside its labels: it stays a classification folder)."""
+    return (any(f.name == CAPTION.name and f.kind == "text" for f in fields)
+            and not any(f.kind == "class" for f in fields))
 
 
 def caption_problem(data: bytes | str, limit: int = MAX_CAPTION_BYTES) -> str | None:

@@ -1,0 +1,121 @@
+"""A loader pickles as what it was built with (and its position), and is rebuilt where it is unpickled.
+
+Lightning's ``ddp_spawn`` pickles the DataModule into each process it spawns, with the
+loaders its ``__init__`` built; a torch DataLoader pickles as its data set and options.
+A dataio loader holds decode threads, open shards and locks, none of which pickles
+(``TypeError: cannot pickle '_thread.lock' object``). It pickles instead as its class,
+the arguments its constructor was called with (``record_arguments``, from
+``keyword_checked`` or ``SampleLoader``) and, once it has moved, its ``state_dict``:
+unpickling builds a new loader in the new process, which takes that process's world (a
+process group started there later is followed, as for any loader) and continues from
+the position (pickled mid-pass: after the last batch handed out, as a checkpoint would).
+``copy.copy`` and ``copy.deepcopy`` go the same way: a second loader over the same data.
+
+Its transforms and hooks must pickle, as a torch DataLoader's must for its workers; one
+that does not is named in one line (``NotPicklable``) rather than by the pickler's
+message, which names neither the loader nor the keyword. A closed loader is refused
+(``LoaderClosed``): it reads no more, and a copy that reads would be a surprise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import pickle
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from dataio.formats.errors import LoaderClosed, NotPicklable
+from dataio.formats.remote.storage import redact
+
+_checking = threading.local()  # set while ``_check_pickles`` runs in this thread
+ADVICE = ("define it at module level (or as a picklable callable object), as torch's DataLoader needs for its "
+          "workers, or build the loader in the process that reads it (Lightning: in setup() or train_dataloader())")
+
+
+def rebuild(kind: type, args: tuple, kwargs: dict[str, Any], state: dict[str, Any] | None) -> Any:
+    """``kind(*args, **kwargs)``, moved to ``state`` when it had moved."""
+    loader = kind(*args, **kwargs)
+    if state is not None:
+        loader.load_state_dict(state)
+    return loader
+
+
+def record_arguments(instance: Any, constructor: Any, args: tuple, kwargs: dict[str, Any]) -> None:
+    """Keep what ``instance`` was built with, when ``constructor`` is its class's own (a subclass with its own
+    ``__init__`` takes other arguments: it is not recorded, and pickling it is refused)."""
+    if isinstance(instance, RebuiltOnUnpickle) and type(instance).__init__ is constructor:
+        instance._built_with = (tuple(args), dict(kwargs))
+
+
+class RebuiltOnUnpickle:
+    """Mixed into ``SourceLoader``: ``__reduce__`` as ``rebuild(type, args, kwargs, state)``."""
+
+    _built_with: tuple[tuple, dict[str, Any]] | None = None
+    _closed: bool
+    position: Any
+    state_dict: Callable[[], dict[str, Any]]  # the loader's (``ResumableLoader``)
+    _describe: Callable[[], str]
+
+    def _rebuilt_with(self, **changes: Any) -> None:
+        """A setting changed after construction (``TextLoader.set_weights``) is rebuilt with the loader."""
+        if self._built_with is not None:
+            self._built_with = (self._built_with[0], {**self._built_with[1], **changes})
+
+    def __reduce__(self) -> tuple[Any, tuple]:
+        name = f"{type(self).__name__}({redact(self._describe())})"
+        if self._closed:
+            raise LoaderClosed(f"{name} is closed: it cannot be pickled (a closed loader reads no more); pickle it "
+                               "before close(), or build a new one")
+        if self._built_with is None:
+            raise NotPicklable(f"{name} cannot be pickled: {type(self).__name__} has a constructor of its own, whose "
+                               "arguments dataio does not know; build the loader in the process that reads it")
+        args, kwargs = self._built_with
+        _check_pickles(name, type(self).__init__, args, kwargs)
+        p = self.position
+        moved = p.epoch or p.consumed or p.dealt or p.yielded or p.loaded
+        return rebuild, (type(self), args, kwargs, self.state_dict() if moved else None)
+
+
+def _check_pickles(name: str, constructor: Any, args: tuple, kwargs: dict[str, Any]) -> None:
+    """Raise ``NotPicklable`` naming the first argument (or config field) that does not pickle.
+
+    The arguments are pickled once here, on their own (paths, configs and hooks: small), so that a lambda or a
+    closure is named by its keyword; the pickler's own error names neither the loader nor the keyword.
+    """
+    if getattr(_checking, "active", False):  # a hook bound to what holds the loader (a DataModule's method): the
+        return  # check in progress meets the loader again; checked once, it would recurse without end
+    _checking.active = True
+    try:
+        _find_unpicklable(name, constructor, args, kwargs)
+    finally:
+        _checking.active = False
+
+
+def _find_unpicklable(name: str, constructor: Any, args: tuple, kwargs: dict[str, Any]) -> None:
+    try:
+        pickle.dumps((args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
+        return
+    except Exception:  # noqa: BLE001 (any failure is diagnosed below, then named in one line)
+        pass
+    positional = [p for p in inspect.signature(constructor).parameters if p != "self"]
+    named = {**dict(zip(positional, args)), **kwargs}
+    for keyword, value in named.items():
+        for where, part in _parts(keyword, value):
+            try:
+                pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as e:  # noqa: BLE001 (pickle raises PicklingError, TypeError or AttributeError)
+                reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+                what = getattr(part, "__qualname__", type(part).__name__)
+                what = "" if what in reason else f" ({what})"  # a local function's message names it already
+                raise NotPicklable(f"{name} cannot be pickled: its {where}={what} does not pickle ({reason}); "
+                                   f"{ADVICE}") from None
+    pickle.dumps((args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)  # each part pickles, the whole did not: as it is
+
+
+def _parts(keyword: str, value: Any) -> list[tuple[str, Any]]:
+    """``value``'s fields when it is a config (a hook given in ``config=`` is named ``config.transform``), then
+    ``value`` itself."""
+    fields = dataclasses.fields(value) if dataclasses.is_dataclass(value) and not isinstance(value, type) else ()
+    return [(f"{keyword}.{f.name}", getattr(value, f.name)) for f in fields] + [(keyword, value)]
