@@ -28,6 +28,9 @@ import numpy as np
 
 from dataio.formats.errors import ConfigError
 
+GROUP_ELEMENTS = 1 << 18  # (box, window) pairs weighed at once: ~25 MB of float64 arrays
+MAX_ATTEMPTS = 1000  # windows drawn per sample at once (DALI's default is unlimited; SSD's reference tries 50)
+
 
 @dataclass(frozen=True, kw_only=True)
 class BBoxCropConfig:
@@ -43,6 +46,7 @@ class BBoxCropConfig:
     all_boxes_above_threshold: bool = True
 
     def __post_init__(self) -> None:
+        self._check_types()
         if not self.thresholds or any(not 0 <= t <= 1 for t in self.thresholds):
             raise ConfigError("{0} must be one or more values in [0, 1], got " + repr(self.thresholds), "thresholds")
         if self.threshold_type not in ("iou", "overlap"):
@@ -57,6 +61,27 @@ class BBoxCropConfig:
             raise ConfigError(f"{{0}} must be >= 1, got {self.num_attempts}", "num_attempts")
         if self.total_num_attempts < 1:
             raise ConfigError(f"{{0}} must be >= 1, got {self.total_num_attempts}", "total_num_attempts")
+
+    def _check_types(self) -> None:
+        """Each setting of its type (a bool is no number here), before the ranges are compared: a string or a
+        float count failed deep in numpy, and ``total_num_attempts`` sizes the (N, A, 4) windows drawn at once."""
+        if not (isinstance(self.thresholds, tuple) and all(_real(t) for t in self.thresholds)):
+            raise ConfigError(f"{{0}} must be a tuple of numbers, got {self.thresholds!r:.60}", "thresholds")
+        for name in ("scaling", "aspect_ratio"):
+            pair = getattr(self, name)
+            if not (isinstance(pair, tuple) and len(pair) == 2 and all(_real(v) and math.isfinite(v) for v in pair)):
+                raise ConfigError(f"{{0}} must be a (min, max) tuple of finite numbers, got {pair!r:.60}", name)
+        for name in ("allow_no_crop", "all_boxes_above_threshold"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{{0}} must be True or False, got {getattr(self, name)!r:.20}", name)
+        for name in ("num_attempts", "total_num_attempts"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ATTEMPTS:
+                raise ConfigError(f"{{0}} must be an int in 1..{MAX_ATTEMPTS}, got {value!r:.20}", name)
+
+
+def _real(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def bbox_crop_boxes(widths: np.ndarray, heights: np.ndarray, boxes: np.ndarray, counts: np.ndarray,
@@ -73,25 +98,45 @@ def bbox_crop_boxes(widths: np.ndarray, heights: np.ndarray, boxes: np.ndarray, 
     options = np.array(c.thresholds + ((np.inf,) if c.allow_no_crop else ()))  # inf: no crop
     threshold = np.repeat(options[rng.integers(0, len(options), (n, rounds))], c.num_attempts, axis=1)
     windows = _windows(widths, heights, rng, c, attempts)  # (N, A, 4)
-    owners = np.repeat(np.arange(n), counts)
-    per_box = windows[owners]  # (T, A, 4)
-    metric = _metric(boxes[:, None, :], per_box, c.threshold_type)
-    passes = metric >= threshold[owners]
-    centre_in = _centres_inside(boxes[:, None, :], per_box)
-    failing = _per_sample_sum(~passes, counts)
-    passing = _per_sample_sum(passes, counts)
-    any_centre = _per_sample_sum(centre_in, counts) > 0
-    meets = failing == 0 if c.all_boxes_above_threshold else passing > 0
-    has_boxes = (counts > 0)[:, None]
-    valid = (np.isfinite(threshold) & _aspect_fits(windows, widths, heights, c.aspect_ratio)
-             & np.where(has_boxes, meets & any_centre, True))
+    valid = np.isfinite(threshold) & _aspect_fits(windows, widths, heights, c.aspect_ratio)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    for lo, hi in _sample_groups(counts, attempts):  # (boxes, attempts) arrays a group at a time: bounded memory
+        step = max(1, GROUP_ELEMENTS // max(1, int(starts[hi] - starts[lo])))  # a crowded sample: windows in slices
+        for a in range(0, attempts, step):
+            valid[lo:hi, a:a + step] &= _boxes_allow(boxes[starts[lo]:starts[hi]], counts[lo:hi],
+                                                     windows[lo:hi, a:a + step], threshold[lo:hi, a:a + step], c)
     no_crop = ~np.isfinite(threshold) & (np.arange(attempts) % c.num_attempts == 0)  # a round's one outcome
     chosen = valid | no_crop
     first = np.argmax(chosen, axis=1)
     whole = np.stack([np.zeros(n), np.zeros(n), widths, heights], axis=1)
     found = chosen[np.arange(n), first] & ~no_crop[np.arange(n), first]
     crops = np.where(found[:, None], windows[np.arange(n), first], whole)
-    return crops, _centres_inside(boxes, crops[owners])
+    return crops, _centres_inside(boxes, crops[np.repeat(np.arange(n), counts)])
+
+
+def _sample_groups(counts: np.ndarray, attempts: int) -> list[tuple[int, int]]:
+    """Consecutive samples (lo, hi) whose boxes times ``attempts`` stay within ``GROUP_ELEMENTS`` (a sample over
+    it alone is a group of one, its windows then weighed in slices)."""
+    groups, lo, held = [], 0, 0
+    for i, count in enumerate(counts.tolist()):
+        if i > lo and (held + count) * attempts > GROUP_ELEMENTS:
+            groups.append((lo, i))
+            lo, held = i, 0
+        held += count
+    return groups + [(lo, len(counts))] if len(counts) else groups
+
+
+def _boxes_allow(boxes: np.ndarray, counts: np.ndarray, windows: np.ndarray, threshold: np.ndarray,
+                 c: BBoxCropConfig) -> np.ndarray:
+    """(n, A) whether each sample's boxes pass each of its windows (every box, or one, over the threshold, and
+    one box centre inside); samples without boxes pass any."""
+    owners = np.repeat(np.arange(len(counts)), counts)
+    per_box = windows[owners]  # (T, A, 4)
+    passes = _metric(boxes[:, None, :], per_box, c.threshold_type) >= threshold[owners]
+    any_centre = _per_sample_sum(_centres_inside(boxes[:, None, :], per_box), counts) > 0
+    meets = _per_sample_sum(~passes, counts) == 0 if c.all_boxes_above_threshold else \
+        _per_sample_sum(passes, counts) > 0
+    return np.where((counts > 0)[:, None], meets & any_centre, True)
 
 
 def _windows(widths: np.ndarray, heights: np.ndarray, rng: np.random.Generator, c: BBoxCropConfig,

@@ -28,23 +28,28 @@ from dataio.pipeline.stage_times import Lap
 from dataio.text.collate import padded_rows, padded_width
 
 
-def load_tokenizer(tokenizer: Any) -> Any:
-    """A private copy of ``tokenizer`` (a JSON file or a ``Tokenizer``) without padding or truncation: rows are
-    padded and cut here, the same way as stored ids."""
+def load_tokenizer(tokenizer: Any) -> tuple[Any, int]:
+    """A private copy of ``tokenizer`` (a JSON file or a ``Tokenizer``) without padding or truncation (rows are
+    padded and cut here, the same way as stored ids), and its padding id: the one its padding names (a pair
+    folder's ``tokenizer.json`` names the stored ids' one), else ``<pad>``'s, else 0."""
     from tokenizers import Tokenizer  # lazy: only loaders that tokenise import it
 
-    from dataio.formats.text.tokenizer_setup import load_tokenizer as read_tokenizer_file
+    from dataio.formats.text.tokenizer_setup import read_tokenizer_text
 
-    if isinstance(tokenizer, (str, Path)):  # read as the converters read one: a regular file, a bounded size
-        try:  # (Tokenizer.from_file blocked for ever on a FIFO and read /dev/zero until memory ran out)
-            copy = read_tokenizer_file(Path(tokenizer))
-        except UsageError as e:
-            raise ConfigError(f"{{0}}: {redact(str(e))}", "tokenizer") from None
-    else:
-        copy = Tokenizer.from_str(tokenizer.to_str())
+    try:  # a file is read as the converters read one: a regular file, a bounded size (Tokenizer.from_file
+        # blocked for ever on a FIFO, holding the GIL, and read /dev/zero until memory ran out)
+        copy = Tokenizer.from_str(read_tokenizer_text(Path(tokenizer))) if isinstance(tokenizer, (str, Path)) else \
+            Tokenizer.from_str(tokenizer.to_str())
+    except UsageError as e:
+        raise ConfigError(f"{{0}}: {redact(str(e))}", "tokenizer") from None
+    except Exception as e:  # the Rust side raises a bare Exception for any parse error
+        raise ConfigError(f"{{0}} {redact(str(tokenizer)[:200])!r} is not a tokenizers JSON file ({str(e)[:200]})",
+                          "tokenizer") from None
+    padding = copy.padding
+    pad_id = padding["pad_id"] if padding else copy.token_to_id("<pad>")
     copy.no_padding()
     copy.no_truncation()
-    return copy
+    return copy, 0 if pad_id is None else int(pad_id)
 
 
 def cut_rows(ids: np.ndarray, mask: np.ndarray, lengths: np.ndarray, config: CaptionConfig, pad_id: int,
@@ -72,12 +77,11 @@ class CaptionBatches:
     def __init__(self, shards: ImageShards, config: CaptionConfig) -> None:
         self.shards, self.config = shards, config
         self.data = CaptionData.of(shards, want_ids=config.tokenizer is None)
-        self.tokenizer = load_tokenizer(config.tokenizer) if config.tokenizer is not None else None
+        self.tokenizer, pad_id = load_tokenizer(config.tokenizer) if config.tokenizer is not None else (None, 0)
         self.ids = self.tokenizer is not None or self.data.tokens is not None
         self.text = config.text or not self.ids
         if self.tokenizer is not None:
-            padding = self.tokenizer.token_to_id("<pad>")
-            self.pad_id, self.eos_id, self.vocab_size = 0 if padding is None else padding, None, 0
+            self.pad_id, self.eos_id, self.vocab_size = pad_id, None, 0
         else:
             record = self.data.tokenizer
             self.pad_id, self.eos_id = int(record["pad_id"]), record["eos_id"]

@@ -28,7 +28,6 @@ from dataio.augment import SeedKey
 from dataio.augment.bbox_crop import bbox_crop_boxes
 from dataio.augment.box_targets import BoxTargets
 from dataio.augment.crop_boxes import center_crop_boxes, flips, random_resized_crop_boxes
-from dataio.augment.mask_targets import resample_masks
 from dataio.augment.mix import refuse_with_box_targets
 from dataio.augment.target_maps import crop_resize_maps, decoded_crop_boxes, device_crop_maps
 from dataio.images.batch_targets import BatchTargets
@@ -122,13 +121,12 @@ class DetectionBatchSource(ImageBatchSource):
                     continue
                 sample = int(keys[i])
                 assert objects.mask_rows is not None and objects.mask_parts is not None
+                mine = rows[first:last]
                 try:
-                    decoded = np.stack([self.columns.mask(int(objects.mask_parts[r]), int(objects.mask_rows[r]),
-                                                          sample) for r in rows[first:last]])
+                    masks[first:last] = self.columns.resampled_masks(objects.mask_parts[mine],
+                                                                     objects.mask_rows[mine], sample, maps[i], size)
                 except ValueError as e:
                     failures.append((i, self.shards.sample_error(sample, f"mask: {e}")))
-                    continue
-                masks[first:last] = resample_masks(decoded, maps[i], size, size)
         lap.items = hi - lo
         lap.flush()
         return failures
@@ -149,4 +147,5 @@ def detection_source_and_transfer(shards: ImageShards, config: ImageLoaderConfig
     ``config.targets`` is given or the folder declares boxes (then MixUp/CutMix is refused: it has no rule for
     boxes); else the image source and ``DeviceTransfer``."""
     refuse_with_box_targets(config.mix)
-    return DetectionBatchSource(shards, config, times, dali=dali, threads=threads), DetectionTransfer(config, times)
+    return (DetectionBatchSource(shards, config, times, dali=dali, threads=threads),
+            DetectionTransfer(config, times, shards.sample_error))

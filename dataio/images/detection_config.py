@@ -49,6 +49,12 @@ class DetectionConfig:
             raise ConfigError(f"{{0}} must be 'whole' or 'centre', got {self.eval_crop!r}", "eval_crop")
         if not isinstance(self.bbox_crop, BBoxCropConfig):
             raise ConfigError(f"{{0}} must be a BBoxCropConfig, got {type(self.bbox_crop).__name__}", "bbox_crop")
+        for name in ("masks", "crowd"):  # a truthy "no" from a config file would have asked for masks
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{{0}} must be True or False, got {getattr(self, name)!r:.20}", name)
+        if isinstance(self.min_visible, bool) or isinstance(self.min_side, bool):
+            raise ConfigError("{0} must be a number, not a bool", "min_visible" if isinstance(self.min_visible, bool)
+                              else "min_side")
         if not (isinstance(self.min_visible, (int, float)) and 0 <= self.min_visible <= 1):
             raise ConfigError(f"{{0}} must be in [0, 1], got {self.min_visible!r}", "min_visible")
         if not (isinstance(self.min_side, (int, float)) and math.isfinite(self.min_side) and self.min_side >= 0):

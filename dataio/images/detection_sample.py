@@ -20,7 +20,6 @@ from PIL import Image
 
 from dataio.augment.box_targets import BoxTargets
 from dataio.augment.crop_boxes import center_crop_boxes
-from dataio.augment.mask_targets import resample_masks
 from dataio.augment.target_maps import crop_resize_maps
 from dataio.images.detection_config import DetectionConfig
 from dataio.images.image_shards import ImageShards
@@ -35,10 +34,11 @@ def detection_sample(reader: ImageShards, columns: TargetColumns, index: int, ta
     ids = np.array([index])
     objects = columns.objects(ids)
     width, height = int(reader.table.width[index]), int(reader.table.height[index])
-    masks = np.stack([columns.mask(int(part), int(row), index) for part, row in
-                      zip(objects.mask_parts, objects.mask_rows)]) if targets.masks and len(objects.labels) else \
-        np.zeros((0, height, width), np.uint8)
+    masks = np.zeros((0, height, width), np.uint8)
     if image_size is None:
+        if targets.masks and len(objects.labels):  # the whole image's own pixels: (K, H, W), torchvision's form
+            masks = np.stack([columns.mask(int(part), int(row), index) for part, row in
+                              zip(objects.mask_parts, objects.mask_rows)])
         pixels: Any = decode_image(data, to_pil=to_pil)
         boxes, labels, iscrowd = objects.boxes, objects.labels, objects.iscrowd
     else:
@@ -51,7 +51,9 @@ def detection_sample(reader: ImageShards, columns: TargetColumns, index: int, ta
         moved, rows = (BoxTargets.from_ragged(objects.boxes, objects.labels, objects.counts, w, h)
                        .mapped(maps, image_size, image_size).kept(targets.min_visible, targets.min_side))
         boxes, labels, iscrowd = moved.boxes(), moved.labels, objects.iscrowd[rows]
-        masks = resample_masks(masks[rows], maps[0], image_size, image_size) if targets.masks else masks
+        if targets.masks:
+            masks = columns.resampled_masks(objects.mask_parts[rows], objects.mask_rows[rows], index, maps[0],
+                                            image_size)
         pixels = Image.fromarray(pixels) if to_pil else pixels
     keep = np.ones(len(labels), bool) if targets.crowd else ~iscrowd
     sample = {"image": pixels if to_pil else torch.from_numpy(np.ascontiguousarray(pixels)).permute(2, 0, 1),

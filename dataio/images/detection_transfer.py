@@ -27,6 +27,7 @@ padded. The dict (``docs/detection.md``):
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -50,8 +51,10 @@ from dataio.pipeline.stage_times import StageTimes
 class DetectionTransfer:
     """``transfer(host_batch) -> dict`` (module docstring) on ``config.device``."""
 
-    def __init__(self, config: ImageLoaderConfig, times: StageTimes) -> None:
+    def __init__(self, config: ImageLoaderConfig, times: StageTimes,
+                 sample_error: Callable[[int, str], Exception] | None = None) -> None:
         c = config
+        self.sample_error = sample_error  # names a sample by shard and key (``ImageShards.sample_error``)
         self.device, self.times, self.detection = torch.device(c.device), times, c.targets or DetectionConfig()
         self.normalize = Normalize(c.mean, c.std) if c.normalize else None
         self.memory_format = torch.channels_last if c.channels_last else torch.contiguous_format
@@ -71,7 +74,7 @@ class DetectionTransfer:
             masks = None if targets.masks is None else torch.from_numpy(targets.masks).to(self.device)
         with self.times.range("augment", self.device):
             images, boxes, masks, keep = self._augment(images, targets, masks, batch)
-            out = self._padded(boxes, targets.iscrowd[keep], masks)
+            out = self._padded(boxes, targets.iscrowd[keep], masks, batch)
             out["image"] = self._finish(images)
             out.update(image_id=torch.from_numpy(targets.image_id), sample_ids=torch.from_numpy(batch.samples),
                        repeated=torch.from_numpy(batch.repeated))
@@ -108,8 +111,14 @@ class DetectionTransfer:
             masks = masks[torch.from_numpy(rows).to(masks.device)]
         return images, boxes, masks, rows
 
-    def _padded(self, boxes, iscrowd: np.ndarray, masks: torch.Tensor | None) -> dict[str, torch.Tensor]:
-        padded, labels, valid = boxes.padded(self.detection.max_boxes)
+    def _padded(self, boxes, iscrowd: np.ndarray, masks: torch.Tensor | None,
+                batch: HostBatch) -> dict[str, torch.Tensor]:
+        limit, counts = self.detection.max_boxes, np.diff(boxes.offsets)
+        if limit is not None and self.sample_error is not None and counts.max(initial=0) > limit:
+            worst = int(np.argmax(counts))  # the batch's shape is fixed: the sample is named, never cut silently
+            raise self.sample_error(int(batch.samples[worst]), f"{int(counts[worst])} boxes after its crop and "
+                                    f"filters, more than max_boxes={limit}")
+        padded, labels, valid = boxes.padded(limit)
         crowd = np.zeros(valid.shape, bool)
         crowd[valid] = iscrowd
         out = {name: torch.from_numpy(value).to(self.device, non_blocking=True) for name, value in

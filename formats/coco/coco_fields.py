@@ -14,7 +14,8 @@ of the folder still have one label a sample.
 Arrow buffers where the types allow (no Python object per box), and
 ``target_faults`` names the rows that disagree with themselves or the
 manifest (counts that differ between columns, a box outside its image or
-not finite, a label outside the classes): the readers drop those rows with
+not finite, a label outside the classes, more than ``MAX_OBJECTS`` objects, a
+size past the decoders' ``MAX_PIXELS``: a mask is H x W bytes): the readers drop those rows with
 their reason, as ``table_faults``'s, and ``verify`` lists them.
 """
 
@@ -26,11 +27,15 @@ import numpy as np
 import pyarrow as pa
 
 from dataio.formats.dataset.sample_fields import IMAGE_FIELDS, FieldSpec
+from dataio.formats.limits import MAX_PIXELS
 
 BOX_COLUMNS = ("image_id", "boxes", "labels", "iscrowd")
 COLUMN_TYPES = {"image_id": pa.int64(), "boxes": pa.list_(pa.float32()), "labels": pa.list_(pa.int32()),
                 "iscrowd": pa.list_(pa.uint8()), "masks": pa.list_(pa.large_binary())}
 EDGE = 1e-3  # pixels a stored box may pass its image's edge by (float32 rounding of the edge itself)
+# objects one sample may hold: a batch's boxes are padded to its busiest sample's count and its masks cost
+# S x S bytes an object (10,000 at 224: 500 MB, 20 s to resample); COCO's busiest image has 93, LVIS's ~700
+MAX_OBJECTS = 10_000
 
 
 def coco_fields(masks: bool) -> tuple[FieldSpec, ...]:
@@ -117,6 +122,10 @@ def read_target_arrays(table: pa.Table, with_masks: bool) -> TargetArrays:
     values, offsets, masks = {}, {}, None
     for name in names[1:]:
         array = _one_chunk(table.column(name))
+        try:  # the IPC reader checks buffer sizes, not offsets: a tampered one would crash pyarrow (bad_alloc)
+            array.validate(full=True)  # or index past the values; O(rows + objects), ~10 ms a million rows
+        except pa.ArrowInvalid as e:
+            raise ValueError(f"sample table column {name!r} is damaged ({e})") from None
         if array.null_count or array.values.null_count:
             raise ValueError(f"sample table column {name!r} has empty (null) values")
         bounds = array.offsets.to_numpy().astype(np.int64)  # a sliced array's own offsets, into all its values
@@ -125,6 +134,8 @@ def read_target_arrays(table: pa.Table, with_masks: bool) -> TargetArrays:
             masks = array.values.slice(int(bounds[0]), int(bounds[-1] - bounds[0]))
         else:
             values[name] = array.values.to_numpy(zero_copy_only=False)[bounds[0]:bounds[-1]]
+    if table.column("image_id").null_count:  # to_numpy would make them NaN, then no integer
+        raise ValueError("sample table column 'image_id' has empty (null) values")
     return TargetArrays(image_id=table.column("image_id").to_numpy(), values=values, offsets=offsets, masks=masks)
 
 
@@ -139,6 +150,12 @@ def target_faults(targets: TargetArrays, widths: np.ndarray, heights: np.ndarray
     for row in np.flatnonzero(values % 4).tolist():
         faults[row] = f"boxes hold {int(values[row])} values, not a multiple of 4"
     objects = values // 4
+    pixels = widths.astype(np.int64) * heights.astype(np.int64)
+    for row in np.flatnonzero((widths < 1) | (heights < 1) | (pixels > MAX_PIXELS)).tolist():  # masks: H x W each
+        faults[row] = f"its size {int(widths[row])}x{int(heights[row])} is not one the readers decode (at most " \
+                      f"{MAX_PIXELS:,} pixels)"
+    for row in np.flatnonzero(objects > MAX_OBJECTS).tolist():
+        faults.setdefault(row, f"{int(objects[row]):,} boxes, more than the {MAX_OBJECTS:,} a sample may hold")
     for name in ("labels", "iscrowd", "masks"):
         if name in targets.offsets:
             for row in np.flatnonzero(targets.counts(name) != objects).tolist():

@@ -1,7 +1,7 @@
 """A COCO instances JSON (``images``, ``annotations``, ``categories``) read defensively, every entry checked.
 
-The file is input like any other: it is read at most ``max_bytes`` (plus one
-byte, ``bounded_read``), parsed by ``json.loads`` (nesting past Python's
+The file is input like any other: a regular file only, read at most ``max_bytes`` (plus
+one byte, ``bounded_read``), parsed by ``json.loads`` (nesting past Python's
 recursion limit is a one-line error, never a crash), and only the fields COCO
 defines are looked at, each for its type. What is wrong with the whole file (no
 ``images`` list, two categories with one id or name) stops the conversion in
@@ -15,7 +15,8 @@ one line; what is wrong with one entry rejects that entry alone, with its reason
   width or height, or past the image's edge by more than ``EDGE_SLACK`` pixels
   (COCO's own boxes pass it by rounding), an ``iscrowd`` other than 0 or 1, a
   polygon of fewer than 3 points or of odd length, an RLE whose ``size`` is not
-  the image's or whose counts do not cover it.
+  the image's or whose counts do not cover it;
+- an image with more than ``coco_fields.MAX_OBJECTS`` good annotations (the readers refuse such a sample).
 
 Categories are numbered in the order of their ids (their ``label``: 0..K-1), as
 detectron2 maps COCO's 80 ids (1..90, with gaps); their names become the
@@ -30,12 +31,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dataio.formats.bounded_read import FileTooLarge, read_at_most
+import numpy as np
+
+from dataio.formats.bounded_read import FileTooLarge
+from dataio.formats.coco.coco_fields import MAX_OBJECTS
 from dataio.formats.errors import DataioError
-from dataio.formats.images.image_tree import errno_text
+from dataio.formats.images.image_tree import NotRegularFile, errno_text, read_regular_file
+from dataio.formats.limits import MAX_CLASSES, MAX_CLASSES_FILE_BYTES
 
 EDGE_SLACK = 1.0  # pixels a box may pass the image's edge by (then clipped); COCO's pass it by rounding
 MAX_POLYGON_VALUES = 1 << 20  # coordinates in one annotation's polygons: more is not an outline
+# pycocotools rasterises a polygon by walking its outline at 5 steps a pixel, 16 bytes a step, unchecked (a point
+# at 4e8 made it segfault, measured with 2.0.11): the outline (L-infinity length, pixels) is bounded first, and
+# every point must lie within one image size of the image (the int cast of a far point overflows).
+MAX_OUTLINE = 1_000_000  # ~50 MB and 0.3 s in pycocotools; COCO's longest outlines are a few thousand pixels
 MAX_ANNOTATIONS_BYTES = 2 << 30  # the JSON read at most (COCO's train2017 instances: 448 MB; LVIS train: 1.1 GB)
 
 
@@ -80,10 +89,12 @@ class CocoIndex:
 def read_coco_json(path: Path, max_bytes: int = MAX_ANNOTATIONS_BYTES) -> CocoIndex:
     """The checked index of the COCO JSON at ``path``; DataioError naming the file for what stops it whole."""
     where = str(path)
-    try:
-        data = read_at_most(path, max_bytes)
+    try:  # a regular file only: a FIFO without a writer blocked the conversion for ever, /dev/zero read 2 GiB
+        data = read_regular_file(path, max_bytes)  # (and the conversion's fingerprint reads the file again)
     except FileTooLarge as e:
         raise DataioError(f"{where}: {e} (raise --max-annotations-size)") from None
+    except NotRegularFile as e:
+        raise DataioError(f"{where}: {e} (the annotations must be a file)") from None
     except OSError as e:
         raise DataioError(f"{where}: cannot read: {errno_text(e)}") from None
     try:
@@ -106,6 +117,11 @@ def read_coco_json(path: Path, max_bytes: int = MAX_ANNOTATIONS_BYTES) -> CocoIn
     images = _images(document["images"], path.name, index)
     grouped = _annotations(annotations, path.name, {cid: label for label, (cid, _, _) in enumerate(categories)},
                            images, index)
+    for image_id, found in grouped.items():
+        if len(found) > MAX_OBJECTS:  # the readers would refuse the sample: refused here, with the count
+            index.rejected.append((f"{path.name}#image {image_id}", f"{len(found):,} good annotations, more than "
+                                   f"the {MAX_OBJECTS:,} a sample may hold"))
+            del images[image_id]
     index.images = [CocoImage(image.id, image.file_name, image.width, image.height, tuple(grouped[image.id]))
                     for image in images.values()]
     return index
@@ -132,6 +148,12 @@ def _categories(raw: list, where: str) -> list[tuple[int, str, str]]:
         found[cid], names[name] = (name, supercategory if isinstance(supercategory, str) else ""), cid
     if not found:
         raise DataioError(f"{where}: lists no categories")
+    if len(found) > MAX_CLASSES:
+        raise DataioError(f"{where}: lists {len(found):,} categories, more than {MAX_CLASSES:,}")
+    size = sum(len(json.dumps(text)) for pair in found.values() for text in pair)  # as the manifest writes them
+    if size > MAX_CLASSES_FILE_BYTES:  # the manifest holds them twice; past its limit no reader opens the folder
+        raise DataioError(f"{where}: the categories' names take {size:,} bytes, more than the "
+                          f"{MAX_CLASSES_FILE_BYTES:,} of a classes file")
     return [(cid, *found[cid]) for cid in sorted(found)]
 
 
@@ -143,6 +165,9 @@ def _images(raw: list, name: str, index: CocoIndex) -> dict[int, CocoImage]:
         at = f"{name}#images[{i}]"
         if not isinstance(entry, dict) or not _integer(entry.get("id")):
             index.rejected.append((at, "not an object with an integer id"))
+            continue
+        if not -(1 << 63) <= entry["id"] < 1 << 63:  # stored in the table's int64 image_id column
+            index.rejected.append((at, f"its id {str(entry['id'])[:40]} does not fit in 64 bits"))
             continue
         image_id, file_name = entry["id"], entry.get("file_name")
         at = f"{name}#image {image_id}"
@@ -222,6 +247,27 @@ def _annotation(entry: dict, ann_id: int, labels: dict[int, int], image: CocoIma
                       _segmentation(entry.get("segmentation"), image))
 
 
+def _check_outlines(polygons: list[list[float]], image: CocoImage) -> None:
+    """ValueError unless every point lies within one image size of the image and the outlines' total length
+    is at most ``MAX_OUTLINE`` pixels (what rasterising them costs: see ``MAX_OUTLINE``). Builtins over the
+    lists, numpy only for a polygon long enough to pass the limit: ~1 us a common polygon (COCO: 1.2 million)."""
+    width, height = image.width, image.height
+    bound = 0  # each edge's L-infinity length is at most 3 image sizes, points being within one of the image
+    for k, polygon in enumerate(polygons):
+        xs, ys = polygon[0::2], polygon[1::2]
+        if min(xs) < -width or max(xs) > 2 * width or min(ys) < -height or max(ys) > 2 * height:
+            raise ValueError(f"polygon {k} has a point far outside the {width}x{height} image")
+        bound += len(xs) * 3 * max(width, height)
+    if bound <= MAX_OUTLINE:
+        return
+    outline = 0.0
+    for polygon in polygons:
+        points = np.asarray(polygon, np.float64).reshape(-1, 2)
+        outline += float(np.abs(np.diff(points, axis=0, append=points[:1])).max(axis=1).sum())
+    if outline > MAX_OUTLINE:
+        raise ValueError(f"its polygons' outline is {outline:,.0f} pixels long (more than {MAX_OUTLINE:,})")
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -241,6 +287,7 @@ def _segmentation(segmentation: Any, image: CocoImage) -> Any:
             total += len(polygon)
         if total > MAX_POLYGON_VALUES:
             raise ValueError(f"its polygons hold {total:,} coordinates (more than {MAX_POLYGON_VALUES:,})")
+        _check_outlines(segmentation, image)
         return [[float(v) for v in polygon] for polygon in segmentation]
     if isinstance(segmentation, dict):
         size, counts = segmentation.get("size"), segmentation.get("counts")

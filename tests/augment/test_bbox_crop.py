@@ -95,3 +95,21 @@ def test_bad_settings_are_refused_naming_them(field: str, value: object) -> None
     with pytest.raises(ConfigError) as caught:
         BBoxCropConfig(**{field: value})
     assert caught.value.parameters == (field,) and field in str(caught.value)
+
+
+def test_crowded_batches_are_weighed_in_bounded_memory() -> None:
+    import tracemalloc
+
+    n, k = 32, 1000  # 32,000 boxes x 50 windows: every (box, window) array at once took 136 MB
+    rng = np.random.default_rng(0)
+    corners = rng.uniform(0, 300, (n * k, 2))
+    boxes = np.concatenate([corners, corners + 20], axis=1)
+    widths, heights, counts = np.full(n, 640.0), np.full(n, 480.0), np.full(n, k)
+    tracemalloc.start()
+    try:
+        crops, kept = bbox_crop_boxes(widths, heights, boxes, counts, np.random.default_rng(1), BBoxCropConfig())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 << 20, f"{peak / 2**20:.0f} MB"
+    assert crops.shape == (n, 4) and kept.shape == (n * k,) and kept.any()
