@@ -12,7 +12,9 @@ ones; with ``crop_on_device`` the decode's map, then the device crop's): one
 task maps the batch's boxes (``BoxTargets``, vectorised), and with masks each
 decode task's samples get theirs (decoded from RLE, ``coco_rle``, and resampled
 nearest-neighbour at the output size). RandAugment, the box filter and padding
-happen after the copy (``detection_transfer``). The tasks close over the
+happen after the copy (``detection_transfer``). A sample's failures are found in
+its read tasks, where the error policy can drop it: an image whose header size
+is not the table's (``table_size``: its boxes would be mapped wrong). The tasks close over the
 batch's dicts, never over its ``BatchStart`` (no reference cycle: see
 ``text.token_batches``).
 """
@@ -45,6 +47,8 @@ from dataio.pipeline.stage_times import Lap, StageTimes
 
 class DetectionBatchSource(ImageBatchSource):
     """Batches of images with their box (and mask) targets, as ``config.targets`` says (``DetectionConfig``)."""
+
+    check_sizes = True  # targets are mapped in the table's size: an image of another size fails (``table_size``)
 
     def __init__(self, shards: ImageShards, config: ImageLoaderConfig, times: StageTimes, *,
                  dali: DaliDecoder | None = None, threads: int = 0) -> None:

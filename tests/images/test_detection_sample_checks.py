@@ -1,0 +1,72 @@
+"""What the detection source checks of each sample in its read tasks, so the error policy can drop the sample:
+its image's size against the table's (a stale table would put every box in the wrong place), and its box count
+against ``max_boxes`` (the device stage cannot drop a sample)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dataio import ImageLoader
+from dataio.formats.dataset.manifest import read_manifest
+from dataio.formats.dataset.sample_table import read_sample_table
+from dataio.formats.errors import SampleError
+from dataio.images.detection_config import DetectionConfig
+from tests.images.test_detection_loader import rewrite_column
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def doubled_size(coco_shards: Path, folder: Path) -> tuple[str, str]:
+    """A copy of ``coco_shards`` whose table gives sample 1 twice its size; (the table's size, the image's)."""
+    shutil.copytree(coco_shards, folder)
+    table = read_sample_table(folder / "samples.arrow", declared=read_manifest(folder)[1].table_columns())
+    width, height = int(table.width[1]), int(table.height[1])
+    for name in ("width", "height"):
+        rewrite_column(folder, name, lambda values: values.__setitem__(1, 2 * values[1]))
+    return f"{2 * width}x{2 * height}", f"{width}x{height}"
+
+
+@pytest.mark.parametrize("decoder, masks", [("turbo", False), ("turbo", True), ("dali", False)])
+def test_an_image_whose_size_is_not_the_tables_is_its_samples_error(coco_shards, tmp_path, decoder, masks) -> None:
+    folder = tmp_path / "shards"
+    table_size, image_size = doubled_size(coco_shards, folder)
+    options = dict(batch_size=4, image_size=32, train=False, shuffle=False, decoder=decoder,
+                   targets=DetectionConfig(masks=masks))
+    with ImageLoader(folder, **options) as loader, pytest.raises(SampleError) as raised:
+        list(loader)
+    assert raised.value.key == "000000001" and raised.value.shard.startswith("shard-")
+    assert f"gives its size as {table_size}, the image is {image_size}" in raised.value.reason
+    with ImageLoader(coco_shards, **options) as loader:
+        whole = list(loader)
+    assert len(loader.stats.errors) == 0
+    with ImageLoader(folder, on_error="skip", **options) as skipping:
+        batches = list(skipping)
+    assert len(skipping.stats.errors) == 1  # with masks, the image and its masks both fail it: counted once
+    assert image_size in skipping.stats.errors[0]["reason"]
+    ids = [int(i) for b in batches for i in b["sample_ids"]]
+    assert ids == [i for i in range(12) if i != 1]
+    kept = {int(i): b["boxes"][j][b["valid"][j]] for b in batches for j, i in enumerate(b["sample_ids"])}
+    before = {int(i): b["boxes"][j][b["valid"][j]] for b in whole for j, i in enumerate(b["sample_ids"])}
+    assert all(kept[i].tolist() == before[i].tolist() for i in ids)  # the others' targets untouched
+    assert sum(int(b["num_boxes"].sum()) for b in batches) == sum(len(v) for v in kept.values())
+    if masks:
+        assert sum(len(b["masks"]) for b in batches) == sum(len(v) for v in kept.values())
+
+
+def test_verify_deep_names_a_table_size_that_is_not_the_images(coco_shards, tmp_path) -> None:
+    folder = tmp_path / "shards"
+    table_size, image_size = doubled_size(coco_shards, folder)
+    # its masks emptied: the masks' RLE check (the only one before) has nothing to find
+    rewrite_column(folder, "masks", lambda values: values.__setitem__(1, [b""] * len(values[1])))
+    done = subprocess.run([sys.executable, "-m", "dataio", "verify", str(folder), "--deep"], capture_output=True,
+                          text=True, cwd=ROOT)
+    line = "sample '000000001' in shard shard-"
+    assert done.returncode == 1, (done.returncode, done.stdout[-500:], done.stderr[-500:])
+    assert any(line in row and f"gives its size as {table_size}, the image is {image_size}" in row
+               for row in (done.stdout + done.stderr).splitlines()), done.stderr[-800:]
+
