@@ -9,13 +9,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dataio import ImageLoader
 from dataio.formats.dataset.manifest import read_manifest
 from dataio.formats.dataset.sample_table import read_sample_table
+from dataio.augment.box_targets import BoxTargets
 from dataio.formats.errors import SampleError
 from dataio.images.detection_config import DetectionConfig
+from dataio.images.max_boxes import over_max_boxes
+from tests.images.test_detection_hostile import crowded
 from tests.images.test_detection_loader import rewrite_column
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,3 +74,29 @@ def test_verify_deep_names_a_table_size_that_is_not_the_images(coco_shards, tmp_
     assert any(line in row and f"gives its size as {table_size}, the image is {image_size}" in row
                for row in (done.stdout + done.stderr).splitlines()), done.stderr[-800:]
 
+
+def test_a_sample_past_max_boxes_is_dropped_under_skip(coco_shards, tmp_path) -> None:
+    folder = crowded(coco_shards, tmp_path / "shards", 8)
+    options = dict(batch_size=4, image_size=32, train=False, shuffle=False, targets=DetectionConfig(max_boxes=5))
+    with ImageLoader(folder, **options) as loader, pytest.raises(SampleError) as raised:
+        list(loader)
+    assert raised.value.key == "000000001"
+    assert "8 boxes after its crop and filters, more than max_boxes=5" in raised.value.reason
+    with ImageLoader(folder, on_error="skip", **options) as loader:
+        batches = list(loader)
+    assert len(loader.stats.errors) == 1 and "max_boxes=5" in loader.stats.errors[0]["reason"]
+    assert [int(i) for b in batches for i in b["sample_ids"]] == [i for i in range(12) if i != 1]
+    assert all(b["boxes"].shape[1] == 5 and int(b["num_boxes"].max()) <= 5 for b in batches)
+
+
+def test_max_boxes_counts_a_bound_of_the_device_stages_count_under_randaugment() -> None:
+    # a box 0.5 px high: dropped by min_side=1 without warps; a rotation could widen its envelope, so with
+    # RandAugment after the copy it counts (only min_visible applies, which the warps never raise)
+    thin = BoxTargets.from_ragged(np.array([[10, 10, 20, 10.5], [30, 30, 40, 40]], np.float32), np.zeros(2, np.int64),
+                                  np.array([2]), np.array([64.0]), np.array([64.0]))
+    detection = DetectionConfig(max_boxes=1, min_side=1.0)
+    crowd = np.zeros(2, bool)
+    error = lambda sample, reason: SampleError("shard", str(sample), reason)  # noqa: E731
+    assert over_max_boxes(thin, crowd, detection, np.array([7]), error) == []
+    [(position, failed)] = over_max_boxes(thin, crowd, detection, np.array([7]), error, warped=True)
+    assert position == 0 and failed.key == "7" and "2 boxes" in failed.reason
