@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dataio import ImageLoader
+from dataio import ImageLoader, ShardDataset
 from dataio.formats.dataset.manifest import read_manifest
 from dataio.formats.dataset.sample_table import read_sample_table
 from dataio.augment.box_targets import BoxTargets
@@ -100,3 +100,13 @@ def test_max_boxes_counts_a_bound_of_the_device_stages_count_under_randaugment()
     assert over_max_boxes(thin, crowd, detection, np.array([7]), error) == []
     [(position, failed)] = over_max_boxes(thin, crowd, detection, np.array([7]), error, warped=True)
     assert position == 0 and failed.key == "7" and "2 boxes" in failed.reason
+
+
+@pytest.mark.parametrize("image_size", [None, 32])
+def test_shard_dataset_names_an_image_whose_size_is_not_the_tables(coco_shards, tmp_path, image_size) -> None:
+    folder = tmp_path / "shards"
+    table_size, image_size_seen = doubled_size(coco_shards, folder)
+    dataset = ShardDataset(folder, image_size=image_size, targets=DetectionConfig())
+    with pytest.raises(SampleError, match=f"gives its size as {table_size}, the image is {image_size_seen}"):
+        dataset[1]
+    assert len(dataset[2]["boxes"]) == 4
