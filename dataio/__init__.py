@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers and editors see: the real classes, not Any
     from dataio.dataloader import DataLoader
+    from dataio.images.caption_config import CaptionConfig
     from dataio.images.detection_config import DetectionConfig
     from dataio.images.config import ImageLoaderConfig
     from dataio.images.loader import ImageLoader
@@ -22,6 +23,7 @@ if TYPE_CHECKING:  # what type checkers and editors see: the real classes, not A
 __version__ = "0.1.0"
 
 _LAZY = {
+    "CaptionConfig": "dataio.images.caption_config",
     "DataLoader": "dataio.dataloader",
     "DetectionConfig": "dataio.images.detection_config",
     "ImageLoader": "dataio.images.loader",
@@ -41,5 +43,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'dataio' has no attribute {name!r}")
 
 
-__all__ = ["DataLoader", "DetectionConfig", "ImageLoader", "ImageLoaderConfig", "ShardDataset", "ShardDatasetConfig", "TextLoader",
-           "TextLoaderConfig", "TokenDataset", "TokenDatasetConfig", "__version__"]
+__all__ = ["CaptionConfig", "DataLoader", "DetectionConfig", "ImageLoader", "ImageLoaderConfig", "ShardDataset",
+           "ShardDatasetConfig", "TextLoader", "TextLoaderConfig", "TokenDataset", "TokenDatasetConfig", "__version__"]

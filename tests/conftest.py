@@ -117,4 +117,4 @@ def coco_shards(coco_folder, tmp_path_factory) -> Path:
     return out
 
 
-from tests.pair_fixtures import pair_tars, pair_tars_text  # noqa: E402,F401  (fixtures)
+from tests.pair_fixtures import pair_tars, pair_tars_text, real_pair_tars  # noqa: E402,F401  (fixtures)

@@ -37,3 +37,15 @@ def pair_tars_text(pair_tars, tmp_path_factory) -> Path:
     for tar in sorted(pair_tars.glob("*.tar")):
         shutil.copy(tar, folder / tar.name)
     return indexed(folder, None)
+
+
+REAL_PAIRS = SyntheticPairsConfig(count=20, photo_class="imagenet", samples_per_shard=8, seed=5)
+
+
+@pytest.fixture(scope="session")
+def real_pair_tars(tmp_path_factory) -> Path:
+    """img2dataset output of 20 photos of real size (ImageNet-typical: 333-500 pixels a side, ~110 KB) in 3 tars, not
+    indexed: copy it before ``dataio index`` adopts it in place."""
+    folder = tmp_path_factory.mktemp("real_pairs") / "tars"
+    write_img2dataset(folder, REAL_PAIRS)
+    return folder

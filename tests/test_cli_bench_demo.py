@@ -247,3 +247,20 @@ def test_bench_sampler_cli_reports_shard_mixing(tmp_path, capsys):
     result = json.loads((tmp_path / "sampler.json").read_text())
     rates = [row["same_shard_rate"] for row in result["rows"]]
     assert rates[0] > 0.9 > rates[-1] and rates == sorted(rates, reverse=True)  # bigger windows mix better
+
+
+def test_bench_pairs_runs_open_clips_pipeline_and_dataio_on_the_same_tars_and_prints_the_ratio(tmp_path, capsys):
+    args = ["bench", "pairs", str(tmp_path / "tars"), "--photos", "48", "--photo-class", "tiny", "--out",
+            str(tmp_path / "out"), "--batch-size", "8", "--image-size", "32", "--workers", "2", "--epochs", "1",
+            "--warmup", "0", "--vocab-size", "300"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    result = json.loads((tmp_path / "out" / "pairs.json").read_text())
+    assert result["num_pairs"] == 48 and result["tars"] == 4 and result["load_average"]  # 12 a tar: 2 per worker
+    assert [row["loader"] for row in result["rows"]] == ["open_clip", "dataio", "dataio_tokenize"]
+    assert all(row["pairs_per_epoch"] == [48] and row["pairs_s"] > 0 for row in result["rows"])  # the same pairs
+    assert f"dataio (stored ids) ran at {result['ratio']:.2f}x its pairs/s" in out and "load average" in out
+    _for_users(out)
+    assert (tmp_path / "out" / "pairs.png").is_file()
+    assert main([*args, "--photo-class", "huge"]) == 2
+    assert "--photo-class must be one of" in capsys.readouterr().err

@@ -29,7 +29,7 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory, image_shards) -> Path:
+def work(tmp_path_factory, image_shards, pair_tars) -> Path:
     """A folder with the inputs of every case (relative names, so the messages are short)."""
     root = tmp_path_factory.mktemp("failures")
     (root / "afile").write_text("not a folder\n")
@@ -40,6 +40,7 @@ def work(tmp_path_factory, image_shards) -> Path:
     (root / "empty.txt").write_text("\n   \n\n")
     (root / "tok.txt").write_text("some words to train on\n" * 20)
     os.symlink(image_shards, root / "shards")
+    os.symlink(pair_tars, root / "pairs")  # img2dataset tars, indexed
     write_image_folder(root / "imgs", SyntheticImagesConfig(num_classes=1, images_per_class=2))
     for name, writer in (("corrupt", lambda p: p.write_bytes(os.urandom(3000))),
                          ("truncated", lambda p: p.write_bytes(_checkpoint_bytes()[:700])),
@@ -81,6 +82,10 @@ CASES = [  # (id, args, exit code, words the one line must hold)
      ["truncated/checkpoint.pt", "truncated"]),
     ("checkpoint-odd-shape", ["train", "--train", "shards", "--out", "odd", "--resume", *TRAIN], 1,
      ["odd/checkpoint.pt", "does not fit"]),
+    ("clip-on-classes", ["train", "--task", "clip", "--train", "shards", *TRAIN], 2,
+     ["--task clip trains on image-text pairs", "shards holds images with classes", "dataio index"]),
+    ("classify-on-pairs", ["train", "--task", "classify", "--train", "pairs", *TRAIN], 2,
+     ["--task classify", "pairs holds image-text pairs", "--task clip"]),
 ]
 
 

@@ -7,6 +7,7 @@ starting where the stopped one saved, the same weights, Arrow shards read by ``d
 Photos: ``real_photos`` (12 of ~110 KB and 2 camera photos of 2.4-3.7 MB in 2 classes) for
 training; validation is 5 of them (one a camera photo), an odd count, so that the imagenet
 example's ``DistributedSampler(drop_last=True)`` leaves it a remainder to read through ``Subset``.
+Image-text pairs: ``real_pair_tars`` (20 photos of ~110 KB with captions, as img2dataset writes them).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import pytest
 import torch
 
 from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
+from dataio.formats.images.wds_index import IndexConfig, index_shards
+from dataio.formats.text.tokenizer_setup import TokenizerConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -171,3 +174,41 @@ def test_gpt_on_text_loader_resumed_mid_epoch_ends_with_the_same_weights(text_sh
     # every validation sample once: all its tokens but the last have a label
     assert val and int(val[2]) == manifest["options"]["num_tokens"] - manifest["num_samples"] and int(val[3]) > 1
     assert float(val[1]) < math.log(600)  # better than a uniform guess over the 600 tokens, where it starts
+
+
+def test_detection_loop_learns_the_boxes_of_coco_shards(coco_shards, tmp_path):
+    """The user's own detection loop (issue 36): ImageLoader's dict batches, boxes through the detection crop and
+    flip; 60 steps at 96 px find the held-out photos' shapes (AP at IoU 0.5, each photo and box counted once)."""
+    from dataio.formats.coco.coco_convert import ConvertCocoConfig, convert_coco
+    from dataio.formats.coco.synthetic_coco import SyntheticCocoConfig, write_coco_folder
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train").symlink_to(coco_shards)
+    images, annotations = write_coco_folder(tmp_path / "val-photos", SyntheticCocoConfig(images=4, seed=37))
+    convert_coco(ConvertCocoConfig(images=images, annotations=annotations, out=data / "val", num_workers=1,
+                                   progress=False))
+    out = run([sys.executable, EXAMPLES / "detection_loop.py", data, "--epochs", "20", "--image-size", "96",
+               "--batch-size", "4", "--workers", "1", "--print-freq", "2"], tmp_path)
+    steps = re.findall(r"^epoch (\d+) step (\d)/3 loss=(\S+) .* boxes=(\d+) ", out, re.M)
+    assert len(steps) == 40 and all(int(boxes) > 0 for *_, boxes in steps)  # steps 1 and 3 of each epoch
+    vals = re.findall(r"^epoch (\d+) val: 4 images, 16 boxes, AP50=(\S+) recall50=(\S+)$", out, re.M)
+    assert [int(epoch) for epoch, *_ in vals] == list(range(20))
+    assert float(vals[0][1]) < 0.1 and float(vals[-1][1]) > 0.5 and float(vals[-1][2]) > 0.5, vals[-1]
+
+
+def test_clip_pairs_trains_in_its_own_loop_on_img2dataset_photos_and_counts_every_val_pair(real_pair_tars, tmp_path):
+    shutil.copytree(real_pair_tars, tmp_path / "photos")  # 20 photos of real size, as img2dataset wrote them
+    index_shards(IndexConfig(shards=(tmp_path / "photos",), tokenizer=TokenizerConfig(train="bpe", vocab_size=300),
+                             num_workers=1, progress=False))
+    out = run([sys.executable, EXAMPLES / "clip_pairs.py", "photos", "--val", "photos", "--steps", "3",
+               "--context-length", "24", "--workers", "1", "--width", "8", *SMALL], tmp_path)
+    fields = re.search(r"^batch fields: image \(2, 3, 64, 64\) torch.float32, input_ids \(2, (\d+)\) torch.int64, "
+                       r"attention_mask \(2, \1\) torch.int64, sample_ids \(2,\) torch.int64, repeated \(2,\) "
+                       r"torch.bool, caption '[a-z ,]+', key '\d+', json \{'url': 'https://\S+', 'width': \d+\}$", out,
+                       re.M)
+    assert fields and int(fields[1]) <= 24, out  # cut at the context length
+    loss = re.search(r"^epoch 0: 3 steps, loss (\S+) -> (\S+)$", out, re.M)
+    assert loss and all(math.isfinite(float(value)) for value in loss.groups()), out
+    recall = re.search(r"^val: 20 pairs i2t_r1=(\S+) t2i_r1=(\S+) i2t_r5=(\S+) t2i_r5=(\S+)$", out, re.M)
+    assert recall and all(0 <= float(value) <= 1 for value in recall.groups()), out  # every pair once

@@ -90,7 +90,8 @@ def test_only_the_cli_imports_bench_and_only_inside_its_bench_and_demo_commands(
     handlers = {node.name for path in commands for node in ast.walk(ast.parse(path.read_text()))
                 if isinstance(node, ast.FunctionDef)
                 and any(m.startswith("dataio.bench") for m, _, _ in _imports_in(node))}
-    assert handlers == {"run_images", "run_augment", "run_text", "run_sampler", "run"}
+    assert handlers == {"run_images", "run_augment", "run_text", "run_sampler", "run_pairs", "run_detection",
+                        "run"}
 
 
 def _imports_in(node: ast.AST) -> list[tuple[str, int, bool]]:

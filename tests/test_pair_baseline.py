@@ -1,7 +1,7 @@
 """The pair benchmark's baseline (open_clip's pipeline shape over img2dataset tars), run as a script would run it.
 
-Only the CLI imports ``dataio.bench`` (tests/test_layout.py), and no CLI command runs this baseline yet, so the
-test runs it in a subprocess, as ``dataio bench`` will.
+Only the CLI imports ``dataio.bench`` (tests/test_layout.py): the test runs the baseline in a subprocess, as
+``dataio bench pairs`` does in its process (tests/test_cli_bench_demo.py runs that command).
 """
 
 from __future__ import annotations

@@ -32,6 +32,8 @@ _HANDLERS = {("convert", "images"): convert.run_images, ("convert", "text"): con
              ("convert", "coco"): convert_coco.run,
              ("bench", "images"): bench.run_images, ("bench", "augment"): bench.run_augment,
              ("bench", "text"): bench.run_text, ("bench", "sampler"): bench.run_sampler,
+             ("bench", "detection"): bench.run_detection,
+             ("bench", "pairs"): bench.run_pairs,
              ("merge", None): merge.run, ("index", None): index.run, ("verify", None): verify.run,
              ("train", None): train.run, ("synth-text", None): synth.run_synth_text, ("synth", None): synth.run_synth,
              ("demo", None): demo.run}

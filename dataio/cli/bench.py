@@ -1,4 +1,4 @@
-"""``dataio bench images|augment|text|sampler``: the benchmarks, each importing ``bench/`` only when it runs."""
+"""``dataio bench images|augment|text|sampler|pairs|detection``: the benchmarks, importing ``bench/`` as they run."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from dataio.cli.flags import add_storage, default_workers, positive, source, storage_options_of
 
 def add(commands: argparse._SubParsersAction) -> None:
-    """The ``bench`` command and its four kinds."""
+    """The ``bench`` command and its kinds."""
     bench = commands.add_parser("bench", help="throughput benchmarks")
     bench_kinds = bench.add_subparsers(dest="kind", required=True)
     bench_images = bench_kinds.add_parser("images", help="image loaders on the same folder")
@@ -65,6 +65,40 @@ def add(commands: argparse._SubParsersAction) -> None:
                             "DATAIO_NUM_WORKERS, else all cores)")
     bench_text.add_argument("--epochs", type=positive, default=3, help="timed epochs per loader (the median counts)")
 
+    bench_detection = bench_kinds.add_parser("detection", help="the detection loader against the standard "
+                                             "detection recipe on the same COCO images")
+    bench_detection.add_argument("images", type=Path, help="the folder the JSON's file_name values are relative to")
+    bench_detection.add_argument("annotations", type=Path, help="COCO instances JSON")
+    bench_detection.add_argument("--shards", type=Path, help="an existing `dataio convert coco` of them (default: "
+                                 "converted into a temporary folder first)")
+    bench_detection.add_argument("--out", type=Path, default=Path("bench/results"),
+                                 help="folder for detection.json and detection.png")
+    bench_detection.add_argument("--batch-size", type=positive, default=32, help="images per batch")
+    bench_detection.add_argument("--image-size", type=positive, default=300, help="side of the crops, in pixels")
+    bench_detection.add_argument("--workers", type=positive, help="DataLoader workers / decode threads of both rows "
+                                 "(default: DATAIO_NUM_WORKERS, else all cores)")
+    bench_detection.add_argument("--epochs", type=positive, default=3, help="timed epochs per row (the median counts)")
+    bench_detection.add_argument("--warmup", type=int, default=1, help="untimed epochs per row before the timed ones")
+    bench_pairs = bench_kinds.add_parser("pairs", help="image-text pairs against open_clip's pipeline on img2dataset "
+                                         "tars")
+    bench_pairs.add_argument("src", type=Path, help="img2dataset output (tars of KEY.jpg, KEY.txt, KEY.json), indexed "
+                             "in place with a trained BPE tokenizer unless it has a manifest (generated first when it "
+                             "holds no tar)")
+    bench_pairs.add_argument("--out", type=Path, default=Path("bench/results"), help="folder for pairs.json and pairs.png")
+    bench_pairs.add_argument("--photos", type=positive, default=2048, help="captioned photos generated when SRC holds "
+                             "no tar")
+    bench_pairs.add_argument("--photo-class", default="imagenet", help="their size: tiny, small (~50 KB), imagenet "
+                             "(~110 KB) or camera (5-12 MP)")
+    bench_pairs.add_argument("--batch-size", type=positive, default=256, help="pairs per batch")
+    bench_pairs.add_argument("--image-size", type=positive, default=224, help="side of the train crops, in pixels")
+    bench_pairs.add_argument("--context-length", type=positive, default=77, help="caption tokens, padded to it")
+    bench_pairs.add_argument("--vocab-size", type=positive, default=4096, help="of the BPE tokenizer trained when "
+                             "indexing SRC")
+    bench_pairs.add_argument("--workers", type=positive, help="DataLoader workers of open_clip's pipeline and decode "
+                             "threads of dataio's (default: DATAIO_NUM_WORKERS, else all cores)")
+    bench_pairs.add_argument("--epochs", type=positive, default=3, help="timed epochs per loader (the median counts)")
+    bench_pairs.add_argument("--warmup", type=int, default=1, help="untimed epochs per loader before the timed ones")
+
     bench_sampler = bench_kinds.add_parser("sampler", help="shard mixing of the two-level shuffle")
     bench_sampler.add_argument("--out", type=Path, default=Path("bench/results"),
                                help="folder for sampler.json and sampler.png")
@@ -113,4 +147,21 @@ def run_sampler(args: argparse.Namespace) -> int:
     from dataio.bench.sampler_bench import BenchSamplerConfig, bench_sampler
 
     bench_sampler(BenchSamplerConfig(out=args.out, num_samples=args.num_samples, num_shards=args.num_shards))
+    return 0
+
+
+def run_detection(args: argparse.Namespace) -> int:
+    from dataio.bench.detection_bench import BenchDetectionConfig, bench_detection
+
+    bench_detection(BenchDetectionConfig(images=args.images, annotations=args.annotations, shards=args.shards,
+                                         out=args.out, batch_size=args.batch_size, image_size=args.image_size,
+                                         num_workers=args.workers or default_workers(), epochs=args.epochs,
+                                         warmup=args.warmup))
+def run_pairs(args: argparse.Namespace) -> int:
+    from dataio.bench.pair_bench import BenchPairsConfig, bench_pairs
+
+    bench_pairs(BenchPairsConfig(src=args.src, out=args.out, photos=args.photos, photo_class=args.photo_class,
+                                 batch_size=args.batch_size, image_size=args.image_size,
+                                 context_length=args.context_length, vocab_size=args.vocab_size,
+                                 num_workers=args.workers or default_workers(), epochs=args.epochs, warmup=args.warmup))
     return 0

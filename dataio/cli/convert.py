@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 
 from dataio.cli import convert_coco
 from dataio.cli.caption_flags import add_caption_flags, tokenizer_config
 from dataio.cli.flags import (add_rank_flags, add_storage, conversion_rank, default_workers, given, local_for_ranks,
-                              maybe_remote, positive, source)
+                              maybe_remote, positive, run_image_conversion, source)
 from dataio.formats.errors import UsageError
 from dataio.formats.limits import MAX_PIXELS
 
@@ -106,14 +105,7 @@ def run_images(args: argparse.Namespace) -> int:
                                    max_file_size=args.max_file_size, **given(restart_interval=args.restart_interval)),
         **conversion_rank(args),
     )
-    local_for_ranks(args.out, {"world_size": config.world_size})
-    summary = maybe_remote(args, args.out, lambda out: convert_images(dataclasses.replace(config, out=out)))
-    if summary is None:
-        return 0
-    for rejected in summary.rejected:
-        print(f"rejected {rejected['path']}: {rejected['reason']}", file=sys.stderr)
-    print(summary.line())
-    return 1 if config.strict and summary.num_rejected else 0
+    return run_image_conversion(args, config, convert_images)
 
 
 def run_text(args: argparse.Namespace) -> int:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import sys
 from pathlib import Path
 
-from dataio.cli.flags import (add_rank_flags, add_storage, conversion_rank, default_workers, given, local_for_ranks,
-                              maybe_remote, positive, source)
+from dataio.cli.flags import (add_rank_flags, add_storage, conversion_rank, default_workers, given, positive,
+                              run_image_conversion, source)
 from dataio.formats.limits import MAX_PIXELS
 
 
@@ -62,11 +60,4 @@ def run(args: argparse.Namespace) -> int:
         prepare=ImagePrepareConfig(max_side=args.max_side, quality=args.quality, max_pixels=args.max_pixels,
                                    max_file_size=args.max_file_size, **given(restart_interval=args.restart_interval)),
         **conversion_rank(args))
-    local_for_ranks(args.out, {"world_size": config.world_size})
-    summary = maybe_remote(args, args.out, lambda out: convert_coco(dataclasses.replace(config, out=out)))
-    if summary is None:
-        return 0
-    for rejected in summary.rejected:
-        print(f"rejected {rejected['path']}: {rejected['reason']}", file=sys.stderr)
-    print(summary.line())
-    return 1 if config.strict and summary.num_rejected else 0
+    return run_image_conversion(args, config, convert_coco)

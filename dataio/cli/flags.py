@@ -5,8 +5,12 @@ here and in ``train``, nowhere else in dataio)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from dataio.cli.storage_flag import HELP as STORAGE_HELP, storage_options_of
 from dataio.formats.errors import UsageError
@@ -167,3 +171,16 @@ def maybe_remote(args: argparse.Namespace, out: str | Path, run):
     else:
         print(f"uploaded {sent} file(s) from {staging} to {out}")
     return summary
+
+
+def run_image_conversion(args: argparse.Namespace, config: Any, convert: Callable[[Any], Any]) -> int:
+    """Run an image converter (``convert images``, ``convert coco``) on ``config`` into ``args.out``, local or
+    remote; each rejected file on stderr, the summary on stdout; exit 1 under ``--strict`` when any was rejected."""
+    local_for_ranks(args.out, {"world_size": config.world_size})
+    summary = maybe_remote(args, args.out, lambda out: convert(dataclasses.replace(config, out=out)))
+    if summary is None:
+        return 0
+    for rejected in summary.rejected:
+        print(f"rejected {rejected['path']}: {rejected['reason']}", file=sys.stderr)
+    print(summary.line())
+    return 1 if config.strict and summary.num_rejected else 0

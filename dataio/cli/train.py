@@ -32,7 +32,17 @@ def add(commands: argparse._SubParsersAction) -> None:
                      help="validation shards (a folder or URL); repeat NAME=PATH for named sets, each evaluated "
                           "and logged apart (val_loss/NAME, ...) beside their total (default: none, no validation)")
     add_storage(fit)
-    fit.add_argument("--model", default="small_cnn", help="resnet18, resnet50, small_cnn, small_gpt, tiny_gpt")
+    fit.add_argument("--model", default="small_cnn", help="resnet18, resnet50, small_cnn, small_gpt, tiny_gpt (with "
+                     "--task clip: the image tower)")
+    fit.add_argument("--task", choices=["auto", "classify", "lm", "clip", "segment"], default="auto",
+                     help="classify images, a language model, clip: contrastive image-text training on pair folders, "
+                          "or segment: semantic segmentation on the masks of COCO shards (dataio convert coco), "
+                          "reporting mean IoU (auto: clip on pair folders, lm with a text model, else classify)")
+    fit.add_argument("--context-length", type=positive, default=77,
+                     help="clip: caption tokens kept (the text tower's context)")
+    fit.add_argument("--tokenizer", type=Path, metavar="FILE",
+                     help="clip: a HF tokenizers JSON file to tokenise captions as they are read (default: the ids "
+                          "stored at pack time)")
     fit.add_argument("--epochs", type=positive, default=10, help="epochs to train")
     fit.add_argument("--image-size", type=positive, default=224,
                      help="images: side of the train crops (the end size with --progressive)")
@@ -190,7 +200,8 @@ def run(args: argparse.Namespace) -> int:
     from dataio.train.config import TrainConfig
 
     config = TrainConfig(
-        **train_data(args), val=_val_data(args.val), model=args.model, out=args.out, epochs=args.epochs,
+        **train_data(args), val=_val_data(args.val), model=args.model, task=args.task,
+        context_length=args.context_length, tokenizer=args.tokenizer, out=args.out, epochs=args.epochs,
         image_size=args.image_size, batch_size=args.batch_size, max_tokens=args.max_tokens,
         block_size=args.block_size, pack=args.pack, optimizer=args.optimizer, lr=args.lr,
         weight_decay=args.weight_decay, warmup=args.warmup, label_smoothing=args.label_smoothing,

@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from dataio.formats.errors import ConfigError
+from dataio.formats.dataset.pair_fields import MAX_META_BYTES
+from dataio.formats.errors import ConfigError, ShardError, UsageError
+from dataio.formats.remote.secrets import redact
 from dataio.images.caption_config import CaptionConfig
 from dataio.images.caption_data import CaptionData
 from dataio.images.image_shards import ImageShards
@@ -26,20 +28,28 @@ from dataio.pipeline.stage_times import Lap
 from dataio.text.collate import padded_rows, padded_width
 
 
-def load_tokenizer(tokenizer: Any) -> Any:
-    """A private copy of ``tokenizer`` (a JSON file or a ``Tokenizer``) without padding or truncation: rows are
-    padded and cut here, the same way as stored ids."""
+def load_tokenizer(tokenizer: Any) -> tuple[Any, int]:
+    """A private copy of ``tokenizer`` (a JSON file or a ``Tokenizer``) without padding or truncation (rows are
+    padded and cut here, the same way as stored ids), and its padding id: the one its padding names (a pair
+    folder's ``tokenizer.json`` names the stored ids' one), else ``<pad>``'s, else 0."""
     from tokenizers import Tokenizer  # lazy: only loaders that tokenise import it
 
-    try:
-        copy = Tokenizer.from_file(str(tokenizer)) if isinstance(tokenizer, (str, Path)) else \
+    from dataio.formats.text.tokenizer_setup import read_tokenizer_text
+
+    try:  # a file is read as the converters read one: a regular file, a bounded size (Tokenizer.from_file
+        # blocked for ever on a FIFO, holding the GIL, and read /dev/zero until memory ran out)
+        copy = Tokenizer.from_str(read_tokenizer_text(Path(tokenizer))) if isinstance(tokenizer, (str, Path)) else \
             Tokenizer.from_str(tokenizer.to_str())
+    except UsageError as e:
+        raise ConfigError(f"{{0}}: {redact(str(e))}", "tokenizer") from None
     except Exception as e:  # the Rust side raises a bare Exception for any parse error
-        raise ConfigError(f"{{0}} {str(tokenizer)[:200]!r} is not a tokenizers JSON file ({str(e)[:200]})",
+        raise ConfigError(f"{{0}} {redact(str(tokenizer)[:200])!r} is not a tokenizers JSON file ({str(e)[:200]})",
                           "tokenizer") from None
+    padding = copy.padding
+    pad_id = padding["pad_id"] if padding else copy.token_to_id("<pad>")
     copy.no_padding()
     copy.no_truncation()
-    return copy
+    return copy, 0 if pad_id is None else int(pad_id)
 
 
 def cut_rows(ids: np.ndarray, mask: np.ndarray, lengths: np.ndarray, config: CaptionConfig, pad_id: int,
@@ -67,12 +77,11 @@ class CaptionBatches:
     def __init__(self, shards: ImageShards, config: CaptionConfig) -> None:
         self.shards, self.config = shards, config
         self.data = CaptionData.of(shards, want_ids=config.tokenizer is None)
-        self.tokenizer = load_tokenizer(config.tokenizer) if config.tokenizer is not None else None
+        self.tokenizer, pad_id = load_tokenizer(config.tokenizer) if config.tokenizer is not None else (None, 0)
         self.ids = self.tokenizer is not None or self.data.tokens is not None
         self.text = config.text or not self.ids
         if self.tokenizer is not None:
-            padding = self.tokenizer.token_to_id("<pad>")
-            self.pad_id, self.eos_id, self.vocab_size = 0 if padding is None else padding, None, 0
+            self.pad_id, self.eos_id, self.vocab_size = pad_id, None, 0
         else:
             record = self.data.tokenizer
             self.pad_id, self.eos_id = int(record["pad_id"]), record["eos_id"]
@@ -115,10 +124,10 @@ class CaptionBatches:
             last = np.array([row[-1] if row else self.pad_id for row in rows], dtype=np.int64)
             fields["input_ids"], fields["attention_mask"] = cut_rows(ids, mask, lengths, self.config, self.pad_id,
                                                                      last)
-            return []
+            return self._empty(keys, lengths)
         batch, largest = padded_rows(self.data.tokens, keys, self.config.pad_multiple, self.pad_id)
         ids, mask, lengths = batch["input_ids"], batch["attention_mask"], batch["lengths"]
-        failures: Failures = []
+        failures: Failures = self._empty(keys, lengths)
         if self.vocab_size and largest >= self.vocab_size:  # the rare path: find the rows
             for row in np.flatnonzero(((ids >= self.vocab_size) & (mask == 1)).any(axis=1)).tolist():
                 failures.append((row, self.shards.sample_error(int(keys[row]), "caption token id "
@@ -126,6 +135,12 @@ class CaptionBatches:
         last = None if self.eos_id is None else np.full(len(keys), int(self.eos_id), dtype=np.int64)
         fields["input_ids"], fields["attention_mask"] = cut_rows(ids, mask, lengths, self.config, self.pad_id, last)
         return failures
+
+    def _empty(self, keys: np.ndarray, lengths: np.ndarray) -> Failures:
+        """The rows of no token (a tokenizer that knows none of the caption's characters, ids packed without BOS and
+        EOS): an all-zero attention mask makes a text tower's softmax NaN, so each is its sample's error."""
+        return [(row, self.shards.sample_error(int(keys[row]), "caption gives no token ids (none stored, or none from "
+                                               "the tokenizer)")) for row in np.flatnonzero(lengths == 0).tolist()]
 
     def _json(self, keys: np.ndarray) -> tuple[list[dict[str, Any] | None], Failures]:
         """Each sample's chosen ``.json`` fields (None without metadata), and the samples whose ``.json`` failed."""
@@ -138,10 +153,12 @@ class CaptionBatches:
                 out.append(None)
                 continue
             try:
+                if size > MAX_META_BYTES:  # a tampered table: never allocate what it claims
+                    raise ValueError(f"{size:,} bytes, larger than metadata is ({MAX_META_BYTES:,} at most)")
                 meta = json.loads(files.read(int(table.shard[sample]), offset, size))
                 if not isinstance(meta, dict):
                     raise ValueError(f"a JSON {type(meta).__name__}, not an object")
-            except (*DATA_EXCEPTIONS, RecursionError) as e:
+            except (*DATA_EXCEPTIONS, RecursionError, ShardError) as e:  # ShardError: a range past the shard's end
                 failures.append((position, self.shards.sample_error(sample, f"its .json: {type(e).__name__}: {e}")))
                 out.append(None)
                 continue

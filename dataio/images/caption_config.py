@@ -23,11 +23,12 @@ shuffled (``dataio.sampling.length_buckets``), from ``(seed, epoch)`` alone, so 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields as dataclass_fields
 from pathlib import Path
 from typing import Any
 
 from dataio.formats.errors import ConfigError
+from dataio.formats.remote.secrets import redact
 
 BUCKET_WINDOW = 64  # batches sorted by caption length together
 
@@ -44,6 +45,10 @@ class CaptionConfig:
     text: bool = False  # the caption strings too, as ``caption``
     keys: bool = False  # each sample's key, as ``key``
     json_fields: tuple[str, ...] = ()  # these fields of each sample's .json, as ``json``
+
+    def __repr__(self) -> str:  # a tokenizer named by URL may carry credentials: never shown
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in dataclass_fields(self))
+        return redact(f"{type(self).__name__}({shown})")
 
     def __post_init__(self) -> None:
         if self.max_length is not None and (isinstance(self.max_length, bool) or self.max_length < 2):

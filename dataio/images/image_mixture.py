@@ -45,6 +45,10 @@ class ImageMixture:
         for name, source in sources.items():
             if len(source.table) == 0:
                 raise ValueError(f"source {name!r} ({source.folder}) holds no samples")
+        pairs = [name for name, s in sources.items() if holds_pairs(s.manifest.sample_fields())]
+        if pairs and len(pairs) < len(sources):  # else: 'labels without class names', which pairs have not
+            raise ValueError(f"sources {pairs} hold image-text pairs and {[n for n in sources if n not in pairs]} images "
+                             "with classes: a mixture's sources must all be one kind")
         self.class_map = ClassMap.of({name: s.manifest.classes for name, s in sources.items()})
         sizes = [len(s.table) for s in sources.values()]
         self.offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)

@@ -16,6 +16,7 @@ from typing import Any
 
 from dataio.formats.dataset.class_list import class_list_problem
 from dataio.formats.dataset.manifest import MANIFEST_NAME, Manifest, ManifestError, open_dataset
+from dataio.formats.dataset.pair_table import pair_table_problem
 from dataio.formats.dataset.sample_fields import holds_labels
 from dataio.formats.dataset.sample_table import SampleTable, read_sample_table, table_faults
 from dataio.formats.errors import ShardError
@@ -57,6 +58,9 @@ def open_image_source(source: str | Path, config: ImageLoaderConfig,
     problem = labelled and class_list_problem(manifest.classes, table.label, location.display(MANIFEST_NAME))
     if problem:
         raise ManifestError(problem)
+    problem = pair_table_problem(manifest, table.table)  # image-text pairs: their text columns, tokenizer record
+    if problem:
+        raise ManifestError(f"{location.display(manifest.sample_table)}: {problem}")
     files = _open_files(location, manifest, c)
     faults = table_faults(table, [s.bytes for s in manifest.shards], len(manifest.classes))
     return ImageSource(location, manifest, table, files, faults, folder)

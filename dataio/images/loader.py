@@ -31,7 +31,7 @@ from dataio.images.detection_config import DetectionConfig
 from dataio.images.image_batches import dali_decoder
 from dataio.images.image_sampling import ImageSampling
 from dataio.images.image_shards import ImageShards
-from dataio.images.pair_batches import PairBatchSource
+from dataio.images.sample_facts import SampleFacts
 from dataio.images.sample_kinds import source_and_transfer
 from dataio.images.turbo_decode import REGION_DECODE
 from dataio.loader.batches_view import BatchesWithIds
@@ -52,7 +52,7 @@ FACE = Capabilities(name="ImageLoader", threads=True)  # num_workers = decode th
 DEFAULTS = constructor_defaults(ImageLoaderConfig)  # the constructor's keywords and their defaults
 
 
-class ImageLoader(ImageSampling, SourceLoader):
+class ImageLoader(SampleFacts, ImageSampling, SourceLoader):
     """Iterate ``(images, labels)`` batches over an image shard folder.
 
     ``ImageLoader(folder, batch_size=256, image_size=224, train=True, ...)``
@@ -62,7 +62,8 @@ class ImageLoader(ImageSampling, SourceLoader):
     ``ImageBatch`` with sample ids and padding flags; ``state_dict()`` resumes
     mid-epoch, on the same or another world size. Every keyword of
     ``torch.utils.data.DataLoader`` is honoured, mapped or refused
-    (``dataio.loader.dataloader_args``).
+    (``dataio.loader.dataloader_args``). A folder of image-text pairs or of boxes yields dicts instead
+    (``captions=CaptionConfig``, ``targets=DetectionConfig``), sized by ``vocab_size`` / ``category_ids``.
     """
 
     config: ImageLoaderConfig
@@ -172,11 +173,6 @@ class ImageLoader(ImageSampling, SourceLoader):
                  if self.mixture else "")
         info_once("image-loader", f"ImageLoader decodes with {self.decoder}; {describe_pil()}; region decoder "
                                   f"{'built' if REGION_DECODE else 'not built'}")
-
-    @property
-    def pairs(self) -> bool:
-        """Whether the samples are image-text pairs: batches are dicts (``dataio.images.caption_config``)."""
-        return isinstance(self.source, PairBatchSource)
 
     @property
     def decoder(self) -> str:

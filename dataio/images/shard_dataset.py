@@ -53,6 +53,7 @@ from dataio.formats.remote.storage import is_remote, redact
 from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig
 from dataio.formats.dataset.pair_fields import holds_pairs
 from dataio.images.caption_data import caption_of
+from dataio.images.sample_facts import coco_category_ids
 from dataio.images.detection_config import DetectionConfig
 from dataio.images.detection_sample import detection_sample
 from dataio.images.image_shards import ImageShards
@@ -233,6 +234,11 @@ class ShardDataset(torch.utils.data.Dataset):
     @property
     def classes(self) -> tuple[str, ...]:
         return self._reader().manifest.classes
+
+    @property
+    def category_ids(self) -> tuple[int, ...] | None:
+        """A COCO folder's category id of each label; None for other folders (``dataio.images.sample_facts``)."""
+        return None if isinstance(self.source, dict) else coco_category_ids(self._reader().manifest, self.classes)
 
     @property
     def class_to_idx(self) -> dict[str, int]:

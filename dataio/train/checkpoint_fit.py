@@ -22,7 +22,7 @@ _SHOWN = 3  # parameters named in a message; the rest are counted
 
 def run_record(config: TrainConfig) -> dict[str, str]:
     """What a checkpoint records of the run that wrote it, to name it when another run does not fit."""
-    return {"model": config.model, "optimizer": config.optimizer}
+    return {"model": config.model, "optimizer": config.optimizer, "task": config.task}
 
 
 def _names(names: list[str]) -> str:
@@ -64,6 +64,10 @@ def misfit(state: Any, model: nn.Module, config: TrainConfig) -> str | None:
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
         return None
     run: dict[str, Any] = state["run"] if isinstance(state.get("run"), dict) else {}
+    segment = run.get("task") == "segment"  # older checkpoints record no task: none was segmentation
+    if segment != (config.task == "segment"):
+        return ("is for a segmentation run (--task segment); this run is not" if segment
+                else "is for a run without --task segment; this run trains segmentation")
     was = run.get("model")
     if was is not None and was != config.model:
         return f"is for model {was}; this run builds {config.model}"

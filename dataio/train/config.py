@@ -17,6 +17,7 @@ from dataio.mixtures.mixture_plan import MAX_EPOCH
 from dataio.train.mixture_schedule import RunSchedule
 
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")  # the devices the trainer knows how to run on
+TASKS = ("auto", "classify", "lm", "clip", "segment")  # segment: dataio.train.segment_task
 SOURCE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # a mixture's source: a log.csv column and a TensorBoard tag
 
 
@@ -49,7 +50,11 @@ class TrainConfig:
     train: Path | str | Mapping[str, Path | str]  # a folder or fsspec URL (kept a string); a dict: a mixture
     # a folder or URL; a dict: named validation sets, each evaluated and logged apart (val_loss/NAME, ...)
     val: Path | str | Mapping[str, Path | str] | None = None
-    model: str = "small_cnn"
+    model: str = "small_cnn"  # the image model, or a CLIP's image tower; a text model for text
+    # auto: clip on pair folders, lm for a text model; segment: semantic segmentation on COCO shards' masks
+    task: Literal["auto", "classify", "lm", "clip", "segment"] = "auto"
+    context_length: int = 77  # clip: caption tokens kept (the text tower's positions)
+    tokenizer: Path | None = None  # clip: tokenise captions as they are read (folders packed without ids)
     out: Path = Path("runs/train")
     epochs: int = 10
     image_size: int = 224
@@ -105,6 +110,12 @@ class TrainConfig:
             object.__setattr__(self, "val", _named_folders(self.val, "val", "validation set"))
         elif self.val is not None:
             object.__setattr__(self, "val", _folder(self.val))
+        if self.task not in TASKS:
+            raise ConfigError(f"{{0}} must be one of {', '.join(TASKS)}, got {self.task!r}", "task")
+        if self.context_length < 2:
+            raise ConfigError(f"{{0}} must be >= 2, got {self.context_length}", "context_length")
+        if self.tokenizer is not None:
+            object.__setattr__(self, "tokenizer", Path(self.tokenizer))
         for name in ("epochs", "batch_size", "max_tokens", "block_size", "world_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

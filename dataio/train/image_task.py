@@ -17,7 +17,9 @@ from dataio.train.mixture_counts import ReadTally
 from dataio.train.mixture_schedule import RunUnits
 from dataio.train.set_options import train_options, val_options
 from dataio.train.val_sets import val_metrics, val_sets
+from dataio.formats.coco.coco_fields import declares_boxes
 from dataio.formats.dataset.manifest import open_dataset
+from dataio.formats.errors import ConfigError
 
 
 def _schedule(c: TrainConfig) -> ResolutionSchedule | None:
@@ -45,6 +47,10 @@ class ImageTask:
         sources = c.train if isinstance(c.train, dict) else {"train": c.train}
         manifests = [open_dataset(folder, options.get(name) if isinstance(options, dict) else options)[1]
                      for name, folder in sources.items()]
+        for folder, manifest in zip(sources.values(), manifests):
+            if declares_boxes(manifest.sample_fields()):  # its batches are dicts of targets, not (images, labels)
+                raise ConfigError(f"{{0}}: {folder} holds boxes (COCO): --task segment trains on its masks; "
+                                  "classification reads a folder of labelled images", "task")
         self.num_classes = len(manifests[0].classes)
         if c.mixture:  # every source's classes, each once
             self.num_classes = len(dict.fromkeys(name for manifest in manifests for name in manifest.classes))

@@ -72,6 +72,12 @@ class SourceColumns:
                 + [f"{record[column]:.6g}" if column in record else "" for column in self.val])
 
 
+def task_columns(metrics: tuple[str, ...]) -> tuple[str, ...]:
+    """The columns of a task's validation metrics that ``COLUMNS`` lacks (CLIP's ``val_i2t_r1`` ... recall), after
+    the rest, in epoch rows."""
+    return tuple(f"val_{metric}" for metric in metrics if f"val_{metric}" not in COLUMNS)
+
+
 def _step_row(step: int, record: dict[str, Any], sources: SourceColumns) -> list[Any]:
     seconds = record["wait"] + record["compute"]
     return [step, record["epoch"], f"{record['time']:.3f}", f"{record['loss']:.6g}", f"{record['lr']:.6g}",

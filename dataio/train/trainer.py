@@ -34,20 +34,30 @@ from dataio.formats.dataset.out_lock import locked_output
 from dataio.formats.errors import CheckpointError
 from dataio.train import bottleneck, checkpoint, checkpoint_fit, schedule, step_logs
 from dataio.train.chronometer import Chronometer
+from dataio.train.clip_task import ClipTask
 from dataio.train.config import TrainConfig
 from dataio.train.image_task import ImageTask
-from dataio.train.models import is_text_model
+from dataio.train.pair_loaders import pair_loaders
 from dataio.train.profiling import StepProfiler
 from dataio.train.run_setup import amp_dtype, make_optimizer, output_folder, run_device
 from dataio.train.progress import Progress
 from dataio.train.step_logs import SourceColumns, StepLogs
 from dataio.train.stop_signals import StopSignals, TrainingInterrupted
+from dataio.train.task_choice import chosen_task
 from dataio.train.text_task import TextTask
 from dataio.train.val_sets import val_columns
 
 
-def _task(config: TrainConfig, device: torch.device) -> ImageTask | TextTask:
-    if is_text_model(config.model):
+def _task(config: TrainConfig, device: torch.device) -> ImageTask | TextTask | ClipTask:
+    """The run's task: ``config.task``, or by the data and model (``task_choice``)."""
+    if config.task == "segment":
+        from dataio.train.segment_task import SegmentTask  # lazy: only segmentation runs read masks
+
+        return SegmentTask(config, device)
+    task = chosen_task(config)
+    if task == "clip":
+        return ClipTask(config, device, pair_loaders)
+    if task == "lm":
         return TextTask(config, device)
     return ImageTask(config, device)
 
@@ -97,7 +107,8 @@ class Trainer:
         if c.resume:
             self._restore()
         columns = SourceColumns(self.tally.names if self.tally else (), tokens=self.task.unit == "tokens",
-                                val=val_columns(c.val, self.task.val_metrics))
+                                val=step_logs.task_columns(self.task.val_metrics) + val_columns(c.val,
+                                                                                               self.task.val_metrics))
         self.logs = (StepLogs(c.out, tensorboard=c.tensorboard, steps=self.chronometer.steps,
                               epochs=self.chronometer.epochs, sources=columns) if self.is_main else None)
         self.network: nn.Module = torch.compile(self.model) if c.compile else self.model

@@ -10,6 +10,8 @@ The table's own ``label`` column holds ``NO_LABEL`` for every row.
 
 from __future__ import annotations
 
+import unicodedata
+
 from dataio.formats.dataset.sample_fields import FieldSpec
 
 NO_LABEL = -1  # the label column of a folder without classes
@@ -48,7 +50,7 @@ def caption_problem(data: bytes | str, limit: int = MAX_CAPTION_BYTES) -> str | 
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         return f"caption is not UTF-8 (byte 0x{data[e.start]:02x} at {e.start})"
-    if not text.strip():
+    if not "".join(c for c in text if unicodedata.category(c) != "Cf").strip():  # Cf: a BOM, zero-width spaces
         return "empty caption"
     return None
 

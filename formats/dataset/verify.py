@@ -34,6 +34,7 @@ from dataio.formats.remote.remote_copy import copy_dataset
 from dataio.formats.remote.storage import DEFAULT_TIMEOUT, Location, RetryPolicy
 from dataio.formats.files import sha256_file
 from dataio.formats.dataset.shard_members import LABEL_MEMBER, MAX_LABEL_BYTES, decode_label, member_extension
+from dataio.formats.dataset.pair_table import pair_table_problem
 from dataio.formats.dataset.sample_fields import holds_labels
 from dataio.formats.dataset.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
 from dataio.formats.dataset.table_members import member_faults
@@ -127,7 +128,10 @@ def _check_table(folder: Path, manifest: Manifest, report: VerifyReport) -> tupl
     if short:  # one line for the manifest, not one per row past its class list
         report.problems.append(short)
     faults = table_faults(table, [s.bytes for s in manifest.shards], 0 if short else len(manifest.classes))
-    vocab = int(manifest.options.get("tokenizer", {}).get("vocab_size", 0))
+    pair_problem = pair_table_problem(manifest, table.table)  # image-text pairs: text columns, tokenizer record
+    if pair_problem:
+        report.problems.append(f"{manifest.sample_table}: {pair_problem}")
+    vocab = 0 if pair_problem else int(manifest.options.get("tokenizer", {}).get("vocab_size", 0))
     if vocab and "input_ids" in table.table.schema.names:  # image-text pairs' caption ids
         largest = pc.max(pc.list_flatten(table.table.column("input_ids"))).as_py()
         if largest is not None and largest >= vocab:

@@ -26,10 +26,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dataio.formats.bounded_read import FileTooLarge, read_at_most
+from dataio.formats.bounded_read import FileTooLarge
 from dataio.formats.dataset.pair_fields import MAX_CAPTION_BYTES, NO_LABEL, caption_problem, caption_too_long
 from dataio.formats.errors import UsageError
-from dataio.formats.images.image_tree import ImageTree, _Walk, errno_text, escape_path, source_path, unescape_path
+from dataio.formats.images.image_tree import (ImageTree, NotRegularFile, _Walk, errno_text, escape_path, read_regular_file,
+                                              source_path, unescape_path)
 from dataio.formats.images.parquet_images import ParquetImages, _common_root, _name, check_image_column
 
 CAPTION_SUFFIX = b".txt"
@@ -62,13 +63,16 @@ def read_caption(src: str | None, caption: CaptionInput) -> str | tuple[str]:
         data = value
     else:
         assert src is not None
-        try:
-            data = read_at_most(source_path(src, caption.sidecar), caption.limit)
+        name = caption.sidecar.rsplit('/', 1)[-1]
+        try:  # regular files only: a FIFO named NAME.txt would block the open for ever, /dev/zero read on
+            data = read_regular_file(source_path(src, caption.sidecar), caption.limit)
+        except NotRegularFile as e:
+            return (f"its caption {name} is {e}",)
         except FileTooLarge:
             size = os.stat(source_path(src, caption.sidecar)).st_size
-            return (caption_too_long(size, caption.limit),)
+            return (caption_too_long(max(size, caption.limit + 1), caption.limit),)  # a size below: it grew
         except FileNotFoundError:
-            return (f"no caption file {caption.sidecar.rsplit('/', 1)[-1]} beside it",)
+            return (f"no caption file {name} beside it",)
         except OSError as e:
             return (f"cannot read its caption {caption.sidecar}: {errno_text(e)}",)
     problem = caption_problem(data, caption.limit)

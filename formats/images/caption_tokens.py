@@ -6,8 +6,10 @@ and each caption encoded (``encode_documents``: batch-encoded in bounded pieces)
 EOS. The ids go into the sample table as one list column (``input_ids``, the smallest unsigned type that
 holds the vocabulary, so the text path's C collate pads them straight from the memory map); their lengths
 are the lists' own. The manifest records the tokenizer (its file, sha256, vocabulary and special ids), as
-a text folder's does. Tokenising is redone from the captions at the end of every run, so a resumed
-conversion writes the same bytes.
+a text folder's does. The ``tokenizer.json`` saved frames and pads as the stored ids are framed and padded
+(a post-processor adding BOS and EOS, the padding id), so that file on the loader's decode threads, or in
+any ``tokenizers`` user's hands, gives exactly the stored ids (``framed_copy``). Tokenising is redone from
+the captions at the end of every run, so a resumed conversion writes the same bytes.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from tokenizers import Tokenizer
+from tokenizers.processors import TemplateProcessing
 
 from dataio.formats.dataset.text_shards import token_dtype
 from dataio.formats.text.text_convert import encode_documents
@@ -29,10 +33,28 @@ def checked_tokenizer(config: TokenizerConfig | None) -> None:
         load_tokenizer(config.path)
 
 
+def framed_copy(tokenizer: Any, config: TokenizerConfig) -> Any:
+    """A copy of ``tokenizer`` whose ``encode`` gives a caption's stored row: BOS and EOS added by a template
+    post-processor (replacing any of its own: the stored ids are framed by ``config`` alone), padding with the
+    stored padding id (``<pad>``, else EOS). Unchanged when a special token is missing (``save_tokenizer``
+    names it)."""
+    specials = [token for token in (config.bos, config.eos) if token]
+    ids = {token: tokenizer.token_to_id(token) for token in specials}
+    if any(value is None for value in ids.values()):
+        return tokenizer
+    copy = Tokenizer.from_str(tokenizer.to_str())
+    copy.post_processor = TemplateProcessing(single=" ".join(t for t in (config.bos, "$A", config.eos) if t),
+                                             special_tokens=list(ids.items()))
+    pad = config.pad if config.pad and tokenizer.token_to_id(config.pad) is not None else config.eos
+    if pad:
+        copy.enable_padding(pad_id=tokenizer.token_to_id(pad), pad_token=pad)
+    return copy
+
+
 def caption_ids(captions: list[str], config: TokenizerConfig, out: Path) -> tuple[pa.Array, dict[str, Any]]:
     """``(the input_ids list column, the manifest's tokenizer record)``; ``OUT/tokenizer.json`` written."""
     tokenizer = load_tokenizer(config.path) if config.path is not None else train_bpe(captions, config)
-    info = save_tokenizer(tokenizer, out, config)
+    info = save_tokenizer(framed_copy(tokenizer, config), out, config)
     dtype = token_dtype(info.vocab_size)
     head = np.array([] if info.bos_id is None else [info.bos_id], dtype=np.int64)
     tail = np.array([] if info.eos_id is None else [info.eos_id], dtype=np.int64)

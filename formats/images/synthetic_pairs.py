@@ -77,6 +77,7 @@ class SyntheticPairsConfig:
     colours: int = len(COLOURS)
     kinds: int = len(KINDS)
     max_shapes: int = 2
+    templates: int = len(TEMPLATES)  # caption wordings drawn from (1: one caption per scene, as recall counts them)
     image_format: str = "jpg"
     samples_per_shard: int = 10_000  # img2dataset's number_sample_per_shard; rows per Hub Parquet file
     failed_fraction: float = 0.0  # img2dataset: share of rows of failed downloads, in its .parquet only
@@ -91,6 +92,8 @@ class SyntheticPairsConfig:
                               "photo_class")
         if not 2 <= self.colours <= len(COLOURS):  # a shape's colour differs from its background's
             raise ConfigError(f"{{0}} must be in 2..{len(COLOURS)}, got {self.colours}", "colours")
+        if not 1 <= self.templates <= len(TEMPLATES):
+            raise ConfigError(f"{{0}} must be in 1..{len(TEMPLATES)}, got {self.templates}", "templates")
         if not 1 <= self.kinds <= len(KINDS) or self.max_shapes not in (1, 2):
             raise ConfigError(f"{{0}} must be in 1..{len(KINDS)} and {{1}} 1 or 2, got {self.kinds} and "
                               f"{self.max_shapes}", "kinds", "max_shapes")
@@ -134,7 +137,7 @@ def draw_scene(rng: np.random.Generator, config: SyntheticPairsConfig) -> Scene:
         shape = Shape(others[int(rng.integers(len(others)))], kinds[int(rng.integers(len(kinds)))])
         if shape not in shapes:
             shapes.append(shape)
-    return Scene(background, tuple(shapes), int(rng.integers(len(TEMPLATES))))
+    return Scene(background, tuple(shapes), int(rng.integers(config.templates)))
 
 
 def _shape_mask(size: tuple[int, int], shapes: int, rng: np.random.Generator, kinds: tuple[str, ...]) -> list[Image.Image]:

@@ -24,6 +24,7 @@ from typing import Any
 _USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
 _SECRET_QUERY = re.compile(r"(?i)([?&][^=&\s]*(?:sig|signature|token|key|secret|credential|password|auth)[^=&\s]*=)"
                            r"[^&\s#]*")
+_COLLAPSED_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):/(?!/)")  # what Path leaves of "scheme://"
 
 MIN_LENGTH = 8  # shorter values are never credentials, and are words a message may hold for other reasons
 MAX_REMEMBERED = 4096  # a process rotating its session tokens forever keeps the newest this many
@@ -42,6 +43,12 @@ def redact_url(text: str) -> str:
     """``text`` without the credentials a URL may carry (``user:pass@``, signed-URL query secrets): the same
     whatever options this process has seen (cache and staging folder names are made from it)."""
     return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub("***@", text))
+
+
+def redact_path(path: object) -> str:
+    """``redact(str(path))`` for a ``Path`` made of a URL: ``Path("https://u:p@h/f")`` is ``https:/u:p@h/f``
+    (one slash: ``redact_url`` would not see the URL), so the scheme's ``//`` is put back first."""
+    return redact(_COLLAPSED_SCHEME.sub(r"\1://", str(path)))
 
 
 def remember(options: Mapping[str, Any]) -> None:

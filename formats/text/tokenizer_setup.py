@@ -19,6 +19,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from dataio.formats.bounded_read import FileTooLarge, read_at_most
 from dataio.formats.errors import ConfigError, UsageError
 from dataio.formats.files import write_atomic
+from dataio.formats.remote.secrets import redact_path
 
 TOKENIZER_NAME = "tokenizer.json"
 MAX_VOCAB_SIZE = 1 << 24  # 4294967296 aborts inside the Rust trainer; real vocabularies stay below 2**18
@@ -78,20 +79,32 @@ def train_bpe(texts: Iterable[str], config: TokenizerConfig):
 MAX_TOKENIZER_BYTES = 256 << 20
 
 
-def load_tokenizer(path: Path):
-    """Load a tokenizers JSON file; UsageError naming the file if it is not one."""
+def read_tokenizer_text(path: Path) -> str:
+    """A tokenizers JSON file's text: a regular file (a FIFO would block the read for ever, a device read on) of at
+    most ``MAX_TOKENIZER_BYTES``; UsageError naming the file (without a URL's credentials) otherwise."""
+    shown = redact_path(path)
     if not path.is_file():
-        raise UsageError(f"tokenizer {path} does not exist")
+        raise UsageError(f"tokenizer {shown} " + ("is not a regular file" if path.exists() else "does not exist"))
     try:
-        text = read_at_most(path, MAX_TOKENIZER_BYTES).decode("utf-8")
+        return read_at_most(path, MAX_TOKENIZER_BYTES).decode("utf-8")
     except FileTooLarge as e:
-        raise UsageError(f"tokenizer {path}: {e}") from None
+        raise UsageError(f"tokenizer {shown}: {e}") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"tokenizer {path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+        raise UsageError(f"tokenizer {shown}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+
+
+def load_tokenizer(path: Path):
+    """Load a tokenizers JSON file, without the padding and truncation it may be saved with (as Hugging Face
+    saves many models' files): dataio frames, cuts and pads the ids itself, so a file's fixed length would
+    silently cut every document and store its padding as tokens. UsageError naming the file if it is not one."""
+    text = read_tokenizer_text(path)
     try:
-        return Tokenizer.from_str(text)
+        tokenizer = Tokenizer.from_str(text)
     except Exception as e:  # the Rust side raises a bare Exception for any parse error
-        raise UsageError(f"{path}: not a tokenizers JSON file ({str(e)[:200]})") from None
+        raise UsageError(f"{redact_path(path)}: not a tokenizers JSON file ({str(e)[:200]})") from None
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
 
 
 def save_tokenizer(tokenizer, out: Path, config: TokenizerConfig) -> TokenizerInfo:

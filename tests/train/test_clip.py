@@ -1,4 +1,5 @@
-"""The CLIP task: towers, the contrastive loss, retrieval recall, and training through the trainer (stand-in loader)."""
+"""The CLIP task: towers, the contrastive loss, retrieval recall (a stand-in loader), and training through the
+trainer on a pair folder (the real loaders of ``--task clip``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import torch
 from torch.nn import functional as F
 
 from dataio.formats.errors import ConfigError
-from dataio.train import trainer as trainer_module
 from dataio.train.clip_loss import ClipLoss, pair_loss
 from dataio.train.clip_metrics import Embedded, caption_groups, recall_hits, recall_metrics
 from dataio.train.clip_task import ClipTask
@@ -164,33 +164,36 @@ def test_repeated_rows_are_left_out_of_the_loss(tmp_path):
         assert task.loss(model, padded)[0].item() != pytest.approx(task.loss(model, batch)[0].item(), rel=1e-3)
 
 
-def _trainer(tmp_path, monkeypatch, *, resume: bool = False, out: str = "run") -> Trainer:
-    factory = stand_in_factory(make_pairs(384), make_pairs(96, seed=1))
-    monkeypatch.setattr(trainer_module, "_task", lambda config, device: ClipTask(config, device, factory, towers=SMALL))
-    return Trainer(TrainConfig(train=tmp_path, val=tmp_path, out=tmp_path / out, image_size=32, batch_size=16,
-                               epochs=2, optimizer="adamw", lr=3e-3, progress_every=0, resume=resume))
+def _trainer(pairs, tmp_path, *, resume: bool = False, out: str = "run") -> Trainer:
+    """The real ``--task clip`` wiring: the pair loaders of ``dataio.train.pair_loaders`` over a pair folder."""
+    return Trainer(TrainConfig(train=pairs, val=pairs, task="clip", out=tmp_path / out, image_size=32, batch_size=8,
+                               epochs=2, optimizer="adamw", lr=3e-3, progress_every=0, resume=resume, num_workers=1,
+                               context_length=24))
 
 
-def test_the_trainer_runs_the_clip_task_and_resumes_it_to_the_same_weights(tmp_path, monkeypatch, capsys):
-    whole = _trainer(tmp_path, monkeypatch, out="whole").fit()
-    assert whole["val_i2t_r1"] > 0.85 and whole["val_t2i_r1"] > 0.85, whole
+def test_the_trainer_runs_the_clip_task_on_a_pair_folder_and_resumes_it_to_the_same_weights(pair_tars, tmp_path,
+                                                                                             capsys):
+    whole_trainer = _trainer(pair_tars, tmp_path, out="whole")
+    assert isinstance(whole_trainer.task, ClipTask) and whole_trainer.task.train_loader.pairs
+    whole = whole_trainer.fit()
+    assert {"val_i2t_r1", "val_i2t_r5", "val_t2i_r1", "val_t2i_r5", "val_loss"} <= set(whole)
     assert capsys.readouterr().out.count("val_t2i_r5=") == 3  # each epoch's line and the summary
-    cut = _trainer(tmp_path, monkeypatch, out="cut")
+    cut = _trainer(pair_tars, tmp_path, out="cut")
     calls = []
 
-    def interrupt_at_step_30(model, batch):
+    def interrupt_at_step_7(model, batch):
         calls.append(1)
-        if len(calls) == 30:  # as a Ctrl-C would, mid-way through the second epoch (24 steps an epoch)
+        if len(calls) == 7:  # as a Ctrl-C would, mid-way through the second epoch (5 steps an epoch)
             cut.signals.asked = signal.SIGINT
         return ClipTask.loss(cut.task, model, batch)
 
-    cut.task.loss = interrupt_at_step_30
-    with pytest.raises(TrainingInterrupted, match="interrupted at step 30"):
+    cut.task.loss = interrupt_at_step_7
+    with pytest.raises(TrainingInterrupted, match="interrupted at step 7"):
         cut.fit()
-    resumed = _trainer(tmp_path, monkeypatch, resume=True, out="cut")
-    assert resumed.step == 30 and resumed.task.train_loader.epoch == 1
+    resumed = _trainer(pair_tars, tmp_path, resume=True, out="cut")
+    assert resumed.step == 7 and resumed.task.train_loader.epoch == 1
     resumed.fit()
-    assert "resumed from step 30: epoch 2/2, 96 samples of it consumed" in capsys.readouterr().out
+    assert "resumed from step 7: epoch 2/2, 16 samples of it consumed" in capsys.readouterr().out
     final = {name: tensor for name, tensor in resumed.model.state_dict().items()}
-    for name, tensor in _trainer(tmp_path, monkeypatch, resume=True, out="whole").model.state_dict().items():
+    for name, tensor in _trainer(pair_tars, tmp_path, resume=True, out="whole").model.state_dict().items():
         assert torch.equal(tensor, final[name]), f"{name} differs after the resume"

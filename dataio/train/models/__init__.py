@@ -8,10 +8,15 @@ from torch import nn
 
 from dataio.train.models.resnet import resnet18, resnet50
 from dataio.train.models.small_cnn import SmallCNN
+from dataio.train.models.small_fcn import SmallFCN
 from dataio.train.models.small_gpt import SmallGPT
 
 IMAGE_MODELS: dict[str, Callable[[int], nn.Module]] = {
     "resnet18": resnet18, "resnet50": resnet50, "small_cnn": lambda num_classes: SmallCNN(num_classes),
+}
+# --task segment: per-pixel logits (N, classes, H, W); small_cnn names the small model of the task, as for images
+SEGMENT_MODELS: dict[str, Callable[[int], nn.Module]] = {
+    "small_cnn": lambda num_classes: SmallFCN(num_classes), "small_fcn": lambda num_classes: SmallFCN(num_classes),
 }
 TEXT_MODELS: dict[str, Callable[[int, int], nn.Module]] = {
     "small_gpt": lambda vocab_size, max_length: SmallGPT(vocab_size, max_length=max_length),
@@ -24,6 +29,12 @@ def build_image_model(name: str, num_classes: int) -> nn.Module:
         raise ValueError(f"unknown image model {name!r}; choose from {sorted(IMAGE_MODELS)} "
                          f"(text models: {sorted(TEXT_MODELS)})")
     return IMAGE_MODELS[name](num_classes)
+
+
+def build_segment_model(name: str, num_classes: int) -> nn.Module:
+    if name not in SEGMENT_MODELS:
+        raise ValueError(f"unknown segmentation model {name!r} (--task segment); choose from {sorted(SEGMENT_MODELS)}")
+    return SEGMENT_MODELS[name](num_classes)
 
 
 def build_text_model(name: str, vocab_size: int, max_length: int) -> nn.Module:

@@ -1,0 +1,99 @@
+"""The pair loaders of ``dataio train --task clip``: ``ImageLoader``s over image-text pair folders, as ``ClipTask``
+takes them (its ``PairLoaderFactory``).
+
+Training reads ``config.train`` (a folder, URL or mixture) with open_clip's crops (RandomResizedCrop of
+90-100% of the area, no flip: a caption may say left or right) and its normalisation (OpenAI's mean and std), the captions' ids cut at
+``context_length`` tokens (the stored ids, or ``config.tokenizer`` on the decode threads); validation
+reads each ``config.val`` set with centre crops, unshuffled. The text tower's vocabulary is the ids'
+(the manifest's tokenizer, or the given one's).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from dataio.formats.dataset.manifest import open_dataset
+from dataio.formats.errors import ConfigError
+from dataio.images.caption_config import CaptionConfig
+from dataio.images.loader import ImageLoader
+from dataio.train.clip_task import PairLoaders
+from dataio.train.config import TrainConfig
+from dataio.train.mixture_counts import ReadTally
+from dataio.train.mixture_schedule import RunUnits
+from dataio.train.set_options import train_options, val_options
+from dataio.train.val_sets import val_sets
+
+OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)  # open_clip's OPENAI_DATASET_MEAN / _STD
+OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
+CLIP_CROP_SCALE = (0.9, 1.0)  # open_clip's RandomResizedCrop scale for training
+
+
+def _mixture(config: TrainConfig, loader_samples: int) -> tuple[dict[str, Any], dict | None]:
+    """ImageLoader's mixture keywords (the schedule placed in samples), and what a resume must find unchanged."""
+    c = config
+    if not c.mixture:
+        return {}, None
+    units = RunUnits(epochs=c.epochs, epoch_units=None if c.epoch_until else c.epoch_length or loader_samples,
+                     per_step=c.world_size * c.batch_size, unit="samples")
+    weights = c.weights.first_blend() if c.weights.constant else c.weights.resolve(units)
+    schedule = c.weights.resolve(units)
+    record = {"sources": list(schedule.names), "points": [[p, list(w)] for p, w in schedule.points],
+              "interpolation": schedule.interpolation, "unit": "samples", "epoch_length": c.epoch_length,
+              "epoch_until": c.epoch_until}
+    return dict(weights=weights, epoch_length=c.epoch_length, epoch_until=c.epoch_until), record
+
+
+def pair_loaders(config: TrainConfig, device: torch.device) -> PairLoaders:
+    """The run's train and validation pair loaders (``PairLoaderFactory``)."""
+    c = config
+    captions = CaptionConfig(tokenizer=c.tokenizer, max_length=c.context_length)
+    common = dict(num_workers=c.num_workers, cpu_budget=c.cpu_budget, profile=c.profile_steps > 0, device=str(device),
+                  normalize=True, mean=OPENAI_MEAN, std=OPENAI_STD, channels_last=c.channels_last,
+                  pin_memory=device.type == "cuda", world_size=c.world_size, rank=c.rank, seed=c.seed,
+                  captions=captions)
+    options, val_options_of = train_options(c), val_options(c)
+    samples = 0
+    if c.mixture:
+        assert isinstance(options, dict) and isinstance(c.train, dict)
+        samples = sum(open_dataset(folder, options.get(name))[1].num_samples for name, folder in c.train.items())
+    mixture, record = _mixture(c, samples)
+    loaders: list[ImageLoader] = []
+    try:
+        loaders.append(ImageLoader(c.train, batch_size=c.batch_size, image_size=c.image_size, train=True,
+                                   crop_scale=CLIP_CROP_SCALE, hflip=0.0, storage_options=options, **mixture, **common))
+        val = {}
+        for name, folder in val_sets(c.val).items():
+            val[name] = ImageLoader(folder, batch_size=c.batch_size, image_size=c.image_size, train=False,
+                                    storage_options=val_options_of[name], **common)
+            loaders.append(val[name])
+        _check_ids(loaders[0], val, c.tokenizer is None)
+    except BaseException:
+        for loader in loaders:  # their decode threads and open shards
+            loader.close()
+        raise
+    train = loaders[0]
+    tally = ReadTally(train, c.weights.names) if c.mixture else None
+    return PairLoaders(train=train, val=val, vocab_size=train.source.captions.vocab, context_length=c.context_length,
+                       tally=tally, mixture=record)
+
+
+def _check_ids(train: ImageLoader, val: dict[str, ImageLoader], stored: bool) -> None:
+    """Refuses sets without ids, and stored ids of another tokenizer than the train set's (the same id would
+    mean another token in validation)."""
+    if not train.source.captions.ids:
+        raise ConfigError(f"{{0}}: {train.folder} holds captions without token ids: pack it with --tokenizer FILE "
+                          "or --train-tokenizer bpe, or give --tokenizer FILE to tokenise as it is read", "tokenizer")
+    if not stored:
+        return
+    ours = train.source.captions.data.tokenizer["sha256"]
+    for name, loader in val.items():
+        if not loader.source.captions.ids:
+            raise ConfigError(f"{{0}}: validation set {name} ({loader.folder}) holds captions without token ids: "
+                              "pack it with the train set's tokenizer (--tokenizer FILE), or give --tokenizer FILE "
+                              "to tokenise both as they are read", "tokenizer")
+        if loader.source.captions.data.tokenizer["sha256"] != ours:
+            raise ConfigError(f"{{0}}: validation set {name} ({loader.folder}) holds ids of another tokenizer than "
+                              f"{train.folder}: pack both with one, or give --tokenizer FILE to tokenise both as "
+                              "they are read", "tokenizer")
