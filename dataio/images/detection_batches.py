@@ -12,7 +12,10 @@ ones; with ``crop_on_device`` the decode's map, then the device crop's): one
 task maps the batch's boxes (``BoxTargets``, vectorised), and with masks each
 decode task's samples get theirs (decoded from RLE, ``coco_rle``, and resampled
 nearest-neighbour at the output size). RandAugment, the box filter and padding
-happen after the copy (``detection_transfer``). The tasks close over the
+happen after the copy (``detection_transfer``). A sample's failures are found in
+its read tasks, where the error policy can drop it: an image whose header size
+is not the table's (``table_size``: its boxes would be mapped wrong), more boxes
+than ``max_boxes`` (``max_boxes``). The tasks close over the
 batch's dicts, never over its ``BatchStart`` (no reference cycle: see
 ``text.token_batches``).
 """
@@ -37,6 +40,7 @@ from dataio.images.detection_config import DetectionConfig
 from dataio.images.detection_transfer import DetectionTransfer
 from dataio.images.image_batches import CHUNK, ImageBatchSource
 from dataio.images.image_shards import ImageShards
+from dataio.images.max_boxes import over_max_boxes
 from dataio.images.target_columns import BatchObjects, TargetColumns
 from dataio.pipeline.host_batch import HostBatch
 from dataio.pipeline.sample_source import BatchStart, Failures, drop_samples
@@ -45,6 +49,8 @@ from dataio.pipeline.stage_times import Lap, StageTimes
 
 class DetectionBatchSource(ImageBatchSource):
     """Batches of images with their box (and mask) targets, as ``config.targets`` says (``DetectionConfig``)."""
+
+    check_sizes = True  # targets are mapped in the table's size: an image of another size fails (``table_size``)
 
     def __init__(self, shards: ImageShards, config: ImageLoaderConfig, times: StageTimes, *,
                  dali: DaliDecoder | None = None, threads: int = 0) -> None:
@@ -105,8 +111,10 @@ class DetectionBatchSource(ImageBatchSource):
             boxes = BoxTargets.from_ragged(objects.boxes, objects.labels, objects.counts, widths, heights)
             boxes = boxes.select(kept).mapped(maps, out, out)
             extra["targets"] = BatchTargets(boxes, objects.iscrowd[kept], masks, self.columns.image_ids(keys))
+            failures = over_max_boxes(boxes, objects.iscrowd[kept], self.detection, keys, self.shards.sample_error,
+                                      warped=self.config.randaugment is not None)
         lap.flush()
-        return []
+        return failures
 
     def _masks(self, keys: np.ndarray, objects: BatchObjects, rows: np.ndarray, bounds: np.ndarray,
                maps: np.ndarray, masks: np.ndarray, lo: int, hi: int, lap: Lap) -> Failures:

@@ -29,8 +29,9 @@ class DetectionConfig:
     is left in the output and both its sides are longer than ``min_side``
     pixels; ``crowd=False`` drops COCO's crowd boxes (``iscrowd``). ``masks``
     adds each kept box's mask at the output size; ``max_boxes`` pads every batch
-    to that many boxes (a sample with more is an error) instead of to its
-    busiest sample's count.
+    to that many boxes instead of to its busiest sample's count (a sample with
+    more, counted before RandAugment, is its ``SampleError`` under ``on_error``:
+    dropped and counted with ``skip``).
     """
 
     masks: bool = False

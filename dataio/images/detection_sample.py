@@ -23,13 +23,15 @@ from dataio.augment.crop_boxes import center_crop_boxes
 from dataio.augment.target_maps import crop_resize_maps
 from dataio.images.detection_config import DetectionConfig
 from dataio.images.image_shards import ImageShards
+from dataio.images.table_size import check_size
 from dataio.images.target_columns import TargetColumns
 from dataio.images.turbo_decode import decode_crop_into, decode_image
 
 
 def detection_sample(reader: ImageShards, columns: TargetColumns, index: int, targets: DetectionConfig,
                      image_size: int | None, *, val_crop_ratio: float, to_pil: bool, decode: dict[str, bool]) -> dict:
-    """Sample ``index`` read (checked), decoded and with its targets; raises data errors (ValueError, OSError)."""
+    """Sample ``index`` read (checked), decoded and with its targets; raises data errors (ValueError, OSError), an
+    image whose size is not the table's (its targets' frame) among them (``table_size``)."""
     data = reader.read(index)
     ids = np.array([index])
     objects = columns.objects(ids)
@@ -40,13 +42,14 @@ def detection_sample(reader: ImageShards, columns: TargetColumns, index: int, ta
             masks = np.stack([columns.mask(int(part), int(row), index) for part, row in
                               zip(objects.mask_parts, objects.mask_rows)])
         pixels: Any = decode_image(data, to_pil=to_pil)
+        check_size(*(pixels.size if to_pil else pixels.shape[1::-1]), (width, height))  # boxes are in its pixels
         boxes, labels, iscrowd = objects.boxes, objects.labels, objects.iscrowd
     else:
         w, h = np.array([width], np.float64), np.array([height], np.float64)
         box = (np.array([[0.0, 0.0, width, height]]) if targets.eval_crop == "whole"
                else center_crop_boxes(w, h, val_crop_ratio))
         pixels = np.empty((image_size, image_size, 3), dtype=np.uint8)
-        decode_crop_into(data, box[0], False, pixels, **decode)
+        decode_crop_into(data, box[0], False, pixels, **decode, expect_size=(width, height))
         maps = crop_resize_maps(box, np.zeros(1, bool), image_size, image_size)
         moved, rows = (BoxTargets.from_ragged(objects.boxes, objects.labels, objects.counts, w, h)
                        .mapped(maps, image_size, image_size).kept(targets.min_visible, targets.min_side))

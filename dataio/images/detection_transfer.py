@@ -115,7 +115,9 @@ class DetectionTransfer:
                 batch: HostBatch) -> dict[str, torch.Tensor]:
         limit, counts = self.detection.max_boxes, np.diff(boxes.offsets)
         if limit is not None and self.sample_error is not None and counts.max(initial=0) > limit:
-            worst = int(np.argmax(counts))  # the batch's shape is fixed: the sample is named, never cut silently
+            # never reached: the source fails such a sample in its read task (``max_boxes``), counting an upper
+            # bound of this count; kept so that a change there cannot cut boxes silently
+            worst = int(np.argmax(counts))
             raise self.sample_error(int(batch.samples[worst]), f"{int(counts[worst])} boxes after its crop and "
                                     f"filters, more than max_boxes={limit}")
         padded, labels, valid = boxes.padded(limit)

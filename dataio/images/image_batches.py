@@ -25,6 +25,7 @@ from dataio.images.config import ImageLoaderConfig
 from dataio.images.dali_decode import DaliDecoder
 from dataio.images.image_shards import ImageShards
 from dataio.images.sample_transform import SampleTransform
+from dataio.images.table_size import check_size, header_size
 from dataio.images.turbo_decode import decode_crop_into
 from dataio.pipeline.error_policy import DATA_EXCEPTIONS
 from dataio.pipeline.host_batch import HostBatch
@@ -38,6 +39,8 @@ CHUNK = 32  # samples per decode task
 
 class ImageBatchSource:
     """Batches of ``shards``' images as ``config`` crops them (train: random-resized, eval: centre)."""
+
+    check_sizes = False  # whether an image whose size is not its table row's fails (targets: ``table_size``)
 
     def __init__(self, shards: ImageShards, config: ImageLoaderConfig, times: StageTimes, *,
                  dali: DaliDecoder | None = None, threads: int = 0) -> None:
@@ -117,7 +120,7 @@ class ImageBatchSource:
                 seeds: np.ndarray | None) -> Failures:
         """Decode samples lo..hi-1 of a batch into its slots; returns the data errors as (position, error)."""
         failures = []
-        c = self.config
+        c, table = self.config, self.shards.table
         with lap("read"):  # remote: the batch's ranges, fetched ahead (waited for here if not there yet)
             data = fetched.result() if fetched is not None else [None] * len(keys)
         for i in range(lo, hi):
@@ -125,8 +128,10 @@ class ImageBatchSource:
             try:
                 with lap("read"):
                     encoded_bytes = self.shards.read(sample, data[i])
+                expected = (int(table.width[sample]), int(table.height[sample])) if self.check_sizes else None
                 decode_crop_into(encoded_bytes, boxes[i], bool(flipped[i]), pixels[i], fast_resize=c.fast_resize,
-                                 reduced_decode=c.reduced_decode, region_decode=c.region_decode, lap=lap)
+                                 reduced_decode=c.reduced_decode, region_decode=c.region_decode, lap=lap,
+                                 expect_size=expected)
             except DATA_EXCEPTIONS as e:
                 failures.append((i, self.shards.sample_error(sample, f"{type(e).__name__}: {e}")))
                 continue
@@ -155,10 +160,14 @@ class ImageBatchSource:
         encoded, failures = [], []
         with lap("read"):  # remote: the batch's ranges, fetched ahead (waited for here if not there yet)
             data = fetched.result() if fetched is not None else [None] * len(keys)
+        table = self.shards.table
         for i, sample in enumerate(keys.tolist()):
             try:
                 with lap("read"):
-                    encoded.append(np.frombuffer(self.shards.read(sample, data[i]), dtype=np.uint8))
+                    encoded_bytes = self.shards.read(sample, data[i])
+                    if self.check_sizes:  # DALI reads the size itself: the header alone here (microseconds)
+                        check_size(*header_size(encoded_bytes), (int(table.width[sample]), int(table.height[sample])))
+                    encoded.append(np.frombuffer(encoded_bytes, dtype=np.uint8))
             except DATA_EXCEPTIONS as e:
                 failures.append((i, self.shards.sample_error(sample, str(e))))
         unreadable = {i for i, _ in failures}

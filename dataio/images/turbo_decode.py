@@ -39,6 +39,7 @@ from PIL import Image
 from dataio.formats.fallback_log import warn_once
 from dataio.formats.limits import MAX_PIXELS  # as the converter's: a header claiming more is refused
 from dataio.images.buffer_pool import scratch_buffer
+from dataio.images.table_size import check_size
 from dataio.pipeline.stage_times import NO_LAP
 
 try:
@@ -69,8 +70,12 @@ def decode_crop_into(
     reduced_decode: bool = True,
     region_decode: bool = True,
     lap=NO_LAP,
+    expect_size: tuple[int, int] | None = None,
 ) -> None:
     """Decode ``data``, resize ``box`` (x0, y0, x1, y1) to ``out`` (H, W, 3 uint8), flip if asked.
+
+    With ``expect_size`` (the sample table's width, height), an image of another size raises
+    ``table_size.ImageSizeMismatch`` from the header the decode reads anyway, before any pixel is decoded.
 
     ``lap`` (a ``stage_times.Lap``) times the entropy decode as ``decode`` and
     the crop-resize, flip and packing into the batch as ``resize``: the two
@@ -84,13 +89,14 @@ def decode_crop_into(
     if region_decode and REGION_DECODE and data[:2] == JPEG_START:
         try:
             resized = _region_resized(data, box, out.shape[1], out.shape[0], resample, reduced_decode, lap,
-                                      into=out if RESIZE_IN_C and out.flags.c_contiguous else None, flip=flip)
+                                      into=out if RESIZE_IN_C and out.flags.c_contiguous else None, flip=flip,
+                                      expect_size=expect_size)
         except NotImplementedError:  # CMYK or YCCK: PIL converts those
             pass
         if resized is _WRITTEN:
             return
     if resized is None:
-        resized = _whole_resized(data, box, out.shape[1], out.shape[0], resample, reduced_decode, lap)
+        resized = _whole_resized(data, box, out.shape[1], out.shape[0], resample, reduced_decode, lap, expect_size)
     with lap("resize"):
         if REGION_DECODE and out.flags.c_contiguous:
             # PIL's 4-byte pixels, packed to RGB and mirrored in one C pass into the batch: PIL's flip (40 us,
@@ -207,11 +213,12 @@ def region_of(width: int, height: int, box: np.ndarray, out_w: int, out_h: int,
 
 def _region_resized(data: bytes, box: np.ndarray, out_w: int, out_h: int, resample: int,
                     reduced_decode: bool, lap=NO_LAP, into: np.ndarray | None = None,
-                    flip: bool = False) -> Image.Image | object:
+                    flip: bool = False, expect_size: tuple[int, int] | None = None) -> Image.Image | object:
     """The crop of ``data`` resized to ``out_w`` x ``out_h``: a PIL image, or with ``into`` (a C-contiguous
     slot, the antialiased filter) written there as RGB, mirrored if ``flip``, and ``_WRITTEN``."""
     width, height = _jpeg_codec.header(data)
     _check_pixels(width, height)
+    check_size(width, height, expect_size)
     scale, width, (left, top, right, bottom), (x0, y0, x1, y1) = region_of(width, height, box, out_w, out_h,
                                                                            reduced_decode)
     buffer = _buffer(width * (bottom - top) * 4)
@@ -239,13 +246,14 @@ def _buffer(size: int) -> bytearray | mmap.mmap:
 
 
 def _whole_resized(data: bytes, box: np.ndarray, out_w: int, out_h: int, resample: int,
-                   reduced_decode: bool, lap=NO_LAP) -> Image.Image:
+                   reduced_decode: bool, lap=NO_LAP, expect_size: tuple[int, int] | None = None) -> Image.Image:
     try:
         image = Image.open(io.BytesIO(data))
     except Image.DecompressionBombError as e:  # not an OSError: turn it into a data error
         raise ValueError(f"decompression bomb: {e}") from None
     width, height = image.size
     _check_pixels(width, height)
+    check_size(width, height, expect_size)
     x0, y0, x1, y1 = _clamped(box, width, height)
     need = draft_size(width, height, (x0, y0, x1, y1), out_w, out_h) if reduced_decode else None
     if need is not None and image.format == "JPEG":

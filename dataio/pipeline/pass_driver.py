@@ -113,6 +113,8 @@ class PassDriver:
         """The error policy, once for every kind of sample: raise the first error, or count each and drop them."""
         if failures:
             check_failures(self.source, failures, len(batch) if self.by_samples else None)
+            if self.by_samples:  # one error a sample: two of its tasks may fail it (its image and its masks)
+                failures = list({position: error for position, error in reversed(failures)}.items())
             failures = sorted(failures, key=lambda failure: failure[0])
             for _, error in failures:
                 self.stats.handle(self.policy, error)

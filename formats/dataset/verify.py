@@ -196,6 +196,11 @@ def _decode_images(folder: Path, manifest: Manifest, table: SampleTable, faults:
                     if image.size[0] * image.size[1] > MAX_PIXELS:
                         raise ValueError(f"header claims {image.size[0]}x{image.size[1]} pixels")
                     image.convert("RGB").load()
+                    table_size = (int(table.width[sample]), int(table.height[sample]))
+                if image.size != table_size:  # the loader crops (and maps box targets) in the table's size
+                    report.problems.append(f"sample {key!r} in shard {name}: the sample table gives its size as "
+                                           f"{table_size[0]}x{table_size[1]}, the image is "
+                                           f"{image.size[0]}x{image.size[1]}")
                 report.samples_checked += 1
             except (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError) as e:
                 report.problems.append(f"sample {table.key(sample)!r} in shard {name}: "
