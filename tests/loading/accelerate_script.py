@@ -69,6 +69,7 @@ def main() -> None:
     except UsageError as e:
         record["skip_first_batches"] = str(e)
     (args.out / f"rank{accelerator.process_index}.json").write_text(json.dumps(record))
+    accelerator.end_training()  # destroys the process group: gloo left to interpreter exit may abort (SIGABRT)
 
 
 def gather_counts(accelerator: Accelerator, model: torch.nn.Module, loader) -> dict:

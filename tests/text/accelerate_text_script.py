@@ -44,6 +44,7 @@ def main() -> None:
     record = {"tokens": tokens, "ids": ids, "losses": len(torch.cat(losses)), "repeated": repeated,
               "world": [loader.world_size, loader.rank]}
     (args.out / f"rank{accelerator.process_index}.json").write_text(json.dumps(record))
+    accelerator.end_training()  # destroys the process group: gloo left to interpreter exit may abort (SIGABRT)
 
 
 if __name__ == "__main__":
