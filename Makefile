@@ -38,7 +38,7 @@ $(STAMP): pyproject.toml Makefile $(wildcard formats/jpeg/*.c formats/jpeg/*.h) 
 	@touch $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15 tests
 
 demo: $(STAMP)
 	$(PY) -m dataio demo --out demo-data
