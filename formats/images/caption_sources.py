@@ -31,7 +31,8 @@ from dataio.formats.dataset.pair_fields import MAX_CAPTION_BYTES, NO_LABEL, capt
 from dataio.formats.errors import UsageError
 from dataio.formats.images.image_tree import (ImageTree, NotRegularFile, _Walk, errno_text, escape_path, read_regular_file,
                                               source_path, unescape_path)
-from dataio.formats.images.parquet_images import ParquetImages, _common_root, _name, check_image_column
+from dataio.formats.images.parquet_images import (DAMAGED_PARQUET, ParquetImages, _common_root, _name,
+                                                  check_image_column)
 
 CAPTION_SUFFIX = b".txt"
 
@@ -124,7 +125,7 @@ def scan_parquet_pairs(files: list[Path], *, image_column: str, caption_column: 
         try:
             reader = pq.ParquetFile(file)
             schema = reader.schema_arrow
-        except (pa.ArrowException, OSError):  # a damaged footer: the file is one rejected row, the rest go on
+        except DAMAGED_PARQUET:  # a damaged footer: the file is one rejected row, the rest go on
             rows.append((_name(src, file), NO_LABEL))
             continue
         for column in (image_column, caption_column):

@@ -33,6 +33,10 @@ import pyarrow.parquet as pq
 from dataio.formats.images.class_names import numbered_classes, read_class_names
 from dataio.formats.errors import UsageError
 
+# What pyarrow raises for a damaged file: its own errors, OSError, and UnicodeDecodeError for a footer whose
+# column names are not UTF-8 (found by tests/test_fuzz.py); each is that file's one rejected row, never a traceback.
+DAMAGED_PARQUET = (pa.ArrowException, OSError, UnicodeDecodeError)
+
 BATCH_ROWS = 64  # most rows per streamed record batch: ~7 MB of ImageNet JPEGs ...
 BATCH_BYTES = 16 << 20  # ... or fewer, by the row groups' bytes per row: 3 to 4 camera photos
 
@@ -115,7 +119,7 @@ class ParquetImages:
         for file in self.files:
             try:
                 metadata = pq.ParquetFile(file).metadata
-            except (pa.ArrowException, OSError):  # a damaged file: its one rejected row
+            except DAMAGED_PARQUET:  # a damaged file: its one rejected row
                 sizes.append(np.zeros(1, dtype=np.int64))
                 continue
             for group in range(metadata.num_row_groups):
@@ -131,7 +135,7 @@ class ParquetImages:
         for file in self.files:
             try:
                 reader = pq.ParquetFile(file)
-            except (pa.ArrowException, OSError) as e:  # listed as one row by scan_parquet_images
+            except DAMAGED_PARQUET as e:  # listed as one row by scan_parquet_images
                 if first >= start:
                     name = _name(self.root, file)
                     yield ParquetRow(name, None, None, name, damaged=f"not a readable Parquet file ({plain(e)})")
@@ -157,7 +161,7 @@ class ParquetImages:
                         if row >= skip:
                             yield _row(f"{name}#{row}", image, label, file.parent)
                         row += 1
-            except (pa.ArrowException, OSError) as e:
+            except DAMAGED_PARQUET as e:
                 reason = f"row group {group} (rows {end - size}-{end - 1}) is damaged: {plain(e)}"
                 for lost in range(max(row, skip), end):
                     yield ParquetRow(f"{name}#{lost}", None, None, f"{name}#{lost}", damaged=reason)
@@ -223,7 +227,7 @@ def scan_parquet_images(files: list[Path], *, image_column: str = "image", label
         try:
             reader = pq.ParquetFile(file)
             schema = reader.schema_arrow
-        except (pa.ArrowException, OSError):  # a damaged footer: the file is one rejected row, the rest go on
+        except DAMAGED_PARQUET:  # a damaged footer: the file is one rejected row, the rest go on
             rows.append((_name(src, file), -1))
             continue
         for column in (image_column, label_column):
@@ -243,7 +247,7 @@ def scan_parquet_images(files: list[Path], *, image_column: str = "image", label
         for group in range(reader.metadata.num_row_groups):  # a damaged group: its rows are rejected when streamed
             try:
                 labels += reader.read_row_group(group, columns=[label_column]).column(0).to_pylist()
-            except (pa.ArrowException, OSError):
+            except DAMAGED_PARQUET:
                 labels += [None] * reader.metadata.row_group(group).num_rows
         rows += [(f"{name}#{row}", label if label is not None else -1) for row, label in enumerate(labels)]
     if classes_file is not None:

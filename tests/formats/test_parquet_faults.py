@@ -91,3 +91,30 @@ def test_damaged_parquet_on_two_ranks_converts_the_rest(tmp_path):
         assert done.returncode == 0, done.stderr
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["num_samples"] == 12 - 4 + 8
+
+
+def test_a_footer_whose_column_names_are_not_utf8_is_one_rejected_file(tmp_path):
+    """A footer naming a column in bytes that are not UTF-8: pyarrow's ParquetFile raised UnicodeDecodeError, a
+    traceback out of ``dataio convert images`` (found by tests/test_fuzz.py); now that file is one rejected row."""
+    import pyarrow as pa
+
+    data = tmp_path / "data"
+    data.mkdir()
+    _write(data / "train-00000-of-00002.parquet", [(_jpeg(i % 3, i), i % 3, f"img{i}.JPEG") for i in range(6)])
+    bad = data / "train-00001-of-00002.parquet"
+    table = pa.table({"image": pa.array([{"bytes": _jpeg(0, 9), "path": "x.JPEG"}]), "label": pa.array([0]),
+                      "not\u00e9": pa.array([1])})
+    pq.write_table(table, bad)
+    raw = bytearray(bad.read_bytes())
+    footer = int.from_bytes(raw[-8:-4], "little")
+    start = len(raw) - 8 - footer
+    raw[start:-8] = raw[start:-8].replace("not\u00e9".encode(), b"not\xe9\xa9")  # same length, invalid UTF-8
+    bad.write_bytes(bytes(raw))
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "dataio", "convert", "images", str(data), str(out), "--workers", "1",
+                           "--no-progress"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert json.loads((out / "manifest.json").read_text())["num_samples"] == 6
+    (rejected,) = [json.loads(line) for line in (out / "rejected.jsonl").read_text().splitlines()]
+    assert "train-00001-of-00002.parquet" in rejected["path"]
