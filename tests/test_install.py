@@ -38,6 +38,12 @@ seen = 0
 for images, labels in loader:
     assert images.shape[1:] == (3, 96, 96) and len(images) == len(labels), images.shape
     seen += len(labels)
+normalised = ImageLoader(sys.argv[1], batch_size=8, image_size=96, train=False, normalize=True, num_workers=2)
+normalised_seen = 0
+for images, labels in normalised:
+    assert images.dtype.is_floating_point and images.shape[1:] == (3, 96, 96), images.dtype
+    normalised_seen += len(labels)
+assert normalised_seen == seen, normalised_seen
 print(seen, loader.decoder)
 """
 
@@ -139,7 +145,8 @@ def test_wheel_requires_no_cuda_stack_nor_pillow_simd(wheels):
     assert 'nvidia-dali-cuda130>=1.51.2; extra == "dali-cuda13"' in metadata
     built = {n for n in names if n.endswith(".so")}
     assert {n.split(".")[0] for n in built} == {"dataio/formats/jpeg/_jpeg_codec", "dataio/augment/_randaugment_cpu",
-                                                "dataio/mixtures/_blend", "dataio/text/_collate"}
+                                                "dataio/augment/_normalize_cpu", "dataio/mixtures/_blend",
+                                                "dataio/text/_collate"}
     with zipfile.ZipFile(wheels["bare"]) as bare:
         assert not [n for n in bare.namelist() if n.endswith(".so")]
 
@@ -154,6 +161,7 @@ def test_pip_install_into_an_environment_with_torch_pillow_matplotlib(wheels, us
     assert "region decoder dataio.formats.jpeg._jpeg_codec: built" in check.stdout
     assert "crop-resize: PIL's" in check.stdout  # plain pillow rounds otherwise: its pixels are kept
     assert "RandAugment kernel dataio.augment._randaugment_cpu: built" in check.stdout
+    assert "CPU normalisation dataio.augment._normalize_cpu: built" in check.stdout
     assert "NVIDIA DALI: not installed" in check.stdout and "pip install 'torch-dataio[dali-cuda13]'" in check.stdout
     photos = tmp_path / "photos"  # ImageNet-size (~110 KB)
     _ok([user_env.path / "bin" / "dataio", "synth", photos, "--classes", "2", "--per-class", "8", "--photo-class",
@@ -170,11 +178,13 @@ def test_without_a_compiler_the_install_works_and_each_fallback_is_said_once(whe
     assert check.returncode == 1, "--strict passed without pillow-simd or the C extensions"
     assert "dataio.formats.jpeg._jpeg_codec is not built" in check.stdout
     assert "dataio.augment._randaugment_cpu is not built" in check.stdout
+    assert "dataio.augment._normalize_cpu is not built" in check.stdout
     assert "dataio.mixtures._blend is not built" in check.stdout
     assert "dataio.text._collate is not built" in check.stdout
     assert [line.split(": ", 2)[2].split(" (")[0] for line in check.stderr.splitlines()] == [
         "PIL is not pillow-simd with libjpeg-turbo", "the region decoder dataio.formats.jpeg._jpeg_codec is not built",
         "the RandAugment kernel dataio.augment._randaugment_cpu is not built",
+        "the CPU normalisation dataio.augment._normalize_cpu is not built",
         "the mixture blend dataio.mixtures._blend is not built",
         "the padded text batches dataio.text._collate is not built"], check.stderr
     packed, shards = _convert(user_env, real_photos, tmp_path)  # 12 ImageNet-size photos and 2 camera ones
@@ -183,6 +193,7 @@ def test_without_a_compiler_the_install_works_and_each_fallback_is_said_once(whe
     epoch = _ok([user_env.python, "-c", LOADER_EPOCH, shards], tmp_path)
     assert epoch.stdout.split() == ["14", "turbo"]
     lines = epoch.stderr.splitlines()  # two decode threads, two batches: each fallback said once
-    assert len(lines) == 2, epoch.stderr
+    assert len(lines) == 3, epoch.stderr
     assert sum("PIL decodes whole JPEGs" in line for line in lines) == 1
     assert sum("RandAugment on uint8 CPU batches uses torch ops" in line for line in lines) == 1
+    assert sum("normalize=True on the CPU uses numpy" in line for line in lines) == 1

@@ -76,20 +76,20 @@ def _wipe_on_fork_works() -> bool:
 WIPE_ON_FORK = _wipe_on_fork_works()
 
 
-def _private_array(shape: tuple[int, ...]) -> tuple[np.ndarray, mmap.mmap | None]:
-    """A uint8 array of ``shape`` in a private anonymous mapping of its own (or plain memory: small, or without
-    ``WIPE_ON_FORK``), and the mapping. The array is the base of every view of it (``np.ndarray`` over the
+def _private_array(shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, mmap.mmap | None]:
+    """An array of ``shape`` and ``dtype`` in a private anonymous mapping of its own (or plain memory: small, or
+    without ``WIPE_ON_FORK``), and the mapping. The array is the base of every view of it (``np.ndarray`` over the
     mapping, not a reshape of a flat one), so a view of one image still counts as a reference to it."""
-    size = int(np.prod(shape, dtype=np.int64))
+    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if not WIPE_ON_FORK or size < MAPPED_BYTES:
-        return np.empty(shape, dtype=np.uint8), None
+        return np.empty(shape, dtype=dtype), None
     mapping = _anonymous_mapping(size)
     if size >= HUGEPAGE_BYTES and hasattr(mmap, "MADV_HUGEPAGE"):
         try:
             mapping.madvise(mmap.MADV_HUGEPAGE)  # as numpy asks for its large arrays: fewer TLB misses
         except OSError:
             pass
-    return np.ndarray(shape, dtype=np.uint8, buffer=mapping), mapping
+    return np.ndarray(shape, dtype=dtype, buffer=mapping), mapping
 
 
 def scratch_buffer(size: int) -> bytearray | mmap.mmap:
@@ -113,7 +113,7 @@ _FORKS_MARKING = [0]
 
 
 class BufferPool:
-    """Hands out uint8 arrays of a shape, reusing those no longer referenced elsewhere."""
+    """Hands out arrays of a shape and dtype (uint8 unless asked), reusing those no longer referenced elsewhere."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -122,16 +122,17 @@ class BufferPool:
         with _POOLS_LOCK:
             _POOLS.add(self)
 
-    def get(self, shape: tuple[int, ...]) -> np.ndarray:
+    def get(self, shape: tuple[int, ...], dtype: np.dtype | type = np.uint8) -> np.ndarray:
+        dtype = np.dtype(dtype)
         for i in range(len(self._arrays)):
             array = self._arrays[i]
             # The list's, this local's and getrefcount's argument's references: nothing else holds it.
-            if array.shape == shape and sys.getrefcount(array) <= _POOL_AND_LOCAL_REFS:
+            if array.shape == shape and array.dtype == dtype and sys.getrefcount(array) <= _POOL_AND_LOCAL_REFS:
                 # Read after the local reference is taken: a marking from here on sees the buffer in use.
                 if not _FORKS_MARKING[0]:
                     return array
                 break
-        array, mapping = _private_array(shape)
+        array, mapping = _private_array(shape, dtype)
         if len(self._arrays) < self.capacity and not _FORKS_MARKING[0]:
             self._arrays.append(array)
             self._mappings.append(mapping)

@@ -51,6 +51,7 @@ class DetectionBatchSource(ImageBatchSource):
     """Batches of images with their box (and mask) targets, as ``config.targets`` says (``DetectionConfig``)."""
 
     check_sizes = True  # targets are mapped in the table's size: an image of another size fails (``table_size``)
+    normalizes_on_host = False  # DetectionTransfer normalises after its device crop and RandAugment
 
     def __init__(self, shards: ImageShards, config: ImageLoaderConfig, times: StageTimes, *,
                  dali: DaliDecoder | None = None, threads: int = 0) -> None:

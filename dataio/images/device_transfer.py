@@ -3,7 +3,8 @@
 On CUDA the host batch is pinned, copied on a side stream with
 ``non_blocking=True`` while the previous batch is being used
 (``dataio.pipeline.device_copy``), and converted to float and normalised on
-the GPU. On the CPU the batch is used in place. Both
+the GPU. On the CPU the batch is used in place, and a ``normalize=True`` batch
+comes already normalised from the decode threads (``augment.host_normalize``). Both
 give the layout of ``dataio.images.contract``. With device augmentation, the
 ``dataio.augment.DeviceAugment`` chain runs on the same side stream after the copy,
 re-seeded for each batch from its ``SeedKey``. The user's ``batch_transform``
@@ -79,10 +80,11 @@ class DeviceTransfer:
             return self._user(images, labels, batch)
 
 
-def device_stage(config: ImageLoaderConfig, times: StageTimes) -> DeviceTransfer:
-    """The loader's device stage: normalisation, and the device augmentation chain when training asks for one."""
+def device_stage(config: ImageLoaderConfig, times: StageTimes, *, normalized_on_host: bool = False) -> DeviceTransfer:
+    """The loader's device stage: normalisation (unless the decode threads did it: ``normalized_on_host``, the
+    source's ``host_normalize``), and the device augmentation chain when training asks for one."""
     c = config
-    normalize = Normalize(c.mean, c.std) if c.normalize else None
+    normalize = Normalize(c.mean, c.std) if c.normalize and not normalized_on_host else None
     augment = None
     if c.device_augments:
         crop = None

@@ -7,11 +7,16 @@ and returns a read task per ``CHUNK`` samples (libjpeg-turbo region decode
 into the batch's slots, ``transform=`` on each) or one DALI task. Fields:
 ``image`` (N, S, S, 3) uint8, ``label`` (N,) int64, and with ``crop_on_device``
 ``crop_boxes``/``crop_flips`` for the device crop. Remote bytes are fetched a
-few batches ahead (``Readahead``) and waited for in the tasks.
+few batches ahead (``Readahead``) and waited for in the tasks. With
+``normalize=True`` on the CPU device, each image is decoded into the thread's
+uint8 scratch and normalised from there into its slot of a float32 batch
+(``augment.host_normalize``: one pass while the image is in cache, into pooled
+memory); ``image`` is then that batch, NHWC-shaped as the uint8 one.
 """
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future
 from typing import Any
 
@@ -19,6 +24,7 @@ import numpy as np
 import torch
 
 from dataio.augment import SeedKey, crop_boxes
+from dataio.augment.host_normalize import HostNormalize
 from dataio.formats.errors import ConfigError
 from dataio.images.buffer_pool import BufferPool
 from dataio.images.config import ImageLoaderConfig
@@ -35,12 +41,22 @@ from dataio.pipeline.stage_times import Lap, StageTimes
 from dataio.remote.readahead import Readahead
 
 CHUNK = 32  # samples per decode task
+_scratch = threading.local()  # each decode thread's uint8 image, normalised from there into the float batch
+
+
+def _scratch_image(size: int) -> np.ndarray:
+    """The calling thread's (size, size, 3) uint8 scratch image."""
+    image = getattr(_scratch, "image", None)
+    if image is None or image.shape[0] != size:
+        image = _scratch.image = np.empty((size, size, 3), dtype=np.uint8)
+    return image
 
 
 class ImageBatchSource:
     """Batches of ``shards``' images as ``config`` crops them (train: random-resized, eval: centre)."""
 
     check_sizes = False  # whether an image whose size is not its table row's fails (targets: ``table_size``)
+    normalizes_on_host = True  # whether a CPU loader's normalisation may run here (its device stage then skips it)
 
     def __init__(self, shards: ImageShards, config: ImageLoaderConfig, times: StageTimes, *,
                  dali: DaliDecoder | None = None, threads: int = 0) -> None:
@@ -49,6 +65,16 @@ class ImageBatchSource:
         self.pin = config.pin_memory and torch.cuda.is_available()
         self.buffers = BufferPool(capacity=config.prefetch_batches * max(1, threads) + 4)
         self.readahead: Readahead | None = None  # remote: the current pass's fetches
+        self.host_normalize = self._host_normalize(config, dali)
+
+    def _host_normalize(self, config: ImageLoaderConfig, dali: DaliDecoder | None) -> HostNormalize | None:
+        """The decode threads' normalisation: ``normalize=True`` on the CPU device, turbo, no device chain (which
+        takes uint8 batches)."""
+        c = config
+        if (not self.normalizes_on_host or not c.normalize or dali is not None or c.device_augments
+                or torch.device(c.device).type != "cpu"):
+            return None
+        return HostNormalize(c.mean, c.std, planar=not c.channels_last)
 
     def __len__(self) -> int:
         return len(self.shards)
@@ -99,7 +125,11 @@ class ImageBatchSource:
             return BatchStart(fields, [lambda: self._decode_dali(fields, keys, boxes, flipped, size, lap, fetched)],
                               laps=(lap,))
         shape = (len(keys), size, size, 3)
-        if self.pin:  # torch's pinned host allocator caches and reuses these
+        if self.host_normalize is not None:  # float slots, NCHW planes or channels_last; the field NHWC-shaped
+            pixels = self.buffers.get((len(keys), *self.host_normalize.slot_shape(size)), np.float32)
+            images = torch.from_numpy(pixels)
+            images = images.permute(0, 2, 3, 1) if self.host_normalize.planar else images
+        elif self.pin:  # torch's pinned host allocator caches and reuses these
             images = torch.empty(shape, dtype=torch.uint8, pin_memory=True)
             pixels = images.numpy()
         else:
@@ -120,7 +150,8 @@ class ImageBatchSource:
                 seeds: np.ndarray | None) -> Failures:
         """Decode samples lo..hi-1 of a batch into its slots; returns the data errors as (position, error)."""
         failures = []
-        c, table = self.config, self.shards.table
+        c, table, normalize = self.config, self.shards.table, self.host_normalize
+        scratch = _scratch_image(pixels.shape[2]) if normalize is not None else None  # (N, S, S, 3) or (N, 3, S, S)
         with lap("read"):  # remote: the batch's ranges, fetched ahead (waited for here if not there yet)
             data = fetched.result() if fetched is not None else [None] * len(keys)
         for i in range(lo, hi):
@@ -129,7 +160,8 @@ class ImageBatchSource:
                 with lap("read"):
                     encoded_bytes = self.shards.read(sample, data[i])
                 expected = (int(table.width[sample]), int(table.height[sample])) if self.check_sizes else None
-                decode_crop_into(encoded_bytes, boxes[i], bool(flipped[i]), pixels[i], fast_resize=c.fast_resize,
+                image = pixels[i] if scratch is None else scratch
+                decode_crop_into(encoded_bytes, boxes[i], bool(flipped[i]), image, fast_resize=c.fast_resize,
                                  reduced_decode=c.reduced_decode, region_decode=c.region_decode, lap=lap,
                                  expect_size=expected)
             except DATA_EXCEPTIONS as e:
@@ -137,7 +169,10 @@ class ImageBatchSource:
                 continue
             if self.transform is not None:  # the user's code: its errors are not data errors
                 with lap("transform"):
-                    self._apply_transform(pixels[i], sample, None if seeds is None else int(seeds[i]))
+                    self._apply_transform(image, sample, None if seeds is None else int(seeds[i]))
+            if normalize is not None:
+                with lap("normalize"):
+                    normalize(image, pixels[i])
         lap.items = hi - lo
         lap.flush()
         return failures

@@ -36,9 +36,10 @@ def _checked(out: Any, rows: int) -> dict:
 class PairTransfer:
     """``transfer(host)``: the pair batch's dict on the device (None for a batch the error policy emptied)."""
 
-    def __init__(self, config: ImageLoaderConfig, times: StageTimes) -> None:
+    def __init__(self, config: ImageLoaderConfig, times: StageTimes, *, normalized_on_host: bool = False) -> None:
         # the image stage without the hook: batch_transform runs on the whole dict, after it
-        self.images: DeviceTransfer = device_stage(dataclasses.replace(config, batch_transform=None), times)
+        self.images: DeviceTransfer = device_stage(dataclasses.replace(config, batch_transform=None), times,
+                                                   normalized_on_host=normalized_on_host)
         self.device, self.times = self.images.device, times
         self.pin = config.pin_memory and torch.cuda.is_available()
         self.batch_transform = config.batch_transform

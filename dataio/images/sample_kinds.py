@@ -39,5 +39,7 @@ def source_and_transfer(shards: ImageShards, config: ImageLoaderConfig, times: S
                               "targets", "captions")
         return detection_source_and_transfer(shards, config, times, dali=dali, threads=threads)
     source = batch_source(shards, config, times, dali=dali, threads=threads)
-    transfer = PairTransfer(config, times) if isinstance(source, PairBatchSource) else device_stage(config, times)
+    hosted = source.host_normalize is not None  # the decode threads normalise: the device stage must not again
+    transfer = (PairTransfer(config, times, normalized_on_host=hosted) if isinstance(source, PairBatchSource)
+                else device_stage(config, times, normalized_on_host=hosted))
     return source, transfer

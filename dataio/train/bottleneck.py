@@ -1,6 +1,7 @@
 """Which loader stage a run waited on, and what to change: the Chronometer verdict's second half.
 
-Decode threads run ``read``, ``decode`` and ``resize`` side by side, so their
+Decode threads run ``read``, ``decode``, ``resize`` and (a CPU loader's ``normalize=True``)
+``normalize`` side by side, so their
 thread-seconds are divided by the thread count to compare with the stages of
 the loader's own thread (``plan``, ``copy``, ``augment``, text's ``read`` and
 ``collate``): the largest is the stage that sets the pace. A run that is not
@@ -12,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-THREADED = ("read", "decode", "resize")  # image stages on the decode threads
-PIPELINE = ("read", "decode", "resize", "plan", "collate", "copy", "augment")
+THREADED = ("read", "decode", "resize", "normalize")  # image stages on the decode threads
+PIPELINE = ("read", "decode", "resize", "normalize", "plan", "collate", "copy", "augment")
 
 ADVICE = {
     "decode": ("more decode threads (--workers, or num_workers='auto'), the DALI decoder on a GPU "
@@ -22,6 +23,8 @@ ADVICE = {
                "a smaller --max-side (less to resize)"),
     "read": ("shards on local disk or in the page cache (copy them to node-local SSD), and fewer, larger "
              "shards"),
+    "normalize": ("uint8 batches (normalize=False) normalised by the model, or a GPU device (the uint8 batch is "
+                  "copied and normalised there)"),
     "plan": "a larger batch (per-batch planning is a fixed cost on the loader's thread)",
     "collate": "--pack (rows filled with no padding) or a larger --max-tokens (fewer, larger batches)",
     "copy": "pin_memory=True (asynchronous copies from pinned memory), and uint8 batches normalised on the device",
