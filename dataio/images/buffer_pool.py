@@ -123,19 +123,30 @@ class BufferPool:
             _POOLS.add(self)
 
     def get(self, shape: tuple[int, ...], dtype: np.dtype | type = np.uint8) -> np.ndarray:
+        """An array of ``shape`` and ``dtype`` nobody else holds: an idle pooled one, else a fresh one, pooled in
+        place of an idle one of another shape when the pool is full (a resolution schedule's earlier sizes are not
+        kept for good: a float batch of 256 x 224 px is 154 MB)."""
         dtype = np.dtype(dtype)
+        stale = None  # an idle buffer of another shape or dtype
         for i in range(len(self._arrays)):
             array = self._arrays[i]
             # The list's, this local's and getrefcount's argument's references: nothing else holds it.
-            if array.shape == shape and array.dtype == dtype and sys.getrefcount(array) <= _POOL_AND_LOCAL_REFS:
+            if sys.getrefcount(array) > _POOL_AND_LOCAL_REFS:
+                continue
+            if array.shape == shape and array.dtype == dtype:
                 # Read after the local reference is taken: a marking from here on sees the buffer in use.
                 if not _FORKS_MARKING[0]:
                     return array
                 break
+            stale = i if stale is None else stale
         array, mapping = _private_array(shape, dtype)
-        if len(self._arrays) < self.capacity and not _FORKS_MARKING[0]:
+        if _FORKS_MARKING[0]:
+            return array
+        if len(self._arrays) < self.capacity:
             self._arrays.append(array)
             self._mappings.append(mapping)
+        elif stale is not None:  # dropped, not closed: its mapping goes with the array's last reference
+            self._arrays[stale], self._mappings[stale] = array, mapping
         return array
 
     def mark_for_fork(self, forking: bool) -> None:

@@ -302,3 +302,21 @@ def test_a_pass_continued_in_a_forked_child_is_one_clear_error(image_shards):
         assert seen == b"refused"
     assert sum(1 for _ in batches) == len(loader) - 1  # the parent's pass, whole
     loader.close()
+
+
+def test_buffers_are_pooled_by_shape_and_dtype_and_a_full_pool_replaces_an_idle_one():
+    """Float batches (``normalize=True`` on the CPU) pool beside uint8 ones; when a resolution schedule moves on,
+    an idle buffer of an earlier size gives its place to the new one instead of staying for good."""
+    pool = BufferPool(capacity=2)
+    small = pool.get((4, 8, 8, 3), np.float32)
+    assert small.dtype == np.float32 and pool.get((4, 8, 8, 3)).dtype == np.uint8
+    address = small.ctypes.data
+    del small
+    again = pool.get((4, 8, 8, 3), np.float32)
+    assert again.ctypes.data == address  # idle: handed out again
+    held = again
+    larger = pool.get((4, 16, 16, 3), np.float32)  # full: the idle uint8 one is replaced, the held one kept
+    assert [a.shape for a in pool._arrays] == [(4, 8, 8, 3), (4, 16, 16, 3)] and pool._arrays[0] is held
+    assert larger is pool._arrays[1]
+    fresh = pool.get((4, 16, 16, 3), np.float32)  # both held: a fresh one, not pooled
+    assert fresh is not larger and len(pool._arrays) == 2
