@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.dataio-installed
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile $(wildcard formats/jpeg/*.c formats/jpeg/*.h) augment/_randaugment_cpu.c augment/_normalize_cpu.c dataio/mixtures/_blend.c dataio/text/_collate.c
+$(STAMP): pyproject.toml Makefile $(wildcard formats/jpeg/*.c formats/jpeg/*.h) augment/_randaugment_cpu.c augment/_normalize_cpu.c augment/vector_clones.h dataio/mixtures/_blend.c dataio/text/_collate.c
 	@test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	# The CPU build of torch from the machine's local file (plain `torch` pulls CUDA).

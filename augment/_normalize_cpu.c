@@ -16,14 +16,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
-#endif
-#endif
-#ifndef VECTOR_CLONES
-#define VECTOR_CLONES
-#endif
+#include "vector_clones.h"
 
 #define PATTERN 48 /* values per step: 16 pixels, a multiple of 3 and of the vector width */
 

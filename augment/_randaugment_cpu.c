@@ -26,15 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Hot loops get an AVX2 clone next to the baseline build, picked at load time (GCC/clang ifunc). */
-#if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
-#endif
-#endif
-#ifndef VECTOR_CLONES
-#define VECTOR_CLONES
-#endif
+#include "vector_clones.h"
 
 enum { IDENTITY, AUTOCONTRAST, EQUALIZE, SOLARIZE, COLOR, POSTERIZE, CONTRAST, BRIGHTNESS, SHARPNESS, AFFINE };
 
