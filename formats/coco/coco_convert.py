@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +33,7 @@ from dataio.formats.bounded_read import FileTooLarge
 from dataio.formats.coco.coco_fields import COLUMN_TYPES, coco_fields
 from dataio.formats.coco.coco_json import MAX_ANNOTATIONS_BYTES, CocoImage, CocoIndex, read_coco_json
 from dataio.formats.coco.coco_targets import PreparedTargets, prepare_coco_image, pycocotools_mask
-from dataio.formats.dataset.convert_journal import Journal, ShardRecord, fingerprint
+from dataio.formats.dataset.convert_journal import Journal, JournalledShards, fingerprint
 from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
 from dataio.formats.dataset.out_lock import locked_output
 from dataio.formats.dataset.sample_table import CHECKSUM_FIELD, sample_checksum, write_sample_table
@@ -189,26 +189,17 @@ def _pack_locked(config: ConvertCocoConfig, index: CocoIndex, images: list[CocoI
     options = _options(config, index)
     files = [(image.file_name, image.id) for image in images]
     journal = Journal(config.out, fingerprint({**options, "max_shard_samples": config.max_shard_samples}, files))
-    done = journal.start(config.out, config.overwrite, _OUTPUT_PATTERNS)
-    records = list(done)
+    shards_log = JournalledShards(journal, journal.start(config.out, config.overwrite, _OUTPUT_PATTERNS))
+    done, start = shards_log.done, shards_log.start
     rows = [row for record in done for row in record.rows]
-    start = done[-1].files_end if done else 0
     writer = ShardWriter(config.out, config.shard_size, config.max_shard_samples, first_index=len(done))
-    pending = ShardRecord(entry={}, files_end=start)
     bar = progress(total=len(images), initial=start, unit="img", desc="convert", enabled=config.progress)
-
-    def finished(entry: ShardEntry, files_end: int) -> None:
-        nonlocal pending
-        pending.entry, pending.files_end = asdict(entry), files_end
-        journal.add(writer.next_index - 1, pending)
-        records.append(pending)
-        pending = ShardRecord(entry={}, files_end=files_end)
-
     try:
         with writer:
             for position, (image, result) in enumerate(zip(images[start:], _prepared(config, images[start:],
                                                                                        index.has_segmentation)), start):
                 bar.update()
+                pending = shards_log.pending
                 if isinstance(result, Rejection):
                     pending.rejected.append({"path": escape_path(image.file_name.encode()), "reason": result.reason})
                     continue
@@ -220,7 +211,8 @@ def _pack_locked(config: ConvertCocoConfig, index: CocoIndex, images: list[CocoI
                         "height": result.image.height}
                 entry = writer.write({"__key__": key, "jpg": result.image.jpeg, "json": json.dumps(meta)})
                 if entry is not None:
-                    finished(entry, position)
+                    shards_log.finished(writer.next_index - 1, entry, position)
+                    pending = shards_log.pending  # the closed shard's successor: this sample's
                 row = [escape_path(image.file_name.encode()), _main_label(result), result.image.width,
                        result.image.height, sample_checksum(result.image.jpeg), image.id, result.boxes,
                        result.labels, [int(c) for c in result.iscrowd], result.masks]
@@ -229,12 +221,11 @@ def _pack_locked(config: ConvertCocoConfig, index: CocoIndex, images: list[CocoI
                 pending.converted += result.image.converted
             entry = writer.close()
             if entry is not None:
-                finished(entry, len(images))
+                shards_log.finished(writer.next_index - 1, entry, len(images))
     finally:
         bar.close()
-    records.append(pending)
-    rejected = sorted([{"path": path, "reason": reason} for path, reason in rejected_early]
-                      + [r for record in records for r in record.rejected], key=lambda r: (r["path"], r["reason"]))
+    shards_log.close()
+    rejected = shards_log.rejected(rejected_early)
     shards = [ShardEntry(**record.entry) for record in done] + writer.entries
     locations = [scan_tar(config.out / e.file) for e in shards[:len(done)]] + writer.locations
     _write_table(config.out, locations, rows, index.has_segmentation)
@@ -244,7 +235,7 @@ def _pack_locked(config: ConvertCocoConfig, index: CocoIndex, images: list[CocoI
     journal.finish()
     boxes = sum(len(row[7]) for row in rows)
     masks = sum(sum(bool(rle) for rle in row[9]) for row in rows)
-    converted = sum(record.converted for record in records)
+    converted = shards_log.converted()
     return CocoSummary(len(rows), boxes, masks, len(shards), converted, empty, config.skip_empty, config.out,
                        tuple(rejected))
 

@@ -140,3 +140,35 @@ def _remove(out: Path, patterns: tuple[str, ...], keep: set = frozenset()) -> No
         for path in out.glob(pattern):
             if path.name not in keep and path.is_file():
                 path.unlink()
+
+
+class JournalledShards:
+    """A converter's shard records across a resume (what image and COCO conversion share): those a previous run
+    finished (``done``), the one being filled (``pending``: its rows, rejections, conversions), each journalled as
+    its shard closes, and where reading resumes (``start``)."""
+
+    def __init__(self, journal: Journal, done: list[ShardRecord]) -> None:
+        self.journal, self.done = journal, done
+        self.records = list(done)
+        self.start = done[-1].files_end if done else 0  # source files the kept shards consumed
+        self.pending = ShardRecord(entry={}, files_end=self.start)
+
+    def finished(self, shard_index: int, entry: Any, files_end: int) -> None:
+        """Shard ``shard_index`` (its manifest ``entry``, a dataclass) closed after ``files_end`` source files."""
+        self.pending.entry, self.pending.files_end = asdict(entry), files_end
+        self.journal.add(shard_index, self.pending)
+        self.records.append(self.pending)
+        self.pending = ShardRecord(entry={}, files_end=files_end)
+
+    def close(self) -> None:
+        """The record of the files after the last shard (rejected ones only) joins the others."""
+        self.records.append(self.pending)
+
+    def rejected(self, early: list[tuple[str, str]]) -> list[dict[str, str]]:
+        """Every rejection, ``early`` ones (path, reason) found before packing included, sorted."""
+        return sorted([{"path": path, "reason": reason} for path, reason in early]
+                      + [r for record in self.records for r in record.rejected], key=lambda r: (r["path"], r["reason"]))
+
+    def converted(self) -> int:
+        """Images converted to JPEG over every record."""
+        return sum(record.converted for record in self.records)

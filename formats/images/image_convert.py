@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterator
 from collections import deque
 from itertools import islice
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +46,7 @@ from dataio.formats.images.caption_sources import (CaptionInput, read_caption, s
 from dataio.formats.images.caption_tokens import caption_ids, checked_tokenizer, token_dtype_name
 from dataio.formats.images.image_tree import NotRegularFile, errno_text, read_regular_file, source_path, walk_image_tree
 from dataio.formats.images.skipped_folders import refuse_output_inside_source
-from dataio.formats.dataset.convert_journal import Journal, ShardRecord, fingerprint
+from dataio.formats.dataset.convert_journal import Journal, JournalledShards, fingerprint
 from dataio.formats.files import write_atomic
 from dataio.formats.ranks.rank_merge import merge_if_complete
 from dataio.formats.ranks.rank_split import rank_folder, rank_range
@@ -301,30 +301,21 @@ def _pack_locked(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary
                    "max_caption_bytes": config.max_caption_bytes} if config.captions else {})}
     journal = Journal(config.out, fingerprint({**options, "max_shard_samples": config.max_shard_samples,
                                                "classes": classes}, files))
-    done = journal.start(config.out, config.overwrite, _OUTPUT_PATTERNS)
-    records = list(done)
+    shards_log = JournalledShards(journal, journal.start(config.out, config.overwrite, _OUTPUT_PATTERNS))
+    done, start = shards_log.done, shards_log.start
     accepted = [tuple(row) for record in done for row in record.rows]  # (path, label, width, height, xxh3)
-    start = done[-1].files_end if done else 0
     if config.format == "arrow":
         writer = ArrowImageWriter(config.out, config.shard_size, config.max_shard_samples, first_index=len(done),
                                   classes=tuple(classes))
     else:
         writer = ShardWriter(config.out, config.shard_size, config.max_shard_samples, first_index=len(done))
-    pending = ShardRecord(entry={}, files_end=start)
     bar = progress(total=len(files), initial=start, unit="img", desc="convert", enabled=config.progress)
-
-    def finished(entry: ShardEntry, files_end: int) -> None:
-        nonlocal pending
-        pending.entry, pending.files_end = asdict(entry), files_end
-        journal.add(writer.next_index - 1, pending)
-        records.append(pending)
-        pending = ShardRecord(entry={}, files_end=files_end)
-
     try:
         with writer:
             for position, ((identity, label), (relative, result)) in enumerate(
                     zip(files[start:], _prepared(config, _jobs(config, inputs, start))), start):
                 bar.update()
+                pending = shards_log.pending
                 if isinstance(result, Rejection):
                     pending.rejected.append({"path": identity, "reason": result.reason})
                     continue
@@ -336,7 +327,8 @@ def _pack_locked(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary
                     text = {"txt": result.caption}
                 entry = writer.write({"__key__": key, "jpg": result.jpeg, **text, "json": json.dumps(meta)})
                 if entry is not None:
-                    finished(entry, position)
+                    shards_log.finished(writer.next_index - 1, entry, position)
+                    pending = shards_log.pending  # the closed shard's successor: this sample's
                 row = (relative, label, result.width, result.height, sample_checksum(result.jpeg))
                 row += (result.caption,) if result.caption is not None else ()
                 accepted.append(row)
@@ -344,13 +336,12 @@ def _pack_locked(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary
                 pending.converted += result.converted
             entry = writer.close()
             if entry is not None:
-                finished(entry, len(files))
+                shards_log.finished(writer.next_index - 1, entry, len(files))
     finally:
         bar.close()
-    records.append(pending)  # files after the last shard: rejected ones only
-    rejected = sorted([{"path": path, "reason": reason} for path, reason in inputs.rejected]
-                      + [r for record in records for r in record.rejected], key=lambda r: (r["path"], r["reason"]))
-    converted = sum(record.converted for record in records)
+    shards_log.close()  # files after the last shard: rejected ones only
+    rejected = shards_log.rejected(inputs.rejected)
+    converted = shards_log.converted()
     shards = [ShardEntry(**record.entry) for record in done] + writer.entries
     locate = image_locations if config.format == "arrow" else scan_tar
     locations = [locate(config.out / e.file) for e in shards[:len(done)]] + writer.locations
