@@ -8,10 +8,10 @@ from pathlib import Path
 
 from dataio.cli import convert_coco
 from dataio.cli.caption_flags import add_caption_flags, tokenizer_config
-from dataio.cli.flags import (add_rank_flags, add_storage, conversion_rank, default_workers, given, local_for_ranks,
+from dataio.cli.flags import (add_rank_flags, add_storage, conversion_rank, given, local_for_ranks,
                               maybe_remote, positive, run_image_conversion, source)
+from dataio.cli.packing_flags import add_output_flags, add_packing_flags, packing_options
 from dataio.formats.errors import UsageError
-from dataio.formats.limits import MAX_PIXELS
 
 def add(commands: argparse._SubParsersAction) -> None:
     """The ``convert`` command and its two kinds."""
@@ -20,10 +20,7 @@ def add(commands: argparse._SubParsersAction) -> None:
     images = kinds.add_parser("images", help="ImageNet-layout folder, or Hugging Face Parquet files -> shards")
     images.add_argument("src", type=Path, help="an ImageNet-layout folder (SRC/<class>/<image>), or Hugging Face "
                         "Parquet files: a .parquet file, a glob or a folder of them")
-    images.add_argument("out", type=source, help="a folder, or an s3://, gs://... URL (staged locally, then uploaded)")
-    images.add_argument("--staging", type=Path, help="remote OUT: the local folder it is converted in (default "
-                        "~/.cache/dataio/staging/<hash of OUT>, so a rerun resumes)")
-    add_storage(images)
+    add_output_flags(images)
     images.add_argument("--format", choices=["wds", "arrow"], default="wds",
                         help="wds: WebDataset tars; arrow: Arrow IPC in the Hugging Face image layout")
     images.add_argument("--classes", type=Path, help="class names, one per line (line i is label i); default: "
@@ -34,27 +31,9 @@ def add(commands: argparse._SubParsersAction) -> None:
                               "it, or Parquet files with a caption column (no classes)")
     images.add_argument("--caption-column", help="Parquet sources of pairs: the caption column (implies "
                         "--captions; default caption)")
-    images.add_argument("--shard-size", default="256MB", help="bytes per shard, e.g. 256MB")
-    images.add_argument("--max-shard-samples", type=positive,
-                        help="also close a shard after this many samples (default: no limit, only --shard-size)")
-    images.add_argument("--max-side", type=positive, help="downscale so the longer side is at most N "
-                        "(default: full size)")
-    images.add_argument("--quality", type=int, help="re-encode every image at this JPEG quality (default: "
-                        "clean JPEGs keep their own encoding)")
-    images.add_argument("--max-pixels", type=positive, default=MAX_PIXELS, help="decompression-bomb limit")
-    images.add_argument("--max-file-size", default="1GiB", metavar="SIZE",
-                        help="largest source file (or Parquet row's image) read, e.g. 500MB; a larger one is "
-                             "rejected with its size, never read past the limit")
-    images.add_argument("--restart-interval", type=int, metavar="MCUS",
-                        help="most MCUs between JPEG restart markers, so the loader can cut a crop out before "
-                             "decoding (a lossless rewrite; default 2); 0 keeps clean JPEGs byte for byte")
-    images.add_argument("--workers", type=positive, help="converter processes (default: DATAIO_NUM_WORKERS, "
-                        "else all cores); the output is the same bytes whatever the count")
-    images.add_argument("--strict", action="store_true", help="exit non-zero if any file is rejected")
-    images.add_argument("--overwrite", action="store_true",
-                        help="delete what OUT holds and convert again (default: resume an interrupted run)")
-    images.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
-    add_rank_flags(images)
+    add_packing_flags(images, resized="", rejected="file",
+                      largest_file="largest source file (or Parquet row's image) read, e.g. 500MB; a larger one is "
+                                   "rejected with its size, never read past the limit")
 
     text = kinds.add_parser("text", help="text corpus -> pre-tokenised Arrow (or WebDataset) shards")
     text.add_argument("src", type=source, nargs="+",
@@ -89,22 +68,12 @@ def add(commands: argparse._SubParsersAction) -> None:
 
 def run_images(args: argparse.Namespace) -> int:
     from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
-    from dataio.formats.images.image_prepare import ImagePrepareConfig
-    from dataio.formats.remote.remote_output import default_staging
 
-    config = ConvertImagesConfig(  # a remote OUT is converted in its staging folder first
-        src=args.src, out=args.out if isinstance(args.out, Path) else args.staging or default_staging(args.out),
-        format=args.format, shard_size=args.shard_size, max_shard_samples=args.max_shard_samples,
-        classes_file=args.classes, **given(image_column=args.image_column, label_column=args.label_column,
-                                           caption_column=args.caption_column),
+    config = ConvertImagesConfig(
+        src=args.src, format=args.format, classes_file=args.classes,
+        **given(image_column=args.image_column, label_column=args.label_column, caption_column=args.caption_column),
         captions=args.captions or args.caption_column is not None, tokenizer=tokenizer_config(args),
-        max_caption_bytes=args.max_caption_bytes,
-        num_workers=args.workers or default_workers(), strict=args.strict, overwrite=args.overwrite,
-        progress=not args.no_progress,
-        prepare=ImagePrepareConfig(max_side=args.max_side, quality=args.quality, max_pixels=args.max_pixels,
-                                   max_file_size=args.max_file_size, **given(restart_interval=args.restart_interval)),
-        **conversion_rank(args),
-    )
+        max_caption_bytes=args.max_caption_bytes, **packing_options(args))
     return run_image_conversion(args, config, convert_images)
 
 
