@@ -24,15 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from dataio.formats.bounded_read import FileTooLarge
 from dataio.formats.dataset.pair_fields import MAX_CAPTION_BYTES, NO_LABEL, caption_problem, caption_too_long
 from dataio.formats.errors import UsageError
 from dataio.formats.images.image_tree import (ImageTree, NotRegularFile, _Walk, errno_text, escape_path, read_regular_file,
                                               source_path, unescape_path)
-from dataio.formats.images.parquet_images import (DAMAGED_PARQUET, ParquetImages, _common_root, _name,
-                                                  check_image_column)
+from dataio.formats.images.parquet_images import ParquetImages, _common_root, _name, open_parquet_source
 
 CAPTION_SUFFIX = b".txt"
 
@@ -122,18 +120,12 @@ def scan_parquet_pairs(files: list[Path], *, image_column: str, caption_column: 
     src = _common_root(files)
     rows: list[tuple[str, int]] = []
     for file in files:
-        try:
-            reader = pq.ParquetFile(file)
-            schema = reader.schema_arrow
-        except DAMAGED_PARQUET:  # a damaged footer: the file is one rejected row, the rest go on
+        reader = open_parquet_source(file, image_column, caption_column,
+                                     "caption columns (--image-column, --caption-column)")
+        if reader is None:  # a damaged footer: the file is one rejected row, the rest go on
             rows.append((_name(src, file), NO_LABEL))
             continue
-        for column in (image_column, caption_column):
-            if column not in schema.names:
-                raise UsageError(f"{file}: no column {column!r} (columns: {', '.join(schema.names)}); name the "
-                                 "image and caption columns (--image-column, --caption-column)")
-        check_image_column(file, schema, image_column)
-        kind = schema.field(caption_column).type
+        kind = reader.schema_arrow.field(caption_column).type
         if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind)
                 or pa.types.is_large_binary(kind)):
             raise UsageError(f"{file}: column {caption_column!r} is {kind}, not captions (strings)")

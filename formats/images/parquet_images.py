@@ -224,17 +224,11 @@ def scan_parquet_images(files: list[Path], *, image_column: str = "image", label
     class_names: tuple[str, ...] | None = None
     rows: list[tuple[str, int]] = []
     for file in files:
-        try:
-            reader = pq.ParquetFile(file)
-            schema = reader.schema_arrow
-        except DAMAGED_PARQUET:  # a damaged footer: the file is one rejected row, the rest go on
+        reader = open_parquet_source(file, image_column, label_column, "label columns")
+        if reader is None:  # a damaged footer: the file is one rejected row, the rest go on
             rows.append((_name(src, file), -1))
             continue
-        for column in (image_column, label_column):
-            if column not in schema.names:
-                raise UsageError(f"{file}: no column {column!r} (columns: {', '.join(schema.names)}); "
-                                 "name the image and label columns")
-        check_image_column(file, schema, image_column)
+        schema = reader.schema_arrow
         if not pa.types.is_integer(schema.field(label_column).type):
             raise UsageError(f"{file}: column {label_column!r} is {schema.field(label_column).type}, not integer labels")
         names = _features(schema).get(label_column, {}).get("names")
@@ -255,6 +249,23 @@ def scan_parquet_images(files: list[Path], *, image_column: str = "image", label
     if class_names is None:
         class_names = numbered_classes([label for _, label in rows])
     return ParquetImages(src, tuple(files), image_column, label_column, class_names, tuple(rows))
+
+
+def open_parquet_source(file: Path, image_column: str, other_column: str, other: str) -> pq.ParquetFile | None:
+    """``file`` opened, with ``image_column`` holding image bytes and ``other_column`` present (a UsageError naming
+    the file and the columns it has, with ``other`` saying which flag names the second one); None when its
+    footer is damaged (that file is then one rejected row of its source)."""
+    try:
+        reader = pq.ParquetFile(file)
+        schema = reader.schema_arrow
+    except DAMAGED_PARQUET:
+        return None
+    for column in (image_column, other_column):
+        if column not in schema.names:
+            raise UsageError(f"{file}: no column {column!r} (columns: {', '.join(schema.names)}); name the image "
+                             f"and {other}")
+    check_image_column(file, schema, image_column)
+    return reader
 
 
 def check_image_column(file: Path, schema: pa.Schema, image_column: str) -> None:
