@@ -3,18 +3,23 @@
 ``dist.all_gather`` needs one shape on every rank, and a rank's last batch, or its batch once padding
 repeats are dropped, can be shorter than another's. So the row counts are gathered first (one small
 collective), every rank pads its block to the largest, and the padding is cut off again after the
-gather. ``with_grad`` gathers through ``torch.distributed.nn.functional.all_gather``, whose backward
-sums each block's gradient over the ranks and hands it back to the rank that owns the block: the
-gradient of a loss over everyone's rows reaches every rank's own rows (open_clip's
-``gather_with_grad``).
+gather. ``with_grad`` gathers through torch's functional ``all_gather_single_autograd`` (named
+``all_gather_tensor_autograd`` before torch 2.13, which warns that name is deprecated), whose backward
+(a reduce-scatter) sums each block's gradient over the ranks and hands it back to the rank that owns the
+block: the gradient of a loss over everyone's rows reaches every rank's own rows (open_clip's
+``gather_with_grad``). ``torch.distributed.nn.functional.all_gather`` does the same, but torch 2.13 warns
+on every call that it is deprecated (a FutureWarning on every rank's stderr at the first step).
 """
 
 from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-import torch.distributed.nn.functional as dist_functional
+from torch.distributed import _functional_collectives as functional_collectives
 from torch.nn import functional as F
+
+_GATHER_WITH_GRAD = (getattr(functional_collectives, "all_gather_single_autograd", None)
+                     or functional_collectives.all_gather_tensor_autograd)
 
 
 def distributed() -> bool:
@@ -46,7 +51,8 @@ def gather_rows(tensor: torch.Tensor, *, with_grad: bool = False,
     padded = F.pad(tensor, (0, 0) * (tensor.dim() - 1) + (0, most - len(tensor))) if most > len(tensor) else tensor
     padded = padded.contiguous()
     if with_grad:
-        blocks = list(dist_functional.all_gather(padded))
+        gathered = _GATHER_WITH_GRAD(padded, 0, dist.group.WORLD)
+        blocks = list(functional_collectives.wait_tensor(gathered).split(most))
     else:
         blocks = [torch.empty_like(padded) for _ in counts]
         dist.all_gather(blocks, padded.detach())
