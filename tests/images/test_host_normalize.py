@@ -51,6 +51,22 @@ def test_a_slot_of_another_shape_is_refused():
         normalize(np.zeros((8, 8, 3), np.uint8), np.zeros((8, 8, 3), np.float32))
 
 
+@pytest.mark.parametrize("kernel", [True, False])
+@pytest.mark.parametrize("image_dtype, slot_dtype", [(np.uint8, np.int32), (np.uint8, np.float64),
+                                                     (np.float32, np.float32), (np.int16, np.float32)])
+def test_an_image_or_slot_of_another_dtype_is_refused_by_the_kernel_and_numpy_alike(image_dtype, slot_dtype, kernel,
+                                                                                   monkeypatch):
+    """The C kernel took any 4-byte slot (an int32 one got float bit patterns, silently) where numpy raised, and
+    numpy normalised a float image the kernel refused: both now refuse what is not uint8 into float32."""
+    if not kernel:
+        monkeypatch.setattr(host_normalize, "_normalize_cpu", None)
+    normalize = HostNormalize(OPENAI_MEAN, OPENAI_STD, planar=False)
+    slot = np.zeros((4, 4, 3), slot_dtype)
+    with pytest.raises(ValueError, match="uint8 image into a float32 slot"):
+        normalize(np.full((4, 4, 3), 200, image_dtype), slot)
+    assert not slot.any()
+
+
 @pytest.mark.parametrize("channels_last", [True, False])
 @pytest.mark.parametrize("train", [True, False])
 def test_loader_batches_equal_the_uint8_batches_normalised(real_photo_shards, channels_last, train):
