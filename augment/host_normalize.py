@@ -45,6 +45,9 @@ class HostNormalize:
         """Write ``image`` (S, S, 3) uint8, C-contiguous, normalised into ``slot`` (``slot_shape``, float32)."""
         if image.shape[-1] != 3 or slot.shape != self.slot_shape(image.shape[0]) or image.shape[0] != image.shape[1]:
             raise ValueError(f"HostNormalize: image {image.shape} does not fit slot {slot.shape}")
+        if image.dtype != np.uint8 or slot.dtype != np.float32:  # the kernel sees bytes: it would take any 4-byte slot
+            raise ValueError(f"HostNormalize normalises a uint8 image into a float32 slot, got {image.dtype} into "
+                             f"{slot.dtype}")
         if _normalize_cpu is not None and image.flags.c_contiguous and slot.flags.c_contiguous:
             _normalize_cpu.normalize(image, slot, self._mean_bytes, self._std_bytes, self.planar)
             return

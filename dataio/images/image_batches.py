@@ -16,6 +16,7 @@ memory); ``image`` is then that batch, NHWC-shaped as the uint8 one.
 
 from __future__ import annotations
 
+import sys
 import threading
 from concurrent.futures import Future
 from typing import Any
@@ -44,10 +45,12 @@ CHUNK = 32  # samples per decode task
 _scratch = threading.local()  # each decode thread's uint8 image, normalised from there into the float batch
 
 
-def _scratch_image(size: int) -> np.ndarray:
-    """The calling thread's (size, size, 3) uint8 scratch image."""
+def _scratch_image(size: int, *, fresh: bool = False) -> np.ndarray:
+    """The calling thread's (size, size, 3) uint8 scratch image; ``fresh``: a new one (``transform=`` kept a view of
+    the last one, which is then the user's: its pixels must not change, as a kept view of a uint8 batch's slot
+    holds that pooled batch)."""
     image = getattr(_scratch, "image", None)
-    if image is None or image.shape[0] != size:
+    if fresh or image is None or image.shape[0] != size:
         image = _scratch.image = np.empty((size, size, 3), dtype=np.uint8)
     return image
 
@@ -168,8 +171,11 @@ class ImageBatchSource:
                 failures.append((i, self.shards.sample_error(sample, f"{type(e).__name__}: {e}")))
                 continue
             if self.transform is not None:  # the user's code: its errors are not data errors
+                refs = sys.getrefcount(image)  # a view the transform keeps holds one more (its tensor's storage)
                 with lap("transform"):
                     self._apply_transform(image, sample, None if seeds is None else int(seeds[i]))
+                if scratch is not None and sys.getrefcount(image) > refs:
+                    scratch = _scratch_image(len(scratch), fresh=True)
             if normalize is not None:
                 with lap("normalize"):
                     normalize(image, pixels[i])

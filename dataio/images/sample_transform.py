@@ -2,7 +2,10 @@
 
 Contract: ``transform(image)`` gets a ``torch.uint8`` tensor of shape
 ``(3, S, S)`` (RGB, CHW) that is a view of the sample's slot in the
-preallocated NHWC batch, after the crop, resize and flip. It returns a uint8
+preallocated NHWC batch (``normalize=True`` on the CPU: of the decode thread's
+uint8 image, normalised into the float batch after; ``image_batches`` gives the
+thread a fresh one when the transform keeps its view), after the crop, resize
+and flip. It returns a uint8
 tensor of the same shape (written back into the slot), or the view itself
 after changing it in place (nothing to copy). Anything else (float, another
 size, not a tensor) is a ``ConfigError`` naming ``transform`` and the sample:

@@ -15,6 +15,7 @@ from dataio import ImageLoader
 from dataio.augment import host_normalize
 from dataio.augment.chain import Normalize
 from dataio.augment.host_normalize import HostNormalize
+from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD
 from dataio.images.contract import check_batch
 
 OPENAI_MEAN, OPENAI_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
@@ -48,6 +49,22 @@ def test_a_slot_of_another_shape_is_refused():
     normalize = HostNormalize(OPENAI_MEAN, OPENAI_STD, planar=True)
     with pytest.raises(ValueError, match="does not fit"):
         normalize(np.zeros((8, 8, 3), np.uint8), np.zeros((8, 8, 3), np.float32))
+
+
+@pytest.mark.parametrize("kernel", [True, False])
+@pytest.mark.parametrize("image_dtype, slot_dtype", [(np.uint8, np.int32), (np.uint8, np.float64),
+                                                     (np.float32, np.float32), (np.int16, np.float32)])
+def test_an_image_or_slot_of_another_dtype_is_refused_by_the_kernel_and_numpy_alike(image_dtype, slot_dtype, kernel,
+                                                                                   monkeypatch):
+    """The C kernel took any 4-byte slot (an int32 one got float bit patterns, silently) where numpy raised, and
+    numpy normalised a float image the kernel refused: both now refuse what is not uint8 into float32."""
+    if not kernel:
+        monkeypatch.setattr(host_normalize, "_normalize_cpu", None)
+    normalize = HostNormalize(OPENAI_MEAN, OPENAI_STD, planar=False)
+    slot = np.zeros((4, 4, 3), slot_dtype)
+    with pytest.raises(ValueError, match="uint8 image into a float32 slot"):
+        normalize(np.full((4, 4, 3), 200, image_dtype), slot)
+    assert not slot.any()
 
 
 @pytest.mark.parametrize("channels_last", [True, False])
@@ -95,3 +112,25 @@ def test_pair_batches_are_normalised_on_the_decode_threads_too(pair_tars):
         expected = Normalize(OPENAI_MEAN, OPENAI_STD)(raw_batch["image"], torch.channels_last)
         assert torch.equal(batch["image"], expected) and batch["image"].is_contiguous(memory_format=torch.channels_last)
     assert normalised.stats.stages.seconds(0).get("normalize", 0) > 0  # a stage of its own, on the decode threads
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_an_image_a_transform_keeps_is_not_overwritten_by_the_next_decode(real_photo_shards, num_workers):
+    """``transform=`` gets a view of the decoded image: one it keeps (samples stashed to look at later) must keep
+    its pixels, as it does with uint8 batches (there the view holds the pooled batch), not show the thread's
+    next decode. The batches stay the kept images normalised."""
+    kept: dict[int, torch.Tensor] = {}
+
+    def stash(image: torch.Tensor) -> torch.Tensor:
+        kept[len(kept)] = image  # dict insertion under the GIL: safe from two decode threads
+        return image.bitwise_not_()
+
+    kwargs = dict(batch_size=4, image_size=32, train=False, num_workers=num_workers)
+    normalised = ImageLoader(real_photo_shards, normalize=True, transform=stash, **kwargs)
+    assert normalised.source.host_normalize is not None
+    batches = [images.clone() for images, _ in normalised]
+    plain = torch.cat([images for images, _ in ImageLoader(real_photo_shards, transform=torch.bitwise_not, **kwargs)])
+    assert len(kept) == len(plain) == 14
+    expected = sorted(image.numpy().tobytes() for image in plain)  # decode threads finish in any order
+    assert sorted(image.numpy().tobytes() for image in kept.values()) == expected
+    assert torch.equal(torch.cat(batches), Normalize(IMAGENET_MEAN, IMAGENET_STD)(plain, torch.channels_last))
