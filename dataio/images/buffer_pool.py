@@ -124,8 +124,9 @@ class BufferPool:
 
     def get(self, shape: tuple[int, ...], dtype: np.dtype | type = np.uint8) -> np.ndarray:
         """An array of ``shape`` and ``dtype`` nobody else holds: an idle pooled one, else a fresh one, pooled in
-        place of an idle one of another shape when the pool is full (a resolution schedule's earlier sizes are not
-        kept for good: a float batch of 256 x 224 px is 154 MB)."""
+        place of an idle one of another shape when the pool is full (a resolution schedule's earlier sizes give way
+        one buffer per such call: at most ``capacity`` buffers are kept, and a float batch of 256 x 224 px is
+        154 MB)."""
         dtype = np.dtype(dtype)
         stale = None  # an idle buffer of another shape or dtype
         for i in range(len(self._arrays)):
@@ -148,6 +149,13 @@ class BufferPool:
         elif stale is not None:  # dropped, not closed: its mapping goes with the array's last reference
             self._arrays[stale], self._mappings[stale] = array, mapping
         return array
+
+    def clear(self) -> None:
+        """Let go of every pooled buffer (a closed loader's): those the user holds stay theirs, the rest are freed.
+        Each list is rebound, not emptied in place: a fork's marking that meets the new one mid-way stops at an
+        IndexError (``_mark_all`` goes on), never pairing one buffer's idleness with another's mapping."""
+        self._mappings = []
+        self._arrays = []
 
     def mark_for_fork(self, forking: bool) -> None:
         """``forking``: the idle buffers wipe-on-fork, those in use (a user's tensor or view, or a batch being

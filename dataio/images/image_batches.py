@@ -227,6 +227,7 @@ class ImageBatchSource:
 
     def close(self) -> None:
         self.end_pass()
+        self.buffers.clear()  # a closed loader still referenced must not keep capacity x a (float) batch
         if self.dali is not None:
             self.dali.close()
         self.shards.close()

@@ -134,3 +134,14 @@ def test_an_image_a_transform_keeps_is_not_overwritten_by_the_next_decode(real_p
     expected = sorted(image.numpy().tobytes() for image in plain)  # decode threads finish in any order
     assert sorted(image.numpy().tobytes() for image in kept.values()) == expected
     assert torch.equal(torch.cat(batches), Normalize(IMAGENET_MEAN, IMAGENET_STD)(plain, torch.channels_last))
+
+
+def test_close_lets_go_of_the_pooled_batches_but_not_of_a_held_one(real_photo_shards):
+    loader = ImageLoader(real_photo_shards, batch_size=4, image_size=32, normalize=True, num_workers=2)
+    held = None
+    for held, _ in loader:
+        pass
+    copy = held.clone()
+    assert loader.source.buffers._arrays
+    loader.close()
+    assert loader.source.buffers._arrays == [] and torch.equal(held, copy)
