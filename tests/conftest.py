@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,12 @@ from PIL import Image
 from hypothesis import settings
 
 from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
+
+# A suite started in the background by a script (`make test &`, nohup) inherits SIGINT ignored, and so would
+# every process it starts: the Ctrl-C tests then found nothing to stop (5 failed, two after 120 s timeouts).
+# Python's own handler for the session: its children start with the default again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 from dataio.formats.images.synthetic import SyntheticImagesConfig, add_faulty_files, write_image_folder
 
 # Fuzzing campaigns: short in `make test`, long in `make fuzz` (--hypothesis-profile=long).
