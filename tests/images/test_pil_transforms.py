@@ -136,6 +136,9 @@ def test_an_imagefolder_script_swapped_to_shard_dataset_runs_in_worker_processes
     result = json.loads(done.stdout)
     assert result["dtype"] == "torch.float32" and result["shapes"][0] == [4, 3, 32, 32]
     lines = done.stderr.splitlines()
+    if context == "spawn":  # CPython's resource tracker at a spawn DataLoader's exit: "1 leaked semaphore" and
+        # "'/mp-...': No such file" (4 lines) in 1 of 12 runs of a plain torch 2.13 script without dataio
+        lines = [line for line in lines if "resource_tracker" not in line]
     assert 1 <= len(lines) <= 2 and all("pass to_pil=True to say so" in line for line in lines), lines  # per worker
 
 
