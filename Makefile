@@ -37,8 +37,10 @@ $(STAMP): pyproject.toml Makefile $(wildcard formats/jpeg/*.c formats/jpeg/*.h) 
 	$(PY) -m dataio.check_install --strict
 	@touch $(STAMP)
 
+# Two pytest workers: most tests wait on subprocesses (torchrun ranks, converters, servers), so one process
+# keeps a 2-core machine half idle. Each worker builds the session fixtures it needs in its own folder.
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider --durations=15 tests
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --durations=15 tests
 
 demo: $(STAMP)
 	$(PY) -m dataio demo --out demo-data
