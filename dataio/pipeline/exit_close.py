@@ -67,4 +67,7 @@ def _close_live() -> None:
         except ValueError:  # "generator already executing": a daemon thread of the script is inside it
             pass
     if _gloo_seen:
-        time.sleep(GLOO_GRACE_S)
+        try:
+            time.sleep(GLOO_GRACE_S)
+        except KeyboardInterrupt:  # Ctrl-C while the script is already ending: end without a traceback
+            pass

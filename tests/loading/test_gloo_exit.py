@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,3 +51,28 @@ def test_a_pass_under_gloo_leaves_a_pause_at_exit_and_none_without(coloured_shar
     assert facts["samples"] == facts["samples_in_group"] == 45
     assert facts["seen_without_group"] is False and facts["seen_with_group"] is True
     assert facts["pauses"] == [0.2]
+
+
+CTRL_C_SCRIPT = """
+import sys
+import torch.distributed as dist
+import dataio
+from dataio.pipeline import exit_close
+
+exit_close.GLOO_GRACE_S = 30.0  # long enough for the test's Ctrl-C to land inside the pause
+dist.init_process_group("gloo", init_method="file://" + sys.argv[2], rank=0, world_size=1)
+loader = dataio.DataLoader(sys.argv[1], batch_size=8, image_size=16, normalize=False)
+print(sum(len(labels) for _, labels in loader), flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_ctrl_c_during_the_pause_ends_the_process_without_a_traceback(coloured_shards, tmp_path):
+    process = subprocess.Popen([sys.executable, "-c", CTRL_C_SCRIPT, str(coloured_shards), str(tmp_path / "rdzv")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                               env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert process.stdout.readline() == "45\n"
+    time.sleep(1.0)  # the script has returned: the interpreter is in the 30 s pause
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=20)
+    assert (process.returncode, err) == (0, "")
