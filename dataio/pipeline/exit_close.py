@@ -41,7 +41,8 @@ GLOO_GRACE_S = 0.2  # the pause at exit after such a pass: GIL released, once pe
 def close_at_exit(generator: G) -> G:
     """``generator``, closed at interpreter exit if it is still alive and suspended then."""
     global _registered, _gloo_seen
-    _gloo_seen = _gloo_seen or _gloo_group_initialised()
+    if _gloo_group_initialised():  # only ever set: a thread that saw no group cannot clear another's True
+        _gloo_seen = True
     with _lock:
         if not _registered:
             atexit.register(_close_live)
@@ -51,10 +52,12 @@ def close_at_exit(generator: G) -> G:
 
 
 def _gloo_group_initialised() -> bool:
+    """Whether the default group runs gloo for some device: its backend *config* is read, since
+    ``init_process_group()`` without a backend is named 'undefined' and ``'cpu:gloo,cuda:nccl'`` names both."""
     dist = sys.modules.get("torch.distributed")  # never imported here: a script without it has no group
     try:
-        return bool(dist and dist.is_available() and dist.is_initialized() and dist.get_backend() == "gloo")
-    except (RuntimeError, ValueError):  # a group being torn down by another thread
+        return bool(dist and dist.is_available() and dist.is_initialized() and "gloo" in dist.get_backend_config())
+    except (RuntimeError, ValueError, AttributeError):  # a group torn down by another thread; a partial import
         return False
 
 

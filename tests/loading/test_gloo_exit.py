@@ -76,3 +76,30 @@ def test_ctrl_c_during_the_pause_ends_the_process_without_a_traceback(coloured_s
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=20)
     assert (process.returncode, err) == (0, "")
+
+
+BACKENDS_SCRIPT = """
+import json, sys
+import torch.distributed as dist
+import dataio
+from dataio.pipeline import exit_close
+
+backend = None if sys.argv[3] == "default" else sys.argv[3]
+dist.init_process_group(backend, init_method="file://" + sys.argv[2], rank=0, world_size=1)
+loader = dataio.DataLoader(sys.argv[1], batch_size=8, image_size=16, normalize=False)
+samples = sum(len(labels) for _, labels in loader)
+dist.destroy_process_group()
+print(json.dumps({"samples": samples, "seen": exit_close._gloo_seen}))
+"""
+
+
+def test_a_group_whose_cpu_backend_is_gloo_counts_however_it_was_named(coloured_shards, tmp_path):
+    # init_process_group() with no backend (torchrun's usual form) is 'undefined' with a gloo CPU backend,
+    # and 'cpu:gloo' (or 'cpu:gloo,cuda:nccl' on GPU) is gloo too: neither left the pause before.
+    for backend in ("default", "cpu:gloo"):
+        done = subprocess.run([sys.executable, "-c", BACKENDS_SCRIPT, str(coloured_shards),
+                               str(tmp_path / f"rdzv-{backend}"), backend],
+                              capture_output=True, text=True, timeout=120, cwd=ROOT,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert (done.returncode, done.stderr) == (0, ""), done.stderr[-3000:]
+        assert json.loads(done.stdout) == {"samples": 45, "seen": True}, backend
