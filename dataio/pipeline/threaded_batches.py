@@ -11,7 +11,9 @@ worker processes that pickle samples (measured in bench/results).
 
 from __future__ import annotations
 
+import concurrent.futures.thread
 import os
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -24,6 +26,16 @@ from dataio.pipeline.stage_times import StageTimes
 Batch = TypeVar("Batch")
 # make_batch(i) -> (batch, [chunk tasks]); each task runs on a thread and returns a list of failures.
 BatchFactory = Callable[[int], tuple[Batch, Sequence[Callable[[], list]]]]
+
+
+def _daemon_at_exit() -> bool:
+    """Whether this is a daemon thread and the interpreter is exiting (its thread pools refuse work then).
+
+    A daemon thread still iterating a pass at exit then ends as ``sys.exit()`` would: its ``finally`` blocks run
+    and ``threading.excepthook`` prints nothing, where a ``RuntimeError`` traceback used to reach stderr (always
+    under a gloo group, whose pause at exit lets the thread run on; ``pipeline.exit_close``).
+    """
+    return threading.current_thread().daemon and getattr(concurrent.futures.thread, "_shutdown", False)
 
 
 class ForkedPassError(RuntimeError):
@@ -53,7 +65,12 @@ class ThreadedBatches(Generic[Batch]):
             batch, tasks = self.make_batch(index)
         if self.pool is None:  # num_workers=0: decode in the calling thread
             return batch, [task() for task in tasks]
-        return batch, [self.pool.submit(task) for task in tasks]
+        try:
+            return batch, [self.pool.submit(task) for task in tasks]
+        except RuntimeError:
+            if _daemon_at_exit():
+                raise SystemExit(0) from None
+            raise
 
     def _wait(self, part: Future, deadline: float) -> list:
         if not self.timeout:

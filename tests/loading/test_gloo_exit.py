@@ -103,3 +103,36 @@ def test_a_group_whose_cpu_backend_is_gloo_counts_however_it_was_named(coloured_
                               env={**os.environ, "OMP_NUM_THREADS": "1"})
         assert (done.returncode, done.stderr) == (0, ""), done.stderr[-3000:]
         assert json.loads(done.stdout) == {"samples": 45, "seen": True}, backend
+
+
+DAEMON_SCRIPT = """
+import sys, threading, time
+import torch.distributed as dist
+import dataio
+from dataio.pipeline import exit_close
+
+exit_close.GLOO_GRACE_S = 1.0  # a wider pause than 0.2 s, so the thread is surely still reading in it
+dist.init_process_group("gloo", init_method="file://" + sys.argv[2], rank=0, world_size=1)
+loader = dataio.DataLoader(sys.argv[1], batch_size=8, image_size=16, normalize=False)
+passes = []
+
+def read_forever():
+    while True:
+        for _ in loader:
+            time.sleep(0.01)
+        passes.append(1)
+
+threading.Thread(target=read_forever, daemon=True).start()
+while not passes:
+    time.sleep(0.05)
+print("read", flush=True)
+"""
+
+
+def test_a_daemon_thread_still_reading_at_exit_ends_quietly(coloured_shards, tmp_path):
+    # The interpreter's exit stops the decode pools; the daemon thread, running on through the pause, submitted
+    # to one and printed 'RuntimeError: cannot schedule new futures after shutdown' (every run under gloo).
+    done = subprocess.run([sys.executable, "-c", DAEMON_SCRIPT, str(coloured_shards), str(tmp_path / "rdzv")],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert (done.returncode, done.stdout, done.stderr) == (0, "read\n", ""), done.stderr[-3000:]
