@@ -72,5 +72,5 @@ def _close_live() -> None:
     if _gloo_seen:
         try:
             time.sleep(GLOO_GRACE_S)
-        except KeyboardInterrupt:  # Ctrl-C while the script is already ending: end without a traceback
-            pass
+        except (KeyboardInterrupt, SystemExit):  # Ctrl-C (or a SIGINT handler's sys.exit) while the script is
+            pass  # already ending: end without a traceback; an atexit hook cannot change the exit code anyway

@@ -136,3 +136,17 @@ def test_a_daemon_thread_still_reading_at_exit_ends_quietly(coloured_shards, tmp
                           capture_output=True, text=True, timeout=120, cwd=ROOT,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert (done.returncode, done.stdout, done.stderr) == (0, "read\n", ""), done.stderr[-3000:]
+
+
+def test_a_sigint_handler_that_calls_sys_exit_during_the_pause_ends_the_process_quietly(coloured_shards, tmp_path):
+    # A script's own 'Ctrl-C: sys.exit(130)' handler raised SystemExit in the pause, which printed
+    # 'Exception ignored in atexit callback ... SystemExit: 130'.
+    script = "import signal, sys\nsignal.signal(signal.SIGINT, lambda *_: sys.exit(130))\n" + CTRL_C_SCRIPT
+    process = subprocess.Popen([sys.executable, "-c", script, str(coloured_shards), str(tmp_path / "rdzv")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                               env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert process.stdout.readline() == "45\n"
+    time.sleep(1.0)  # the script has returned: the interpreter is in the 30 s pause
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=20)
+    assert (process.returncode, err) == (0, "")
