@@ -69,7 +69,7 @@ def _close_live() -> None:
             generator.close()
         except ValueError:  # "generator already executing": a daemon thread of the script is inside it
             pass
-    if _gloo_seen:
+    if _gloo_seen or _gloo_group_initialised():  # or a group started after the last pass began, still up
         try:
             time.sleep(GLOO_GRACE_S)
         except (KeyboardInterrupt, SystemExit):  # Ctrl-C (or a SIGINT handler's sys.exit) while the script is

@@ -150,3 +150,28 @@ def test_a_sigint_handler_that_calls_sys_exit_during_the_pause_ends_the_process_
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=20)
     assert (process.returncode, err) == (0, "")
+
+
+GROUP_AFTER_PASS_SCRIPT = """
+import json, sys
+import torch.distributed as dist
+import dataio
+from dataio.pipeline import exit_close
+
+loader = dataio.DataLoader(sys.argv[1], batch_size=8, image_size=16, normalize=False)
+batches = iter(loader)  # begun before the group, read under it
+dist.init_process_group("gloo", init_method="file://" + sys.argv[2], rank=0, world_size=1)
+samples = sum(len(labels) for _, labels in batches)
+pauses = []
+exit_close.time.sleep = pauses.append
+exit_close._close_live()
+print(json.dumps({"samples": samples, "pauses": pauses}))
+"""
+
+
+def test_a_group_started_after_the_pass_began_and_still_up_at_exit_gets_the_pause(coloured_shards, tmp_path):
+    done = subprocess.run([sys.executable, "-c", GROUP_AFTER_PASS_SCRIPT, str(coloured_shards), str(tmp_path / "r")],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr[-3000:]
+    assert json.loads(done.stdout) == {"samples": 45, "pauses": [0.2]}
