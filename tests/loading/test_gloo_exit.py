@@ -54,7 +54,7 @@ def test_a_pass_under_gloo_leaves_a_pause_at_exit_and_none_without(coloured_shar
 
 
 CTRL_C_SCRIPT = """
-import sys
+import atexit, sys
 import torch.distributed as dist
 import dataio
 from dataio.pipeline import exit_close
@@ -64,6 +64,7 @@ dist.init_process_group("gloo", init_method="file://" + sys.argv[2], rank=0, wor
 loader = dataio.DataLoader(sys.argv[1], batch_size=8, image_size=16, normalize=False)
 print(sum(len(labels) for _, labels in loader), flush=True)
 dist.destroy_process_group()
+atexit.register(print, "exiting", flush=True)  # registered after dataio's hook, so it runs just before the pause
 """
 
 
@@ -71,8 +72,8 @@ def test_ctrl_c_during_the_pause_ends_the_process_without_a_traceback(coloured_s
     process = subprocess.Popen([sys.executable, "-c", CTRL_C_SCRIPT, str(coloured_shards), str(tmp_path / "rdzv")],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                                env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert process.stdout.readline() == "45\n"
-    time.sleep(1.0)  # the script has returned: the interpreter is in the 30 s pause
+    assert process.stdout.readline() == "45\n" and process.stdout.readline() == "exiting\n"
+    time.sleep(0.5)  # the interpreter is in the 30 s pause (1 s after '45' could land before it on a loaded machine)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=20)
     assert (process.returncode, err) == (0, "")
@@ -145,8 +146,8 @@ def test_a_sigint_handler_that_calls_sys_exit_during_the_pause_ends_the_process_
     process = subprocess.Popen([sys.executable, "-c", script, str(coloured_shards), str(tmp_path / "rdzv")],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                                env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert process.stdout.readline() == "45\n"
-    time.sleep(1.0)  # the script has returned: the interpreter is in the 30 s pause
+    assert process.stdout.readline() == "45\n" and process.stdout.readline() == "exiting\n"
+    time.sleep(0.5)  # the interpreter is in the 30 s pause (1 s after '45' could land before it on a loaded machine)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=20)
     assert (process.returncode, err) == (0, "")
