@@ -109,9 +109,10 @@ class DeviceAugment:
         for stage in self.stages:
             stage.seed_for(key)
 
-    def __call__(self, images: torch.Tensor, labels: torch.Tensor,
-                 crops: CropBoxes | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(N, 3, H, W) uint8 -> (images, labels or (N, K) soft targets)."""
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor | None,
+                 crops: CropBoxes | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(N, 3, H, W) uint8 -> (images, labels or (N, K) soft targets); ``labels`` None for samples without
+        (image-text pairs, views: their loaders refuse ``mix``)."""
         if self.crop is not None:
             images = self.crop(images, crops)
             if self.randaugment is not None and self.randaugment.uses_kernel(images.device, torch.uint8):
@@ -120,7 +121,7 @@ class DeviceAugment:
             # The kernel's values are whole numbers: with no mixing after, keep them uint8 (no 4-byte copy)
             whole = self.mix is None and self.randaugment.uses_kernel(images.device, images.dtype)
             images = self.randaugment(images, output="uint8" if whole else None)
-        if self.mix is not None:
+        if self.mix is not None and labels is not None:
             images, labels = self.mix(images, labels)
         if self.normalize is not None:
             images = self.normalize(images)

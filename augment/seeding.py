@@ -29,10 +29,18 @@ class SeedKey:
         return asdict(self)
 
 
+BATCH_TRANSFORM_STREAM = 4  # the streams: 1 RandAugment, 2 mix, 3 crop, 4 a batch_transform's generator, 5 views
+
+
 def derive_seed(key: SeedKey, stream: int) -> int:
     """A 63-bit seed, different for every (seed, epoch, rank, step, stream)."""
     entropy = [key.seed & 0xFFFFFFFF, key.seed >> 32, key.epoch, key.rank, key.step, stream]
     return int(np.random.SeedSequence(entropy).generate_state(2, dtype=np.uint32).view(np.uint64)[0] >> 1)
+
+
+def hook_seed(key: SeedKey) -> int:
+    """The seed of the generator a ``batch_transform`` gets for the batch at ``key``: a resume draws the same."""
+    return derive_seed(key, BATCH_TRANSFORM_STREAM)
 
 
 class RandomStage:

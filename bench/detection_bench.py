@@ -30,7 +30,7 @@ from dataio.bench.report import format_table, load_average, machine_description,
 from dataio.formats.coco.coco_convert import ConvertCocoConfig, convert_coco
 from dataio.formats.dataset.manifest import read_manifest
 from dataio.formats.dataset.sample_table import read_sample_table
-from dataio.images.detection_config import DetectionConfig
+from dataio.detection.detection_config import DetectionConfig
 from dataio.images.loader import ImageLoader
 
 ROWS = {"standard": "(a) standard: COCO Dataset + PIL + per-sample box-aware crop/flip/resize + DataLoader",

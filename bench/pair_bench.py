@@ -34,7 +34,7 @@ from dataio.formats.images.synthetic_pair_writers import write_img2dataset
 from dataio.formats.images.synthetic_pairs import PAIR_PHOTO_CLASSES, SyntheticPairsConfig
 from dataio.formats.images.wds_index import IndexConfig, index_shards
 from dataio.formats.text.tokenizer_setup import TokenizerConfig
-from dataio.images.caption_config import CaptionConfig
+from dataio.pairs.caption_config import CaptionConfig
 from dataio.images.loader import ImageLoader
 
 from dataio.bench.image_baselines import Epoch

@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers and editors see: the real classes, not Any
     from dataio.dataloader import DataLoader
-    from dataio.images.caption_config import CaptionConfig
-    from dataio.images.detection_config import DetectionConfig
+    from dataio.detection.loader import DetectionLoader
+    from dataio.pairs.loader import PairLoader
+    from dataio.pairs.caption_config import CaptionConfig
+    from dataio.detection.detection_config import DetectionConfig
     from dataio.images.config import ImageLoaderConfig
     from dataio.images.loader import ImageLoader
     from dataio.images.shard_dataset import ShardDataset, ShardDatasetConfig
@@ -23,9 +25,11 @@ if TYPE_CHECKING:  # what type checkers and editors see: the real classes, not A
 __version__ = "0.1.0"
 
 _LAZY = {
-    "CaptionConfig": "dataio.images.caption_config",
+    "CaptionConfig": "dataio.pairs.caption_config",
     "DataLoader": "dataio.dataloader",
-    "DetectionConfig": "dataio.images.detection_config",
+    "DetectionLoader": "dataio.detection.loader",
+    "PairLoader": "dataio.pairs.loader",
+    "DetectionConfig": "dataio.detection.detection_config",
     "ImageLoader": "dataio.images.loader",
     "ImageLoaderConfig": "dataio.images.config",
     "ShardDataset": "dataio.images.shard_dataset",
@@ -43,5 +47,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'dataio' has no attribute {name!r}")
 
 
-__all__ = ["CaptionConfig", "DataLoader", "DetectionConfig", "ImageLoader", "ImageLoaderConfig", "ShardDataset",
-           "ShardDatasetConfig", "TextLoader", "TextLoaderConfig", "TokenDataset", "TokenDatasetConfig", "__version__"]
+__all__ = ["CaptionConfig", "DataLoader", "DetectionConfig", "DetectionLoader", "ImageLoader", "ImageLoaderConfig",
+           "PairLoader", "ShardDataset", "ShardDatasetConfig", "TextLoader", "TextLoaderConfig", "TokenDataset",
+           "TokenDatasetConfig", "__version__"]

@@ -1,7 +1,9 @@
 """``dataio.DataLoader(folder, ...)``: the one-line swap for ``torch.utils.data.DataLoader``.
 
-Given a shard folder it returns the loader of its kind (``ImageLoader`` for
-images, ``TextLoader`` for text) with DataLoader's keywords. Given what a
+Given a shard folder it returns the loader of the kind its manifest declares
+(``dataio.formats.kinds``: ``ImageLoader`` for classification, ``PairLoader``,
+``DetectionLoader``, ``ViewsLoader``, ``TextLoader`` for tokens) with
+DataLoader's keywords. Given what a
 script passed to DataLoader before the swap (an ImageNet-layout folder that
 has not been converted, or a torchvision ``ImageFolder``), it raises a
 ``UsageError`` whose one line is the command that converts it, rather than
@@ -30,8 +32,9 @@ import torch
 from dataio.formats.errors import ConfigError, UsageError
 from dataio.formats.images.image_tree import IMAGE_EXTENSIONS
 from dataio.formats.dataset.manifest import MANIFEST_NAME, Manifest, open_dataset
+from dataio.formats.kinds import kind_of
 from dataio.formats.remote.storage import is_remote, redact
-from dataio.images.loader import ImageLoader
+from dataio.images.kind_loader import ImageKindLoader
 from dataio.images.shard_dataset import ShardDataset
 from dataio.loader.dataloader_args import DATALOADER_KEYWORDS, sampler_shuffles
 from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options, retry_policy
@@ -44,7 +47,7 @@ DEFAULT_RETRIES, DEFAULT_BACKOFF = 4, 0.2  # the loader configs' (ImageLoaderCon
 
 
 def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = None,  # noqa: N802 (named as
-               **options: Any) -> ImageLoader | TextLoader | torch.utils.data.DataLoader:  # the class it replaces)
+               **options: Any) -> ImageKindLoader | TextLoader | torch.utils.data.DataLoader:  # the class it replaces)
     """The loader for the shard folder (or URL) ``dataset``, with DataLoader's keywords and the loader's own options.
 
     A dict ``{name: folder or URL}`` with ``weights=`` is a mixture of sources of one kind (``ImageLoader``'s
@@ -75,38 +78,21 @@ def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = 
             raise ConfigError("{0} is an empty dict of sources", "dataset")
         source: Any = {name: _shard_folder(folder) for name, folder in dataset.items()}
         manifests = {name: _manifest(folder, options, source, name) for name, folder in source.items()}
-        kinds = {name: m.kind for name, m in manifests.items()}
+        kinds = {name: kind_of(m).name for name, m in manifests.items()}
         if len(set(kinds.values())) > 1:
             raise UsageError(f"the sources of a mixture hold one kind of shards; these differ: {kinds}")
         manifest = next(iter(manifests.values()))
     else:
         source = _shard_folder(dataset)
         manifest = _manifest(source, options)
-    if manifest.kind == "images":
-        if options.get("config") is None:  # an explicit config keeps its own train, normalize and layout
-            options.setdefault("normalize", True)
-            options.setdefault("channels_last", False)  # contiguous NCHW, as DataLoader stacks: x.view works
-            _choose_mode(source, options, bool(shuffle) or sampler_shuffles(sampler))
-        return ImageLoader(source, batch_size=batch_size, **options)
-    if manifest.kind == "text":
-        options.setdefault("mode", "fixed")
-        return TextLoader(source, batch_size=batch_size, **options)
-    raise UsageError(f"{redact(str(source))}: holds {manifest.kind!r} shards; dataio.DataLoader reads images or text")
+    face = kind_of(manifest).part("face")  # the loader of the folder's declared kind
+    face.dropin_defaults(options, where=_where(source), shuffles=bool(shuffle) or sampler_shuffles(sampler))
+    return face(source, batch_size=batch_size, **options)
 
 
-def _choose_mode(source: str | Path | dict[str, str | Path], options: dict[str, Any], shuffles: bool) -> None:
-    """``train`` from whether the loader shuffles, unless given; logged either way."""
-    where = ", ".join(redact(str(s)) for s in source.values()) if isinstance(source, dict) else redact(str(source))
-    if "train" in options:
-        why = "as train= says"
-    elif shuffles:
-        options["train"], why = True, "as it shuffles (pass train=False for evaluation transforms)"
-    else:
-        options["train"], why = False, "as it does not shuffle (pass train=True for training transforms)"
-    mode = ("training transforms (random-resized crop and flip)" if options["train"]
-            else "evaluation transforms (resize and centre crop)")
-    output = "float32 normalised" if options["normalize"] else "uint8"
-    log.info("dataio.DataLoader(%s): %s %s; %s output", where, mode, why, output)
+def _where(source: str | Path | dict[str, str | Path]) -> str:
+    """The source as the log names it (URLs without credentials)."""
+    return ", ".join(redact(str(s)) for s in source.values()) if isinstance(source, dict) else redact(str(source))
 
 
 def _manifest(source: str | Path, options: dict[str, Any], sources: Mapping[str, Any] | None = None,

@@ -31,11 +31,14 @@ LAYERS = {
     "dataio/remote": _below("dataio.remote"),
     "dataio/pipeline": _below("dataio.pipeline"),
     "dataio/loader": _below("dataio.loader"),
-    # image-text pairs pad their captions' ids with the text path's C collate (dataio.text.collate imports no image
-    # module: no circle)
-    "dataio/images": ORDER + ("dataio.images", "dataio.text.collate"),
+    "dataio/images": ORDER + ("dataio.images",),
+    # the image kinds' rooms stand on the shared image room; pairs pad their captions' ids with the text path's C
+    # collate (dataio.text.collate imports no image module: no circle)
+    "dataio/pairs": ORDER + ("dataio.images", "dataio.pairs", "dataio.text.collate"),
+    "dataio/detection": ORDER + ("dataio.images", "dataio.detection"),
     "dataio/text": ORDER + ("dataio.text",),
-    "dataio/train": ORDER + ("dataio.images", "dataio.text", "dataio.train", "dataio.errors"),
+    "dataio/train": ORDER + ("dataio.images", "dataio.pairs", "dataio.detection", "dataio.text", "dataio.train",
+                             "dataio.errors"),
 }
 
 

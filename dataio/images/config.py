@@ -14,9 +14,7 @@ import torch
 from dataio.formats.errors import ConfigError
 from dataio.formats.fallback_log import warn_once
 from dataio.images.dali_install import dali_installed, install_hint
-from dataio.images.detection_config import DetectionConfig
 from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
-from dataio.images.caption_config import CaptionConfig
 from dataio.loader.loader_config import LoaderConfig
 from dataio.pipeline.thread_tuner import thread_budget
 from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT
@@ -61,7 +59,7 @@ class ImageLoaderConfig(LoaderConfig):
 
     Image-text pair folders (``dataio index`` of img2dataset tars, ``convert
     images --captions``) yield dicts instead: ``image`` as above, the caption's
-    fields as ``captions`` asks (``dataio.images.caption_config``), ``sample_ids``
+    fields as ``captions`` asks (``dataio.pairs.caption_config``), ``sample_ids``
     and ``repeated``; their ``batch_transform`` takes and returns that dict.
     """
 
@@ -97,8 +95,8 @@ class ImageLoaderConfig(LoaderConfig):
     cache_limit: int = DEFAULT_CACHE_LIMIT  # bytes in cache_dir; least recently used ranges go first
     readahead_batches: int = 4  # batches whose ranges are fetched ahead of the decoders
     readahead_threads: int = 4  # batches fetched at once
-    captions: CaptionConfig | None = None  # image-text pair folders: the text of their dict batches (caption_config)
-    targets: DetectionConfig | None = None  # box/mask targets (docs/detection.md); default for folders with boxes
+    captions: Any = None  # deprecated: dataio.PairLoader's CaptionConfig (ImageLoader over image-text pairs)
+    targets: Any = None  # deprecated: dataio.DetectionLoader's DetectionConfig (ImageLoader over boxes)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -141,10 +139,6 @@ class ImageLoaderConfig(LoaderConfig):
                 raise ConfigError(f"{{0}} must be >= 1, got {getattr(self, name)}", name)
         if self.decode_size is not None and self.decode_size < 8:
             raise ValueError(f"decode_size must be >= 8, got {self.decode_size}")
-        if self.captions is not None and not isinstance(self.captions, CaptionConfig):
-            raise ConfigError(f"{{0}} must be a CaptionConfig, got {type(self.captions).__name__}", "captions")
-        if self.targets is not None and not isinstance(self.targets, DetectionConfig):
-            raise ConfigError(f"{{0}} must be a DetectionConfig, got {type(self.targets).__name__}", "targets")
         self._check_hooks()
         self._one_batch_size()
 

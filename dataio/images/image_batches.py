@@ -56,14 +56,16 @@ def _scratch_image(size: int, *, fresh: bool = False) -> np.ndarray:
 
 
 class ImageBatchSource:
-    """Batches of ``shards``' images as ``config`` crops them (train: random-resized, eval: centre)."""
+    """Batches of ``shards``' images as ``config`` crops them (train: random-resized, eval: centre): what every
+    image kind reads; each kind's source adds its fields (``ClassBatchSource``: the label)."""
 
     check_sizes = False  # whether an image whose size is not its table row's fails (targets: ``table_size``)
     normalizes_on_host = True  # whether a CPU loader's normalisation may run here (its device stage then skips it)
+    bucket_lengths: np.ndarray | None = None  # each sample's length, when the kind's batches group by it (captions)
 
-    def __init__(self, shards: ImageShards, config: ImageLoaderConfig, times: StageTimes, *,
+    def __init__(self, shards: ImageShards, config: ImageLoaderConfig, options: Any, times: StageTimes, *,
                  dali: DaliDecoder | None = None, threads: int = 0) -> None:
-        self.shards, self.config, self.times, self.dali = shards, config, times, dali
+        self.shards, self.config, self.options, self.times, self.dali = shards, config, options, times, dali
         self.transform = SampleTransform(config.transform) if config.transform is not None else None
         self.pin = config.pin_memory and torch.cuda.is_available()
         self.buffers = BufferPool(capacity=config.prefetch_batches * max(1, threads) + 4)
@@ -118,9 +120,8 @@ class ImageBatchSource:
 
     def _image_tasks(self, index: int, keys: np.ndarray, boxes: np.ndarray, flipped: np.ndarray, size: int,
                      fields: dict[str, Any], seeds: np.ndarray | None) -> BatchStart:
-        """The batch's ``image`` (decoded from ``boxes`` and ``flipped`` at ``size``) and ``label`` fields and
-        their read tasks (a source with targets adds its own: ``detection_batches``)."""
-        fields["label"] = torch.from_numpy(self.shards.table.label[keys].astype(np.int64))  # faulty rows: dropped
+        """The batch's ``image`` field (decoded from ``boxes`` and ``flipped`` at ``size``) and its read tasks (a
+        kind's source adds its fields and tasks)."""
         fetched = self.readahead.take(index) if self.readahead is not None else None  # remote: the batch's bytes
         if self.dali is not None:
             lap = self.times.lap()
@@ -231,6 +232,25 @@ class ImageBatchSource:
         if self.dali is not None:
             self.dali.close()
         self.shards.close()
+
+
+class ClassBatchSource(ImageBatchSource):
+    """Classification's source: the images and each one's ``label`` (N,) int64 (a mixture's: combined classes)."""
+
+    def __init__(self, shards: ImageShards, config: ImageLoaderConfig, options: Any, times: StageTimes, *,
+                 dali: DaliDecoder | None = None, threads: int = 0) -> None:
+        if config.mix is not None and config.mix.num_classes < len(shards.manifest.classes):  # one-hot targets
+            raise ConfigError(f"{{0}}.num_classes is {config.mix.num_classes}, fewer than the "
+                              f"{len(shards.manifest.classes)} classes of {shards.folder}"
+                              f"{' (combined)' if shards.mixture else ''}", "mix")
+        super().__init__(shards, config, options, times, dali=dali, threads=threads)
+
+    def start_batch(self, index: int, keys: np.ndarray, key: SeedKey) -> BatchStart:
+        labels = self.shards.table.label
+        assert labels is not None  # a classification table declares its labels (image_source checks)
+        begun = super().start_batch(index, keys, key)
+        begun.fields["label"] = torch.from_numpy(labels[keys].astype(np.int64))  # faulty rows: dropped
+        return begun
 
 
 def dali_decoder(config: ImageLoaderConfig) -> DaliDecoder:

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from dataio.formats.dataset.manifest import Manifest, ShardEntry
-from dataio.formats.dataset.pair_fields import TOKENS, holds_pairs
+from dataio.formats.kinds import KINDS
 from dataio.formats.dataset.sample_table import SCHEMA, SampleTable
 from dataio.formats.fallback_log import warn_once
 from dataio.formats.remote.storage import redact
@@ -45,10 +45,13 @@ class ImageMixture:
         for name, source in sources.items():
             if len(source.table) == 0:
                 raise ValueError(f"source {name!r} ({source.folder}) holds no samples")
-        pairs = [name for name, s in sources.items() if holds_pairs(s.manifest.sample_fields())]
-        if pairs and len(pairs) < len(sources):  # else: 'labels without class names', which pairs have not
-            raise ValueError(f"sources {pairs} hold image-text pairs and {[n for n in sources if n not in pairs]} images "
-                             "with classes: a mixture's sources must all be one kind")
+        kinds: dict[str, list[str]] = {}  # the declared kind: its sources
+        for name, s in sources.items():
+            kinds.setdefault(s.manifest.declared_kind(), []).append(name)
+        if len(kinds) > 1:  # else, e.g. pairs beside classes: 'labels without class names', which pairs have not
+            held = " and ".join(f"{names}{' hold' if i == 0 else ''} {KINDS[kind].what}"
+                                for i, (kind, names) in enumerate(kinds.items()))
+            raise ValueError(f"sources {held}: a mixture's sources must all be one kind")
         self.class_map = ClassMap.of({name: s.manifest.classes for name, s in sources.items()})
         sizes = [len(s.table) for s in sources.values()]
         self.offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
@@ -62,7 +65,7 @@ class ImageMixture:
             shards=tuple(ShardEntry(file=name, num_samples=e.num_samples, bytes=e.bytes, sha256=e.sha256)
                          for name, e in zip(self.files.names, (e for s in sources.values() for e in s.manifest.shards))),
             options={"mixture": {name: s.manifest.fingerprint() for name, s in sources.items()}},
-            fields=_shared_fields([s.manifest for s in sources.values()]))
+            sample_kind=next(iter(kinds)))
         rule = epoch_rule(config.epoch_length, config.epoch_until, sum(sizes))
         self.plan = MixturePlan({name: s.table.shard for name, s in sources.items()}, schedule, seed=config.seed,
                                 rule=rule, shuffle=config.shuffles, window=config.shuffle_window)
@@ -83,7 +86,8 @@ class ImageMixture:
             shard=np.concatenate([t.shard.astype(np.int32) + base for t, base in zip(tables, shard_base)]),
             offset=np.concatenate([t.offset for t in tables]),
             size=np.concatenate([t.size for t in tables]),
-            label=np.concatenate([self.class_map.labels(name, t.label) for name, t in zip(self.names, tables)]),
+            label=(None if any(t.label is None for t in tables) else  # a kind without labels (pairs, boxes, views)
+                   np.concatenate([self.class_map.labels(name, t.label) for name, t in zip(self.names, tables)])),
             width=np.concatenate([t.width for t in tables]),
             height=np.concatenate([t.height for t in tables]),
             table=pa.concat_tables([t.table.select(SCHEMA.names) for t in tables]),
@@ -115,14 +119,6 @@ class ImageMixture:
 
     def close(self) -> None:
         self.files.close()
-
-
-def _shared_fields(manifests: list[Manifest]) -> tuple:
-    """The sources' declared fields when every one is an image-text pair folder (their batches are dicts), else
-    none (the image folders' own)."""
-    if all(holds_pairs(m.sample_fields()) for m in manifests):
-        return tuple(f for f in manifests[0].sample_fields() if f.name != TOKENS)  # ids: each source's own
-    return ()
 
 
 def _shard_name(source: ImageSource, file: str) -> str:

@@ -7,17 +7,18 @@ from typing import Any
 
 import numpy as np
 
-from dataio.images.caption_config import BUCKET_WINDOW
 from dataio.images.image_shards import ImageShards
 from dataio.loader.sample_sharing import SampleSharing
 from dataio.sampling.length_buckets import bucketed
+
+BUCKET_WINDOW = 64  # batches sorted by length together, when a kind's batches group by length (captions)
 
 
 class ImageSampling(SampleSharing):
     """The sampling half of ``ImageLoader``, over its ``shards`` (one source's table, or a mixture's)."""
 
     shards: ImageShards
-    source: Any  # the loader's source: a pair source has caption ``lengths``
+    source: Any  # the loader's source: ``bucket_lengths`` when its kind's batches group by length (captions)
 
     def _sample_shards(self) -> np.ndarray:
         return self.shards.table.shard
@@ -28,14 +29,14 @@ class ImageSampling(SampleSharing):
             order = mixture.plan.order(epoch)
         else:
             order = super()._order_of(epoch)
-        if self._bucketed():  # image-text pairs: batches of captions of about one length
-            order = bucketed(order, self.source.lengths, self.config.batch_size_at(epoch), BUCKET_WINDOW,
-                             seed=self.config.seed, epoch=epoch)
+        lengths = self.source.bucket_lengths
+        if lengths is not None:  # batches of about one length (image-text pairs' captions)
+            order = bucketed(order, lengths, self.config.batch_size_at(epoch), BUCKET_WINDOW, seed=self.config.seed,
+                             epoch=epoch)
         return order
 
     def _bucketed(self) -> bool:
-        captions = self.config.captions
-        return captions is not None and captions.bucket
+        return self.source.bucket_lengths is not None
 
     def _epoch_size(self, epoch: int | None = None) -> int:
         """Samples in the epoch's order: the table's, or a mixture's epoch rule's."""

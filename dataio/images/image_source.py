@@ -16,9 +16,8 @@ from typing import Any
 
 from dataio.formats.dataset.class_list import class_list_problem
 from dataio.formats.dataset.manifest import MANIFEST_NAME, Manifest, ManifestError, open_dataset
-from dataio.formats.dataset.pair_table import pair_table_problem
-from dataio.formats.dataset.sample_fields import holds_labels
-from dataio.formats.dataset.sample_table import SampleTable, read_sample_table, table_faults
+from dataio.formats.dataset.sample_table import LABEL_FIELD, SampleTable, read_sample_table, table_faults
+from dataio.formats.kinds import kind_of
 from dataio.formats.errors import ShardError
 from dataio.formats.remote.storage import Location, describe, remote_errors
 from dataio.images.config import ImageLoaderConfig
@@ -54,11 +53,12 @@ def open_image_source(source: str | Path, config: ImageLoaderConfig,
     table = _read_table(location, manifest, c)
     if len(table) != manifest.num_samples:
         raise ValueError(f"{folder}: sample table has {len(table)} rows, manifest {manifest.num_samples}")
-    labelled = holds_labels(manifest.sample_fields())  # image-text pairs have no class list to check
+    labelled = table.label is not None and LABEL_FIELD.name in manifest.table_columns()  # a declared class label
     problem = labelled and class_list_problem(manifest.classes, table.label, location.display(MANIFEST_NAME))
     if problem:
         raise ManifestError(problem)
-    problem = pair_table_problem(manifest, table.table)  # image-text pairs: their text columns, tokenizer record
+    check = kind_of(manifest).part("check")  # the kind's own columns (pairs: text, tokenizer record)
+    problem = check(manifest, table.table) if check is not None else None
     if problem:
         raise ManifestError(f"{location.display(manifest.sample_table)}: {problem}")
     files = _open_files(location, manifest, c)

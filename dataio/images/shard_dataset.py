@@ -11,9 +11,9 @@ from the manifest and the sample table (no scan of image files), and
   ``to_pil=True`` gives a PIL RGB image for PIL-only transforms (one that
   refuses the tensor, as torchvision v1's ``ToTensor`` does, is given PIL
   images, with a hint: ``dataio.images.pil_transform``);
-- an image-text pair folder's ``dataset[i]`` is a dict: ``image`` as above, ``caption`` and ``key``
-  (strings, which torch's ``default_collate`` gathers into lists); ``transform`` takes the image,
-  ``target_transform`` the caption (as torchvision's ``CocoCaptions``);
+- another kind's ``dataset[i]`` is that kind's item (``dataio.formats.kinds``): an image-text pair
+  folder's a dict of ``image``, ``caption`` and ``key`` (``dataio.pairs.pair_item``), a box folder's a
+  dict of the image and its targets (``dataio.detection.detection_sample``);
 - with ``image_size``, the loader's eval view: resized and centre-cropped to
   ``image_size`` exactly as ``ImageLoader(train=False)`` does, float and
   normalised with ``normalize=True``. ``ImageLoader.dataset`` is this view for
@@ -45,21 +45,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from PIL import Image
 
-from dataio.augment import Normalize, crop_boxes
 from dataio.formats.errors import ConfigError, ShardError
+from dataio.formats.kinds import Kind, kind_of
 from dataio.formats.remote.storage import is_remote, redact
 from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig
-from dataio.formats.dataset.pair_fields import holds_pairs
-from dataio.images.caption_data import caption_of
-from dataio.images.sample_facts import coco_category_ids
-from dataio.images.detection_config import DetectionConfig
-from dataio.images.detection_sample import detection_sample
 from dataio.images.image_shards import ImageShards
-from dataio.images.target_columns import TargetColumns, has_boxes
 from dataio.images.pil_transform import hint, pil_only, transform_sample
-from dataio.images.turbo_decode import decode_crop_into, decode_image
 from dataio.pipeline.error_policy import ErrorPolicy, ErrorStats
 from dataio.loader.dataloader_args import given_options, keyword_checked
 from dataio.loader.map_style_errors import read_or_stand_in
@@ -99,7 +91,7 @@ class ShardDatasetConfig:
     cache_limit: int = DEFAULT_CACHE_LIMIT
     retries: int = 4
     retry_backoff: float = 0.2
-    targets: DetectionConfig | None = None  # a folder with boxes: the eval view's crop, min_visible, masks
+    targets: Any = None  # a folder with boxes: its DetectionConfig (the eval view's crop, min_visible, masks)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "on_error", ErrorPolicy(self.on_error))
@@ -116,7 +108,7 @@ class ShardDatasetConfig:
             fast_resize=self.fast_resize, reduced_decode=self.reduced_decode, region_decode=self.region_decode,
             on_error=self.on_error, max_errors=self.max_errors, verify_samples=self.verify_samples,
             verify_checksums=verify_checksums, storage_options=self.storage_options, cache_dir=self.cache_dir,
-            cache_limit=self.cache_limit, retries=self.retries, retry_backoff=self.retry_backoff, targets=self.targets)
+            cache_limit=self.cache_limit, retries=self.retries, retry_backoff=self.retry_backoff)
 
 
 DATASET_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ShardDatasetConfig)}
@@ -149,7 +141,7 @@ class ShardDataset(torch.utils.data.Dataset):
                  cache_limit: int = DEFAULT_CACHE_LIMIT,
                  retries: int = 4,
                  retry_backoff: float = 0.2,
-                 targets: DetectionConfig | None = None) -> None:
+                 targets: Any = None) -> None:
         """A map-style data set over ``source``; the keywords are :class:`ShardDatasetConfig`'s fields (one line
         each there), ``config=`` gives them at once (a keyword then replaces that field)."""
         options = given_options(locals(), DATASET_DEFAULTS)
@@ -157,7 +149,7 @@ class ShardDataset(torch.utils.data.Dataset):
                                                                              **options))
         reader = self._reader(verify_checksums=self.config.verify_checksums)  # a bad source is named here
         self._num_samples, self._fingerprint = len(reader.table), reader.manifest.fingerprint()
-        if self._columns_of(reader) is not None and target_transform is not None:  # a dict: transform= takes it
+        if not self._item_of(reader).takes_target_transform and target_transform is not None:
             raise ConfigError("{0} applies to a label; a sample with boxes is one dict: give transform=", "target_transform")
         if transform is not None and not (self.config.to_pil or self.config.normalize) and pil_only(transform):
             self._pil_input = True
@@ -169,22 +161,25 @@ class ShardDataset(torch.utils.data.Dataset):
         self.transform, self.target_transform, self.config = transform, target_transform, config
         self.errors = ErrorStats(max_errors=config.max_errors)  # skip/warn: this process's bad samples
         self._opened: tuple[int, ImageShards, bool] | None = None  # (pid, reader, whether this data set owns it)
-        self._normalize = Normalize(config.mean, config.std) if config.normalize else None
         self._num_samples, self._fingerprint = 0, ""
         self._pil_input = False  # the transform takes PIL images only (dataio.images.pil_transform)
-        self._columns: tuple[ImageShards, TargetColumns | None] | None = None  # a folder's box targets, per reader
+        self._kind: tuple[Kind, Any] | None = None  # the kind read as, and its options (None: the folder's declared)
+        self._item: tuple[ImageShards, Any] | None = None  # the kind's item reader, per reader
 
     @classmethod
-    def over_shards(cls, shards: ImageShards, c: ImageLoaderConfig, image_size: int) -> "ShardDataset":
-        """A loader's eval view (``ImageLoader.dataset``), reading through its ``shards`` in this process."""
+    def over_shards(cls, shards: ImageShards, c: ImageLoaderConfig, image_size: int, *, kind: Kind,
+                    options: Any) -> "ShardDataset":
+        """A loader's eval view (``ImageLoader.dataset``), reading through its ``shards`` in this process, as the
+        loader's ``kind`` with its ``options``."""
         config = ShardDatasetConfig(
             image_size=image_size, val_crop_ratio=c.val_crop_ratio, normalize=c.normalize, mean=c.mean,
             std=c.std, fast_resize=c.fast_resize, reduced_decode=c.reduced_decode, region_decode=c.region_decode,
             on_error=c.on_error, max_errors=c.max_errors, verify_samples=c.verify_samples,
             storage_options=c.storage_options, cache_dir=c.cache_dir, cache_limit=c.cache_limit, retries=c.retries,
-            retry_backoff=c.retry_backoff, targets=c.targets)
+            retry_backoff=c.retry_backoff)
         dataset = cls.__new__(cls)
         dataset._setup(shards.source_of(), None, None, config)
+        dataset._kind = (kind, options)
         dataset._opened = (os.getpid(), shards, False)
         dataset._num_samples, dataset._fingerprint = len(shards.table), shards.manifest.fingerprint()
         return dataset
@@ -237,8 +232,9 @@ class ShardDataset(torch.utils.data.Dataset):
 
     @property
     def category_ids(self) -> tuple[int, ...] | None:
-        """A COCO folder's category id of each label; None for other folders (``dataio.images.sample_facts``)."""
-        return None if isinstance(self.source, dict) else coco_category_ids(self._reader().manifest, self.classes)
+        """A COCO folder's category id of each label; None for other folders (``dataio.detection.detection_facts``)."""
+        reader = self._reader()
+        return self._kind_of(reader)[0].part("facts")(reader, self._item_of(reader)).category_ids
 
     @property
     def class_to_idx(self) -> dict[str, int]:
@@ -246,70 +242,42 @@ class ShardDataset(torch.utils.data.Dataset):
 
     @property
     def targets(self) -> list[int]:
-        """The label of every sample, in sample order (as ``ImageFolder.targets``)."""
-        return self._reader().table.label.astype(np.int64).tolist()
+        """The label of every sample, in sample order (as ``ImageFolder.targets``); -1 for samples without a class
+        (image-text pairs, boxes, views)."""
+        table = self._reader().table
+        return [-1] * len(table) if table.label is None else table.label.astype(np.int64).tolist()
 
     def __getitem__(self, index: int) -> tuple[Any, Any] | dict[str, Any]:
-        """(image, label) of sample ``index`` (negative from the end), transformed, or an image-text pair's dict;
-        IndexError past the end."""
+        """(image, label) of sample ``index`` (negative from the end), transformed, or another kind's item (an
+        image-text pair's dict, a sample with boxes); IndexError past the end."""
         index = operator.index(index)
         if not -len(self) <= index < len(self):
             raise IndexError(f"sample {index} is not in 0..{len(self) - 1}")
         reader = self._reader()
-        sample = read_or_stand_in(
-            lambda i: self._sample(reader, i), lambda i, e: reader.sample_error(i, f"{type(e).__name__}: {e}"),
-            index % len(self), len(self), self.config.on_error, self.errors)
-        if isinstance(sample, dict):  # a sample with boxes: the transform takes the dict (torchvision v2's way)
-            return sample if self.transform is None else self.transform(sample)
-        image, label = sample
-        if self.transform is not None:  # given PIL images if it takes only those (dataio.images.pil_transform)
-            image, self._pil_input = transform_sample(self.transform, image, self._pil_input)
-        if isinstance(label, dict):  # an image-text pair: its caption and key for a label
-            caption = label["caption"] if self.target_transform is None else self.target_transform(label["caption"])
-            return {"image": image, "caption": caption, "key": label["key"]}
-        if self.target_transform is not None:
-            label = self.target_transform(label)
-        return image, label
+        item = self._item_of(reader)
+        sample = read_or_stand_in(item, lambda i, e: reader.sample_error(i, f"{type(e).__name__}: {e}"),
+                                  index % len(self), len(self), self.config.on_error, self.errors)
+        return item.transformed(sample, self)
 
-    def _columns_of(self, reader: ImageShards) -> TargetColumns | None:
-        """The box targets of ``reader``'s folder (None without boxes), opened once per reader."""
-        if self._columns is None or self._columns[0] is not reader:
-            with_boxes = self.config.targets is not None or has_boxes(reader)
-            self._columns = (reader, TargetColumns(reader, (self.config.targets or DetectionConfig()).masks)
-                             if with_boxes else None)
-        return self._columns[1]
+    def transformed_image(self, image: Any) -> Any:
+        """``image`` through ``transform`` (given PIL images if it takes only those: ``dataio.images.pil_transform``)."""
+        if self.transform is None:
+            return image
+        image, self._pil_input = transform_sample(self.transform, image, self._pil_input)
+        return image
 
-    def _sample(self, reader: ImageShards, index: int) -> tuple[Any, int | dict[str, str]] | dict:
-        """Sample ``index`` read (checked against its checksum) and decoded; raises data errors."""
-        c, columns = self.config, self._columns_of(reader)
-        if columns is not None:  # a dict of the image and its targets (dataio.images.detection_sample)
-            sample = detection_sample(reader, columns, index, c.targets or DetectionConfig(), c.image_size,
-                                      val_crop_ratio=c.val_crop_ratio, to_pil=c.to_pil,
-                                      decode=dict(fast_resize=c.fast_resize, reduced_decode=c.reduced_decode,
-                                                  region_decode=c.region_decode))
-            if self._normalize is not None:
-                sample["image"] = self._normalize(sample["image"][None])[0]
-            return sample
-        data = reader.read(index)
-        label: int | dict[str, str] = int(reader.table.label[index])
-        if holds_pairs(reader.manifest.sample_fields()):
-            label = {"caption": caption_of(reader, index), "key": reader.table.key(index)}
-        if c.image_size is None:
-            pixels = decode_image(data, to_pil=c.to_pil)
-        else:  # the loader's val path: the same boxes and the same decode into an (S, S, 3) buffer
-            rows = slice(index, index + 1)
-            box = crop_boxes.center_crop_boxes(reader.table.width[rows], reader.table.height[rows], c.val_crop_ratio)[0]
-            pixels = np.empty((c.image_size, c.image_size, 3), dtype=np.uint8)
-            decode_crop_into(data, box, False, pixels, fast_resize=c.fast_resize, reduced_decode=c.reduced_decode,
-                             region_decode=c.region_decode)
-            if c.to_pil:
-                pixels = Image.fromarray(pixels)
-        if c.to_pil:
-            return pixels, label
-        image = torch.from_numpy(pixels).permute(2, 0, 1)  # CHW view of the decoded HWC pixels
-        if self._normalize is not None:
-            image = self._normalize(image[None])[0]
-        return image, label
+    def _kind_of(self, reader: ImageShards) -> tuple[Kind, Any]:
+        """The kind the data set reads (a loader's, or its folder's declared kind) and its options."""
+        if self._kind is not None:
+            return self._kind
+        return kind_of(reader.manifest), self.config.targets  # the one kind option a data set takes (boxes')
+
+    def _item_of(self, reader: ImageShards) -> Any:
+        """The kind's item reader over ``reader`` (``dataio.formats.kinds``), made once per reader."""
+        if self._item is None or self._item[0] is not reader:
+            kind, options = self._kind_of(reader)
+            self._item = (reader, kind.part("item")(reader, self.config, options))
+        return self._item[1]
 
     # -- dataio.DataLoader(ShardDataset(...)) ---------------------------------------------
     @property

@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from dataio.augment.seeding import SeedKey
+from dataio.augment.seeding import SeedKey, hook_seed
 from dataio.formats.errors import ConfigError
 from dataio.loader.loader_config import LoaderConfig
 from dataio.loader.rebuilt_on_unpickle import record_arguments
 from dataio.loader.sample_sharing import SampleSharing
 from dataio.loader.source_loader import SourceLoader
-from dataio.pipeline.field_copy import FieldCopy
+from dataio.pipeline.device_stage import DeviceStage, FieldsFinish
 from dataio.pipeline.hook_sizes import check_rows
 from dataio.pipeline.host_batch import HostBatch
 from dataio.pipeline.loader_stats import LoaderStats
@@ -64,8 +64,9 @@ class SampleLoader(SampleSharing, SourceLoader):
         stats = LoaderStats(max_errors=c.max_errors, stages=StageTimes(profile=c.profile), fixed_threads=c.num_workers)
         self._start(source, stats, fingerprint=getattr(source, "fingerprint", lambda: "")(), threads=c.num_workers,
                     prefetch=c.prefetch_batches, timeout=c.timeout, num_workers=c.num_workers)
-        self._fields = FieldCopy(self._copy.device, stats.stages, pin=c.pin_memory, batch_transform=c.batch_transform,
-                                 check=_checked)
+        self._stage = DeviceStage(self._copy.device, stats.stages, FieldsFinish(_checked, with_ids=True),
+                                  pin=c.pin_memory, batch_transform=c.batch_transform,
+                                  seed_of=lambda host: hook_seed(host.key))
         record_arguments(self, SampleLoader.__init__, (source, config), options)  # pickled as these (ddp_spawn)
 
     @property
@@ -79,7 +80,7 @@ class SampleLoader(SampleSharing, SourceLoader):
         if not len(host.samples):
             return None
         check_source_rows(self.source, host.fields, len(host.samples))  # a new kind's source: not taken on trust
-        return self._fields({**host.fields, "sample_ids": host.samples, "repeated": host.repeated}, len(host.samples))
+        return self._stage(host)
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         return self._iterate(lambda moved, host: moved)

@@ -39,7 +39,7 @@ from dataio.sampling.world import resolve_world
 
 log = logging.getLogger("dataio")
 _INTERNALS = {"_pool": ("driver", "_pool"), "_gate": ("driver", "_gate"), "_dali": ("source", "dali"),
-              "_buffers": ("source", "buffers")}
+              "_buffers": ("source", "buffers"), "_transfer": ("_stage", "finish")}
 
 
 class SourceLoader(RebuiltOnUnpickle, ResumableLoader):
@@ -255,7 +255,8 @@ class SourceLoader(RebuiltOnUnpickle, ResumableLoader):
 
     def __getattr__(self, name: str) -> Any:
         """The parts' internals under the names the loaders gave them before the skeleton, for code that inspects
-        them: ``_pool`` and ``_gate`` (the driver's decode threads and auto gate), ``_dali`` and ``_buffers``."""
+        them: ``_pool`` and ``_gate`` (the driver's decode threads and auto gate), ``_dali`` and ``_buffers``,
+        ``_transfer`` (the device stage's finish)."""
         owner, attribute = _INTERNALS.get(name, (None, None))
         part = self.__dict__.get(owner) if owner else None
         if part is None or not hasattr(part, attribute):

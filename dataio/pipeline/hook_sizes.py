@@ -45,3 +45,13 @@ def checked_text_batch(out: object, rows: int) -> dict:
     check_rows("batch_transform", {name: out[name] for name in TEXT_ROW_FIELDS if hasattr(out.get(name), "shape")},
                rows, "rows")
     return out
+
+
+def checked_dict(out: object, rows: int, *, per_object: frozenset[str] = frozenset()) -> dict:
+    """A dict ``batch_transform`` returned (image-text pairs, boxes, views), whose per-sample fields keep the batch's
+    ``rows`` (``per_object`` fields, a row per box, have rows of their own)."""
+    if not isinstance(out, dict):
+        raise ConfigError(f"{{0}} must return the batch dict, got {type(out).__name__}", "batch_transform")
+    check_rows("batch_transform", {name: value for name, value in out.items()
+                                   if name not in per_object and hasattr(value, "shape")}, rows, "samples")
+    return out

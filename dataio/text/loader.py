@@ -3,19 +3,15 @@
 Modes (``TextLoaderConfig.mode``):
 
 - ``fixed``: ``batch_size`` random samples per batch, padded;
-- ``bucket``: ``batch_size`` samples of similar length (sorted within
-  shuffled windows; batch order shuffled);
-- ``budget``: as bucket, but each batch takes as many rows as fit
-  ``max_tokens`` (rows x padded length), so the batch size varies;
-- ``pack``: documents concatenated into ``block_size`` rows with document
-  boundaries (``cu_seqlens``, ``position_ids``), no padding but the tail.
+- ``bucket``: ``batch_size`` samples of similar length (sorted within shuffled windows; batch order shuffled);
+- ``budget``: as bucket, but each batch takes as many rows as fit ``max_tokens`` (rows x padded length);
+- ``pack``: documents concatenated into ``block_size`` rows with document boundaries (``cu_seqlens``,
+  ``position_ids``), no padding but the tail.
 
-Each epoch's plan is built globally and dealt to ranks (``dataio.text.batch_plans``),
-so every rank gets the same number of batches. Batches are dicts of int64
-tensors (see ``dataio.text.collate``) plus ``repeated`` (bool per row:
-padding repeats that evaluation should drop); ``state_dict`` resumes
-mid-epoch, on the same or another world size. A façade over the loader
-skeleton (``dataio.loader.source_loader``): its source reads each batch inline
+Each epoch's plan is built globally and dealt to ranks (``dataio.text.batch_plans``), so every rank gets the same
+number of batches. Batches are dicts of int64 tensors (see ``dataio.text.collate``) plus ``repeated`` (bool per
+row: padding repeats that evaluation should drop); ``state_dict`` resumes mid-epoch, on the same or another world
+size. A façade over the loader skeleton (``dataio.loader.source_loader``): its source reads each batch inline
 (``token_batches``), its data is opened by ``token_data``.
 """
 
@@ -35,7 +31,7 @@ from dataio.formats.remote.storage import redact
 from dataio.loader.dataloader_args import (Capabilities, check_sampler_size, constructor_defaults, dataloader_fields,
                                            given_options, keyword_checked)
 from dataio.loader.source_loader import SourceLoader
-from dataio.pipeline.field_copy import FieldCopy
+from dataio.pipeline.device_stage import DeviceStage, FieldsFinish
 from dataio.pipeline.error_policy import ErrorPolicy
 from dataio.pipeline.hook_sizes import checked_text_batch
 from dataio.pipeline.host_batch import HostBatch
@@ -129,11 +125,15 @@ class TextLoader(GatheredRows, SourceLoader, TokenFacts):
         self.padding_tokens = self.real_tokens = 0  # counters over everything yielded
         source_ = TokenBatchSource(self.shards, stats.stages, pad_multiple=c.pad_multiple, ignore_index=c.ignore_index)
         self._start(source_, stats, fingerprint=self.data.fingerprint(), threads=0, inline=True)
-        self._fields = FieldCopy(self._copy.device, stats.stages, pin=c.pin_memory, batch_transform=c.batch_transform,
-                                 check=checked_text_batch)
+        self._stage = DeviceStage(self._copy.device, stats.stages, FieldsFinish(checked_text_batch, with_ids=False),
+                                  pin=c.pin_memory, batch_transform=c.batch_transform)
         log.info("TextLoader(%s): %d samples, mode %s, %d batches in epoch 0 over %d ranks%s", self.folder,
                  len(self.shards), c.mode, len(self.global_plan(0)[1]), self.world_size,
                  f", a mixture of {len(self.mixture.names)} sources" if self.mixture else "")
+
+    @staticmethod
+    def dropin_defaults(options: dict[str, Any], *, where: str, shuffles: bool) -> None:
+        options.setdefault("mode", "fixed")  # what dataio.DataLoader gives: DataLoader's fixed-size batches
 
     def set_weights(self, weights: Any) -> None:
         """Blend a mixture by ``weights`` instead, on a fresh loader (``dataio train`` places a schedule given in
@@ -216,7 +216,7 @@ class TextLoader(GatheredRows, SourceLoader, TokenFacts):
             self.mixture.count_batch(self.stats.sources, samples, self.shards.lengths, real, host.extra.get("pieces"))
 
     def _move(self, host: HostBatch) -> dict[str, torch.Tensor] | None:
-        return self._fields(self._arrays(host), len(host.samples)) if len(host.samples) else None
+        return self._stage(host)
 
     def _share_settings(self) -> dict[str, Any]:
         return self.config.share_settings()

@@ -16,7 +16,7 @@ import torch
 
 from dataio.formats.dataset.manifest import open_dataset
 from dataio.formats.errors import ConfigError
-from dataio.images.caption_config import CaptionConfig
+from dataio.pairs.caption_config import CaptionConfig
 from dataio.images.loader import ImageLoader
 from dataio.train.clip_task import PairLoaders
 from dataio.train.config import TrainConfig

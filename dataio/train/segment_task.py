@@ -26,7 +26,7 @@ from dataio.augment import RandAugmentConfig
 from dataio.formats.coco.coco_fields import declares_masks
 from dataio.formats.dataset.manifest import Manifest, open_dataset
 from dataio.formats.errors import ConfigError
-from dataio.images.detection_config import DetectionConfig
+from dataio.detection.detection_config import DetectionConfig
 from dataio.images.loader import ImageLoader
 from dataio.train.config import TrainConfig
 from dataio.train.image_task import ImageTask, _schedule

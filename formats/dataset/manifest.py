@@ -17,6 +17,7 @@ from typing import Any
 from dataio.formats.errors import DataioError, ShardError
 from dataio.formats.dataset.sample_fields import (FieldSpec, FieldsError, declared_columns, default_fields,
                                                   parse_fields)
+from dataio.formats.dataset.sample_kind import SAMPLE_KINDS, inferred_kind
 from dataio.formats.bounded_read import read_at_most
 from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.limits import MAX_MANIFEST_BYTES
@@ -48,7 +49,7 @@ class ShardEntry:
 class Manifest:
     """Counts, classes and shards of one packed data set."""
 
-    kind: str  # "images" or "text"
+    kind: str  # the layout: "images" (shards and a sample table) or "text" (token shards)
     num_samples: int
     shards: tuple[ShardEntry, ...]
     classes: tuple[str, ...] = ()
@@ -57,6 +58,7 @@ class Manifest:
     options: dict[str, Any] = field(default_factory=dict)
     version: int = FORMAT_VERSION
     fields: tuple[FieldSpec, ...] = ()  # each sample's fields (sample_fields); () in folders packed before them
+    sample_kind: str = ""  # the kind of sample (sample_kind.SAMPLE_KINDS); "" in folders packed before kinds
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -65,11 +67,17 @@ class Manifest:
         data["fields"] = [f.to_dict() for f in self.fields]
         if not self.fields:  # a folder packed before fields were declared keeps its bytes and its fingerprint
             del data["fields"]
+        if not self.sample_kind:  # likewise a folder packed before kinds were declared
+            del data["sample_kind"]
         return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
     def sample_fields(self) -> tuple[FieldSpec, ...]:
         """The declared fields, or those of the folder's kind before fields were declared."""
         return self.fields or default_fields(self.kind, self.options)
+
+    def declared_kind(self) -> str:
+        """The kind of sample the folder holds: declared, or inferred once for older folders (``sample_kind``)."""
+        return inferred_kind(self.kind, self.sample_kind, self.sample_fields())
 
     def table_columns(self) -> frozenset[str]:
         """The sample-table columns its declared fields add (a reader accepts these beside its own)."""
@@ -157,10 +165,22 @@ def parse_manifest(text: str, where: str = MANIFEST_NAME) -> Manifest:
         sample_table=_safe_name(table, where) if (table := _optional(data, "sample_table", str, SAMPLE_TABLE_NAME)) else "",
         options=data["options"] if isinstance(data.get("options"), dict) else {},
         fields=_fields(data, where),
+        sample_kind=_sample_kind(data, where),
     )
     if sum(s.num_samples for s in manifest.shards) != manifest.num_samples:
         raise ManifestError(f"{where}: num_samples {manifest.num_samples} != sum over shards")
     return manifest
+
+
+def _sample_kind(data: dict[str, Any], where: str) -> str:
+    """The declared kind, one this dataio reads ("" when the manifest predates the key)."""
+    if "sample_kind" not in data:
+        return ""
+    value = data["sample_kind"]
+    if value not in SAMPLE_KINDS:
+        shown = repr(value)[:40] if isinstance(value, str) else type(value).__name__
+        raise ManifestError(f"{where}: sample_kind {shown} is not a kind this dataio reads ({', '.join(SAMPLE_KINDS)})")
+    return value
 
 
 def _fields(data: dict[str, Any], where: str) -> tuple[FieldSpec, ...]:

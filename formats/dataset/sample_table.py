@@ -1,4 +1,4 @@
-"""The per-sample table of an image shard folder: where each image is, and its label.
+"""The per-sample table of an image shard folder: where each image is, its size, and its label when it has one.
 
 Stored as an Arrow IPC file (``samples.arrow``) next to the shards and read
 memory-mapped, so opening a 1.28M-sample ImageNet costs milliseconds. Row i is
@@ -18,13 +18,16 @@ from dataio.formats.errors import DataioError
 from dataio.formats.files import write_atomic
 from dataio.formats.dataset.row_overlaps import overlapping_rows
 
+# The class label: a column of the folders whose samples declare one (classification: ``sample_fields``), not of
+# every table. Image-text pair and box folders packed before December 2026 hold one too (-1, or a label COCO's
+# converter made up), which readers accept and pass over.
+LABEL_FIELD = pa.field("label", pa.int32())
 SCHEMA = pa.schema(
     [
         ("key", pa.string()),
         ("shard", pa.int32()),
         ("offset", pa.int64()),  # byte offset of the image member's data in the shard
         ("size", pa.int64()),  # byte size of the image member
-        ("label", pa.int32()),
         ("width", pa.int32()),  # decoded image size, so crops can be drawn before decoding
         ("height", pa.int32()),
         ("path", pa.string()),  # source path relative to the source folder, as image_tree.escape_path writes it
@@ -33,7 +36,6 @@ SCHEMA = pa.schema(
 # Since format 1.1: the xxh3-64 of each image member, checked on every read (a flipped byte in a JPEG's
 # entropy-coded data decodes to wrong pixels without any error). Tables packed before have no such column.
 CHECKSUM_FIELD = pa.field("xxh3", pa.uint64())
-SCHEMA_WITH_CHECKSUM = SCHEMA.append(CHECKSUM_FIELD)
 
 
 def sample_checksum(data: bytes) -> int:
@@ -48,7 +50,7 @@ class SampleTable:
     shard: np.ndarray
     offset: np.ndarray
     size: np.ndarray
-    label: np.ndarray
+    label: np.ndarray | None  # (N,) int32 class labels; None in a table of samples without a class
     width: np.ndarray
     height: np.ndarray
     table: pa.Table
@@ -64,10 +66,24 @@ class SampleTable:
         return self.table.column("path")[i].as_py()
 
 
+def table_schema(names: object) -> pa.Schema:
+    """The schema's own columns for a table holding ``names``: ``SCHEMA``'s, the label after ``size`` when there is
+    one (where it always was), the checksum last."""
+    fields = list(SCHEMA)
+    if LABEL_FIELD.name in names:  # type: ignore[operator]
+        fields.insert(SCHEMA.get_field_index("width"), LABEL_FIELD)
+    if CHECKSUM_FIELD.name in names:  # type: ignore[operator]
+        fields.append(CHECKSUM_FIELD)
+    return pa.schema(fields)
+
+
+SCHEMA_WITH_CHECKSUM = table_schema({LABEL_FIELD.name, CHECKSUM_FIELD.name})  # a classification table's since 1.1
+
+
 def write_sample_table(path: str | Path, columns: dict[str, list]) -> None:
     """Write the table atomically (temp file, then rename); columns beyond ``SCHEMA``'s (declared fields) follow
     its own, with the types Arrow gives them."""
-    schema = SCHEMA_WITH_CHECKSUM if CHECKSUM_FIELD.name in columns else SCHEMA
+    schema = table_schema(columns)
     for name, values in columns.items():
         if name not in schema.names:
             schema = schema.append(pa.field(name, values.type if isinstance(values, (pa.Array, pa.ChunkedArray))
@@ -95,9 +111,10 @@ def read_sample_table(path: str | Path, data: bytes | None = None, declared: fro
     def column(name: str) -> np.ndarray:
         return table.column(name).to_numpy()
 
+    names = table.schema.names
     sample_table = SampleTable(
-        column("shard"), column("offset"), column("size"), column("label"), column("width"), column("height"), table,
-        column(CHECKSUM_FIELD.name) if CHECKSUM_FIELD.name in table.schema.names else None,
+        column("shard"), column("offset"), column("size"), column("label") if LABEL_FIELD.name in names else None,
+        column("width"), column("height"), table, column(CHECKSUM_FIELD.name) if CHECKSUM_FIELD.name in names else None,
     )
     return sample_table
 
@@ -154,7 +171,7 @@ def table_faults(table: SampleTable, shard_bytes: list[int], num_classes: int) -
 
     shard_ok = (table.shard >= 0) & (table.shard < len(shard_bytes))
     flag(~shard_ok, lambda r: f"shard index {int(table.shard[r])} is not in 0..{len(shard_bytes) - 1}")
-    if num_classes:
+    if num_classes and table.label is not None:
         flag((table.label < 0) | (table.label >= num_classes),
              lambda r: f"label {int(table.label[r])} is not in 0..{num_classes - 1}")
     flag(table.size > MAX_MEMBER_BYTES, lambda r: f"size {int(table.size[r])} bytes is absurd (> {MAX_MEMBER_BYTES})")

@@ -33,7 +33,7 @@ from dataio.augment.crop_boxes import center_crop_boxes
 from dataio.augment.randaugment import GEOMETRIC
 from dataio.formats.coco.coco_convert import ConvertCocoConfig, convert_coco
 from dataio.formats.coco.synthetic_coco import COLOURS, SyntheticCocoConfig, write_coco_folder
-from dataio.images.detection_config import DetectionConfig
+from dataio.detection.detection_config import DetectionConfig
 from tests.augment import shape_photos
 from tests.augment.shape_photos import shape_pixels
 from tests.augment.test_box_mask_geometry import within_two_pixels

@@ -18,7 +18,7 @@ from dataio.formats.dataset.manifest import read_manifest
 from dataio.formats.dataset.sample_table import read_sample_table
 from dataio.augment.bbox_crop import BBoxCropConfig
 from dataio.formats.errors import ConfigError, SampleError
-from dataio.images.detection_config import DetectionConfig
+from dataio.detection.detection_config import DetectionConfig
 from tests.images.test_detection_loader import rewrite_column
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,7 +85,7 @@ def test_a_target_column_with_offsets_past_its_values_is_named_not_a_crash(coco_
                           text=True, cwd=ROOT)
     assert done.returncode == 1 and reason in done.stdout + done.stderr, (done.returncode, done.stderr[-500:])
     opened = subprocess.run([sys.executable, "-c", "import sys\nfrom dataio import ImageLoader\n"
-                             "from dataio.images.detection_config import DetectionConfig\n"
+                             "from dataio.detection.detection_config import DetectionConfig\n"
                              "try:\n    loader = ImageLoader(sys.argv[1], batch_size=4, image_size=32, train=False, "
                              "targets=DetectionConfig(masks=True))\n    list(loader)\n"
                              "except ValueError as e:\n    print(e)\n    sys.exit(1)", str(folder)],

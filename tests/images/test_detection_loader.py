@@ -21,7 +21,7 @@ from dataio.formats.coco.synthetic_coco import CATEGORIES, SyntheticCocoConfig, 
 from dataio.formats.dataset.manifest import read_manifest
 from dataio.formats.dataset.sample_table import read_sample_table, write_sample_table
 from dataio.formats.errors import ConfigError, SampleError
-from dataio.images.detection_config import DetectionConfig
+from dataio.detection.detection_config import DetectionConfig
 from tests.augment.shape_photos import shape_pixels
 
 KEYS = {"image", "boxes", "labels", "valid", "num_boxes", "iscrowd", "image_id", "sample_ids", "repeated"}

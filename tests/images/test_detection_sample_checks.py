@@ -17,8 +17,8 @@ from dataio.formats.dataset.manifest import read_manifest
 from dataio.formats.dataset.sample_table import read_sample_table
 from dataio.augment.box_targets import BoxTargets
 from dataio.formats.errors import SampleError
-from dataio.images.detection_config import DetectionConfig
-from dataio.images.max_boxes import over_max_boxes
+from dataio.detection.detection_config import DetectionConfig
+from dataio.detection.max_boxes import over_max_boxes
 from tests.images.test_detection_hostile import crowded
 from tests.images.test_detection_loader import rewrite_column
 

@@ -20,8 +20,8 @@ from dataio.formats.dataset.sample_table import read_sample_table
 from dataio.formats.images.synthetic_pair_writers import write_img2dataset
 from dataio.formats.images.synthetic_pairs import SyntheticPairsConfig
 from dataio.formats.text.tokenizer_setup import TokenizerConfig
-from dataio.images.caption_batches import cut_rows
-from dataio.images.caption_config import CaptionConfig
+from dataio.pairs.caption_batches import cut_rows
+from dataio.pairs.caption_config import CaptionConfig
 from tests.pair_fixtures import indexed
 
 COUNT = 40  # pairs in the pair_tars fixture

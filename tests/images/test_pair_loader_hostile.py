@@ -13,7 +13,7 @@ import pytest
 from dataio import ImageLoader
 from dataio.errors import ConfigError, SampleError
 from dataio.formats.dataset.manifest import ManifestError
-from dataio.images.caption_config import CaptionConfig
+from dataio.pairs.caption_config import CaptionConfig
 from tests.pair_tamper import TAMPERED_ROW, tampered
 
 SECRET = "s3cr3tPASSWORD42"
@@ -43,7 +43,7 @@ def test_a_json_location_tampered_is_that_samples_error_under_the_policy(pair_ta
     assert seen == [i for i in range(40) if i != TAMPERED_ROW] and len(loader.stats.errors) == 1
 
 
-BUILD = ("import sys; from dataio import ImageLoader; from dataio.images.caption_config import CaptionConfig\n"
+BUILD = ("import sys; from dataio import ImageLoader; from dataio.pairs.caption_config import CaptionConfig\n"
          "try:\n    ImageLoader(sys.argv[1], batch_size=8, image_size=16, captions=CaptionConfig(tokenizer=sys.argv[2]))\n"
          "except Exception as e:\n    print(type(e).__name__, e)")
 

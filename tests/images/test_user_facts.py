@@ -117,7 +117,7 @@ def test_folders_not_from_coco_have_no_category_ids(image_shards, pair_tars):
 
 
 def test_caption_config_is_public_beside_detection_config():
-    assert dataio.CaptionConfig is __import__("dataio.images.caption_config", fromlist=["x"]).CaptionConfig
+    assert dataio.CaptionConfig is __import__("dataio.pairs.caption_config", fromlist=["x"]).CaptionConfig
     assert "CaptionConfig" in dataio.__all__ and "DetectionConfig" in dataio.__all__
 
 

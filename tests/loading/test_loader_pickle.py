@@ -13,7 +13,7 @@ import torch
 
 import dataio
 from dataio.errors import LoaderClosed, NotPicklable
-from dataio.images.detection_config import DetectionConfig
+from dataio.detection.detection_config import DetectionConfig
 from dataio.loader.sample_loader import SampleLoader
 from tests.pipeline.array_source import ArraySource
 

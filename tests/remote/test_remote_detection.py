@@ -6,7 +6,7 @@ import torch
 
 from dataio import ImageLoader
 from dataio.augment import RandAugmentConfig
-from dataio.images.detection_config import DetectionConfig
+from dataio.detection.detection_config import DetectionConfig
 
 OPTIONS = dict(batch_size=4, image_size=64, train=True, seed=4, num_workers=2,
                randaugment=RandAugmentConfig(num_ops=2, magnitude=9), targets=DetectionConfig(masks=True))

@@ -8,7 +8,7 @@ import threading
 import torch
 
 from dataio import ImageLoader
-from dataio.images.caption_config import CaptionConfig
+from dataio.pairs.caption_config import CaptionConfig
 from tests.remote.conftest import RangeHandler
 
 OPTIONS = dict(batch_size=8, image_size=32, seed=3, num_workers=2,

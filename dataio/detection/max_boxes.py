@@ -1,7 +1,7 @@
 """``DetectionConfig(max_boxes=K)`` checked on the host, in the read task, where a failure is a sample the error
 policy can drop: the device stage pads to K and cannot drop one (its batch is already fixed).
 
-The count is the device stage's (``detection_transfer``): the boxes through the
+The count is the device finish's (``detection_finish``): the boxes through the
 host's crop, resize and flip (and ``crop_on_device``'s crop, already in their
 maps), then the ``min_visible``/``min_side`` and crowd filters. With RandAugment
 (``warped``) its warps come after: they only clip a box (its visible fraction
@@ -19,7 +19,7 @@ import numpy as np
 
 from dataio.augment.box_targets import BoxTargets
 from dataio.formats.errors import SampleError
-from dataio.images.detection_config import DetectionConfig
+from dataio.detection.detection_config import DetectionConfig
 from dataio.pipeline.sample_source import Failures
 
 

@@ -3,9 +3,9 @@
 Boxes are ``augment.box_targets.BoxTargets`` (each box's visible polygon in the
 output's pixels, so later warps clip and measure it exactly), with the crowd
 flag and the mask of each row beside them (``masks[j]`` is row ``j``'s), and
-each sample's COCO image id. A batch keeps them in ``HostBatch.extra`` (they
-are ragged: the per-sample fields' row-wise ``keep`` does not apply), and the
-source's ``without`` drops a failed sample's rows here with its fields there.
+each sample's COCO image id. A batch holds them as its ``targets`` field: a
+ragged field (``pipeline.host_batch.Rows``), whose ``keep`` drops a failed
+sample's rows when the error policy drops the sample from the other fields.
 """
 
 from __future__ import annotations
@@ -26,7 +26,11 @@ class BatchTargets:
     masks: np.ndarray | None
     image_id: np.ndarray
 
-    def without(self, keep: np.ndarray) -> BatchTargets:
+    def __len__(self) -> int:
+        """Samples (not boxes): a per-sample field's count."""
+        return len(self.image_id)
+
+    def keep(self, keep: np.ndarray) -> BatchTargets:
         """Only the samples where ``keep`` (N,) bool is true, with their rows."""
         rows = keep[self.boxes.owners()]
         counts = np.diff(self.boxes.offsets)[keep]

@@ -19,8 +19,8 @@ import numpy as np
 from dataio.formats.dataset.pair_fields import MAX_META_BYTES
 from dataio.formats.errors import ConfigError, ShardError, UsageError
 from dataio.formats.remote.secrets import redact
-from dataio.images.caption_config import CaptionConfig
-from dataio.images.caption_data import CaptionData
+from dataio.pairs.caption_config import CaptionConfig
+from dataio.pairs.caption_data import CaptionData
 from dataio.images.image_shards import ImageShards
 from dataio.pipeline.error_policy import DATA_EXCEPTIONS
 from dataio.pipeline.sample_source import Failures

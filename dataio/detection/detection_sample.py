@@ -18,13 +18,14 @@ import numpy as np
 import torch
 from PIL import Image
 
+from dataio.augment import Normalize
 from dataio.augment.box_targets import BoxTargets
 from dataio.augment.crop_boxes import center_crop_boxes
 from dataio.augment.target_maps import crop_resize_maps
-from dataio.images.detection_config import DetectionConfig
+from dataio.detection.detection_config import DetectionConfig
 from dataio.images.image_shards import ImageShards
 from dataio.images.table_size import check_size
-from dataio.images.target_columns import TargetColumns
+from dataio.detection.target_columns import TargetColumns
 from dataio.images.turbo_decode import decode_crop_into, decode_image
 
 
@@ -66,3 +67,28 @@ def detection_sample(reader: ImageShards, columns: TargetColumns, index: int, ta
     if targets.masks:
         sample["masks"] = torch.from_numpy(np.ascontiguousarray(masks[keep]))
     return sample
+
+
+class DetectionItem:
+    """A box folder's item: the dict above, normalised with the data set's ``normalize``; ``transform`` takes the
+    whole dict (torchvision v2's way), and there is no ``target_transform`` (the targets are in the dict)."""
+
+    takes_target_transform = False
+
+    def __init__(self, reader: ImageShards, config: Any, options: DetectionConfig | None) -> None:
+        self.reader, self.config, self.targets = reader, config, options or DetectionConfig()
+        self.columns = TargetColumns(reader, self.targets.masks)
+        self.normalize = Normalize(config.mean, config.std) if config.normalize else None
+
+    def __call__(self, index: int) -> dict:
+        c = self.config
+        sample = detection_sample(self.reader, self.columns, index, self.targets, c.image_size,
+                                  val_crop_ratio=c.val_crop_ratio, to_pil=c.to_pil,
+                                  decode=dict(fast_resize=c.fast_resize, reduced_decode=c.reduced_decode,
+                                              region_decode=c.region_decode))
+        if self.normalize is not None:
+            sample["image"] = self.normalize(sample["image"][None])[0]
+        return sample
+
+    def transformed(self, sample: dict, dataset: Any) -> Any:
+        return sample if dataset.transform is None else dataset.transform(sample)

@@ -1,4 +1,4 @@
-"""The device stage of batches with box targets: the images as ``DeviceTransfer`` finishes them, the targets
+"""The device finish of batches with box targets: the images as ``ImageFinish`` lays them out, the targets
 through the same device crop and RandAugment draws, filtered, padded, as one dict.
 
 After the copy, a batch's images take the loader's device crop (``crop_on_device``:
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,53 +36,46 @@ import torch
 from dataio.augment.chain import CropBoxes, EpochSizedCrop, Normalize
 from dataio.augment.mask_targets import warp_masks
 from dataio.augment.randaugment import RandAugment
-from dataio.augment.seeding import derive_seed
 from dataio.augment.target_maps import randaugment_maps
-from dataio.formats.errors import ConfigError
-from dataio.images.batch_targets import BatchTargets
+from dataio.detection.batch_targets import BatchTargets
 from dataio.images.config import ImageLoaderConfig
-from dataio.images.detection_config import DetectionConfig
-from dataio.images.device_transfer import BATCH_TRANSFORM_STREAM
-from dataio.images.sample_transform import takes_generator
-from dataio.pipeline.hook_sizes import check_rows
+from dataio.detection.detection_config import DetectionConfig
+from dataio.pipeline.hook_sizes import checked_dict
 from dataio.pipeline.host_batch import HostBatch
-from dataio.pipeline.stage_times import StageTimes
 
 
-class DetectionTransfer:
-    """``transfer(host_batch) -> dict`` (module docstring) on ``config.device``."""
+class DetectionFinish:
+    """``finish(moved, host) -> dict`` (module docstring) on ``config.device``."""
 
-    def __init__(self, config: ImageLoaderConfig, times: StageTimes,
-                 sample_error: Callable[[int, str], Exception] | None = None) -> None:
+    stage = "augment"
+
+    def __init__(self, config: ImageLoaderConfig, options: DetectionConfig | None, source: Any) -> None:
         c = config
-        self.sample_error = sample_error  # names a sample by shard and key (``ImageShards.sample_error``)
-        self.device, self.times, self.detection = torch.device(c.device), times, c.targets or DetectionConfig()
+        self.sample_error: Callable[[int, str], Exception] = source.shards.sample_error  # names a sample
+        self.device, self.detection = torch.device(c.device), options or DetectionConfig()
         self.normalize = Normalize(c.mean, c.std) if c.normalize else None
         self.memory_format = torch.channels_last if c.channels_last else torch.contiguous_format
         self.crop = EpochSizedCrop(c.image_size, schedule=c.schedule, scale=c.crop_scale, ratio=c.crop_ratio,
                                    hflip=c.hflip) if c.crop_on_device else None
         self.randaugment = RandAugment(dataclasses.replace(c.randaugment, output="float")) if c.randaugment else None
-        self.batch_transform = c.batch_transform
-        self._generator = torch.Generator(device=self.device) if c.batch_transform and takes_generator(
-            c.batch_transform) else None
 
-    def __call__(self, batch: HostBatch) -> dict[str, torch.Tensor] | None:
-        if not len(batch):  # every sample failed under skip: counted, then dropped
-            return None
-        targets: BatchTargets = batch.extra["targets"]
-        with self.times.range("copy", self.device):
-            images = batch.fields["image"].to(self.device, non_blocking=True).permute(0, 3, 1, 2)
-            masks = None if targets.masks is None else torch.from_numpy(targets.masks).to(self.device)
-        with self.times.range("augment", self.device):
-            images, boxes, masks, keep = self._augment(images, targets, masks, batch)
-            out = self._padded(boxes, targets.iscrowd[keep], masks, batch)
-            out["image"] = self._finish(images)
-            out.update(image_id=torch.from_numpy(targets.image_id), sample_ids=torch.from_numpy(batch.samples),
-                       repeated=torch.from_numpy(batch.repeated))
-        if self.batch_transform is None:
-            return out
-        with self.times.range("batch_transform", self.device):
-            return self._user(out, batch)
+    def fields(self, host: HostBatch) -> dict[str, Any]:
+        return {"image": host.fields["image"]}  # the targets stay on the host until they are mapped and padded
+
+    def __call__(self, moved: dict[str, Any], host: HostBatch) -> dict[str, torch.Tensor]:
+        targets: BatchTargets = host.fields["targets"]
+        images = moved["image"].permute(0, 3, 1, 2)
+        masks = None if targets.masks is None else torch.from_numpy(targets.masks).to(self.device)
+        images, boxes, masks, keep = self._augment(images, targets, masks, host)
+        out = self._padded(boxes, targets.iscrowd[keep], masks, host)
+        out["image"] = self._finish(images)
+        out.update(image_id=torch.from_numpy(targets.image_id), sample_ids=torch.from_numpy(host.samples),
+                   repeated=torch.from_numpy(host.repeated))
+        return out
+
+    def checked(self, out: Any, rows: int) -> dict:
+        """``batch_transform(dict)``'s result; ``masks`` has a row per box, the other fields a row per sample."""
+        return checked_dict(out, rows, per_object=frozenset({"masks"}))
 
     def _augment(self, images: torch.Tensor, targets: BatchTargets, masks: torch.Tensor | None,
                  batch: HostBatch) -> tuple:
@@ -136,16 +130,3 @@ class DetectionTransfer:
         if images.is_floating_point():
             images = images.round().clamp_(0, 255).to(torch.uint8)
         return images.contiguous(memory_format=self.memory_format)
-
-    def _user(self, out: dict[str, torch.Tensor], batch: HostBatch) -> dict[str, torch.Tensor]:
-        """``batch_transform(dict) -> dict`` (with a generator seeded for the batch when it takes one)."""
-        if self._generator is None:
-            result = self.batch_transform(out)
-        else:
-            self._generator.manual_seed(derive_seed(batch.key, BATCH_TRANSFORM_STREAM))
-            result = self.batch_transform(out, generator=self._generator)
-        if not isinstance(result, dict):
-            raise ConfigError(f"{{0}} must return the batch dict, got {type(result).__name__}", "batch_transform")
-        per_sample = {name: value for name, value in result.items() if name != "masks" and hasattr(value, "shape")}
-        check_rows("batch_transform", per_sample, len(batch), "samples")
-        return result

@@ -12,7 +12,7 @@ ones; with ``crop_on_device`` the decode's map, then the device crop's): one
 task maps the batch's boxes (``BoxTargets``, vectorised), and with masks each
 decode task's samples get theirs (decoded from RLE, ``coco_rle``, and resampled
 nearest-neighbour at the output size). RandAugment, the box filter and padding
-happen after the copy (``detection_transfer``). A sample's failures are found in
+happen after the copy (``detection_finish``). A sample's failures are found in
 its read tasks, where the error policy can drop it: an image whose header size
 is not the table's (``table_size``: its boxes would be mapped wrong), more boxes
 than ``max_boxes`` (``max_boxes``). The tasks close over the
@@ -22,7 +22,6 @@ batch's dicts, never over its ``BatchStart`` (no reference cycle: see
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -33,17 +32,15 @@ from dataio.augment.box_targets import BoxTargets
 from dataio.augment.crop_boxes import center_crop_boxes, flips, random_resized_crop_boxes
 from dataio.augment.mix import refuse_with_box_targets
 from dataio.augment.target_maps import crop_resize_maps, decoded_crop_boxes, device_crop_maps
-from dataio.images.batch_targets import BatchTargets
+from dataio.detection.batch_targets import BatchTargets
 from dataio.images.config import ImageLoaderConfig
 from dataio.images.dali_decode import DaliDecoder
-from dataio.images.detection_config import DetectionConfig
-from dataio.images.detection_transfer import DetectionTransfer
+from dataio.detection.detection_config import DetectionConfig
 from dataio.images.image_batches import CHUNK, ImageBatchSource
 from dataio.images.image_shards import ImageShards
-from dataio.images.max_boxes import over_max_boxes
-from dataio.images.target_columns import BatchObjects, TargetColumns
-from dataio.pipeline.host_batch import HostBatch
-from dataio.pipeline.sample_source import BatchStart, Failures, drop_samples
+from dataio.detection.max_boxes import over_max_boxes
+from dataio.detection.target_columns import BatchObjects, TargetColumns
+from dataio.pipeline.sample_source import BatchStart, Failures
 from dataio.pipeline.stage_times import Lap, StageTimes
 
 
@@ -53,10 +50,12 @@ class DetectionBatchSource(ImageBatchSource):
     check_sizes = True  # targets are mapped in the table's size: an image of another size fails (``table_size``)
     normalizes_on_host = False  # DetectionTransfer normalises after its device crop and RandAugment
 
-    def __init__(self, shards: ImageShards, config: ImageLoaderConfig, times: StageTimes, *,
-                 dali: DaliDecoder | None = None, threads: int = 0) -> None:
-        super().__init__(shards, config, times, dali=dali, threads=threads)
-        self.detection = config.targets or DetectionConfig()
+    def __init__(self, shards: ImageShards, config: ImageLoaderConfig, options: DetectionConfig | None,
+                 times: StageTimes, *, dali: DaliDecoder | None = None, threads: int = 0) -> None:
+        refuse_with_box_targets(config.mix)  # MixUp/CutMix has no rule for boxes
+        options = options or DetectionConfig()
+        super().__init__(shards, config, options, times, dali=dali, threads=threads)
+        self.detection = options
         self.columns = TargetColumns(shards, self.detection.masks)
 
     def start_batch(self, index: int, keys: np.ndarray, key: SeedKey) -> BatchStart:
@@ -93,25 +92,26 @@ class DetectionBatchSource(ImageBatchSource):
         owners = np.repeat(np.arange(n), objects.counts)[rows]
         bounds = np.concatenate([[0], np.cumsum(np.bincount(owners, minlength=n))])
         masks = np.zeros((len(rows), out, out), np.uint8) if d.masks else None
-        extra = start.extra
+        fields = start.fields
         lap = self.times.lap()
-        tasks = [lambda: self._map_boxes(extra, objects, kept, keys, widths, heights, maps, out, masks, lap)]
+        tasks = [lambda: self._map_boxes(fields, objects, kept, keys, widths, heights, maps, out, masks, lap)]
         laps = [lap]
         if masks is not None:
             for lo in range(0, n, CHUNK):
                 laps.append(self.times.lap())
                 tasks.append(lambda lo=lo, lap=laps[-1]: self._masks(keys, objects, rows, bounds, maps, masks, lo,
                                                                      min(lo + CHUNK, n), lap))
-        return BatchStart(start.fields, [*start.tasks, *tasks], laps=(*start.laps, *laps), extra=extra)
+        return BatchStart(fields, [*start.tasks, *tasks], laps=(*start.laps, *laps))
 
-    def _map_boxes(self, extra: dict[str, Any], objects: BatchObjects, kept: np.ndarray, keys: np.ndarray,
+    def _map_boxes(self, fields: dict[str, Any], objects: BatchObjects, kept: np.ndarray, keys: np.ndarray,
                    widths: np.ndarray, heights: np.ndarray, maps: np.ndarray, out: int, masks: np.ndarray | None,
                    lap: Lap) -> Failures:
-        """The batch's boxes in the output's pixels (their visible polygons: ``BoxTargets``), into ``extra``."""
+        """The batch's boxes in the output's pixels (their visible polygons: ``BoxTargets``), as its ``targets``
+        field (ragged rows: ``BatchTargets`` drops a failed sample's rows with it)."""
         with lap("targets"):
             boxes = BoxTargets.from_ragged(objects.boxes, objects.labels, objects.counts, widths, heights)
             boxes = boxes.select(kept).mapped(maps, out, out)
-            extra["targets"] = BatchTargets(boxes, objects.iscrowd[kept], masks, self.columns.image_ids(keys))
+            fields["targets"] = BatchTargets(boxes, objects.iscrowd[kept], masks, self.columns.image_ids(keys))
             failures = over_max_boxes(boxes, objects.iscrowd[kept], self.detection, keys, self.shards.sample_error,
                                       warped=self.config.randaugment is not None)
         lap.flush()
@@ -139,22 +139,3 @@ class DetectionBatchSource(ImageBatchSource):
         lap.items = hi - lo
         lap.flush()
         return failures
-
-    def without(self, batch: HostBatch, positions: list[int]) -> HostBatch:
-        """The failed samples dropped from the fields and from the targets' rows."""
-        keep = np.ones(len(batch), dtype=bool)
-        keep[positions] = False
-        targets = batch.extra.get("targets")
-        if targets is not None:
-            batch.extra["targets"] = targets.without(keep)
-        return drop_samples(batch, positions)
-
-
-def detection_source_and_transfer(shards: ImageShards, config: ImageLoaderConfig, times: StageTimes, *,
-                        dali: DaliDecoder | None, threads: int) -> tuple[ImageBatchSource, Callable[[HostBatch], Any]]:
-    """The loader's source and device stage: with targets (``DetectionTransfer``'s dict batches) when
-    ``config.targets`` is given or the folder declares boxes (then MixUp/CutMix is refused: it has no rule for
-    boxes); else the image source and ``DeviceTransfer``."""
-    refuse_with_box_targets(config.mix)
-    return (DetectionBatchSource(shards, config, times, dali=dali, threads=threads),
-            DetectionTransfer(config, times, shards.sample_error))

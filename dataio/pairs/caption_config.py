@@ -1,6 +1,6 @@
 """What ``ImageLoader(pair_folder, captions=CaptionConfig(...))`` yields beside each image of an image-text pair.
 
-A pair folder's batches are dicts (``dataio.images.pair_batches``): ``image`` as a classification batch's
+A pair folder's batches are dicts (``dataio.pairs.pair_batches``): ``image`` as a classification batch's
 images (the same crops, decode, normalisation and device augmentation), ``sample_ids`` and ``repeated``,
 and the text:
 
@@ -17,7 +17,7 @@ and the text:
   has none.
 
 ``bucket=True`` makes each batch of captions of about one length (less padding): the epoch's order is
-sorted by caption length within windows of ``BUCKET_WINDOW`` batches and the batches of each window
+sorted by caption length within windows of ``image_sampling.BUCKET_WINDOW`` batches and the batches of each window
 shuffled (``dataio.sampling.length_buckets``), from ``(seed, epoch)`` alone, so resume stays exact.
 """
 
@@ -30,7 +30,6 @@ from typing import Any
 from dataio.formats.errors import ConfigError
 from dataio.formats.remote.secrets import redact
 
-BUCKET_WINDOW = 64  # batches sorted by caption length together
 
 
 @dataclass(frozen=True, kw_only=True)

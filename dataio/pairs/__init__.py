@@ -1,0 +1,1 @@
+"""Image-text pairs: their config, source, device finish, face and map-style item (a kind of sample, ``dataio.formats.kinds``)."""

@@ -1,0 +1,126 @@
+"""The kinds of sample dataio packs and reads: one table, each kind's parts named once.
+
+A manifest declares its kind (``sample_kind``: ``Manifest.declared_kind()``); whoever needs a kind's part asks
+this table instead of guessing the kind with if-chains: the converters and ``verify`` its fields and checks,
+``dataio.DataLoader`` its loader face, ``ShardDataset`` its map-style item, the trainer its task, ``dataio
+bench`` its benchmark. As MosaicML Streaming's string-keyed tables and webdataset's decoder handlers: a new kind
+is one entry here and one room of its own (``docs/architecture.md``, "Adding a kind of sample").
+
+The parts are named, not imported (``module:attribute``, resolved on first use, as entry points are): the table
+sits below every room, so the converters can read it, and imports none of them. ``tests/test_kinds.py``
+resolves every part and checks that each lies in its kind's rooms or the shared image room.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from dataio.formats.dataset.manifest import Manifest
+from dataio.formats.dataset.sample_kind import SAMPLE_KINDS
+from dataio.formats.errors import UsageError
+
+PARTS = ("fields", "check", "source", "finish", "options", "face", "item", "facts", "task")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Kind:
+    """One kind of sample: where it is stored, how it is packed, read, finished, trained on and measured."""
+
+    name: str  # the manifest's sample_kind
+    layout: str  # "images" (tar or Arrow shards and a sample table) or "text" (token shards)
+    what: str  # what a sample is, for messages ("image-text pairs")
+    rooms: tuple[str, ...]  # the repository folders holding the kind's own code
+    pack: str  # the command that packs it
+    bench: str  # its `dataio bench` command
+    fields: str  # (options: dict) -> the declared fields of a folder packed with these manifest options
+    check: str  # (manifest, table: pa.Table) -> why the kind's own columns cannot be read as declared, or None
+    source: str  # the batch source (reads a batch of ids into named host fields)
+    finish: str  # the device finish (``dataio.pipeline.device_stage.Finish``)
+    options: str  # the kind's own options (a frozen config), or "" for none
+    face: str  # the loader ``dataio.DataLoader`` builds for a folder of the kind
+    item: str  # ``ShardDataset``'s map-style item of the kind (images) or its data set (text)
+    facts: str  # what a loader says about its samples (classes, vocabulary, category ids, views)
+    task: str  # the trainer's task (``dataio.train.task.Task``), or "" when the trainer has none
+
+    def part(self, name: str) -> Any:
+        """The part ``name`` (one of ``PARTS``), imported on first use; None for a part the kind has not."""
+        ref = getattr(self, name)
+        if not ref:
+            return None
+        module, _, attribute = ref.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+
+KINDS: dict[str, Kind] = {kind.name: kind for kind in (
+    Kind(name="classification", layout="images", what="images with classes",
+         rooms=("dataio/images", "formats/images"), pack="dataio convert images", bench="images",
+         fields="dataio.formats.dataset.sample_fields:classification_fields",
+         check="",
+         source="dataio.images.image_batches:ClassBatchSource",
+         finish="dataio.images.image_finish:ClassFinish",
+         options="",
+         face="dataio.images.loader:ImageLoader",
+         item="dataio.images.image_item:ClassItem",
+         facts="dataio.images.image_facts:ImageFacts",
+         task="dataio.train.image_task:ImageTask"),
+    Kind(name="pairs", layout="images", what="image-text pairs",
+         rooms=("dataio/pairs", "formats/pairs"), pack="dataio convert images --captions, dataio index", bench="pairs",
+         fields="dataio.formats.pairs.pair_fields:declared_pair_fields",
+         check="dataio.formats.dataset.pair_table:pair_table_problem",
+         source="dataio.pairs.pair_batches:PairBatchSource",
+         finish="dataio.pairs.pair_finish:PairFinish",
+         options="dataio.pairs.caption_config:CaptionConfig",
+         face="dataio.pairs.loader:PairLoader",
+         item="dataio.pairs.pair_item:PairItem",
+         facts="dataio.pairs.pair_facts:PairFacts",
+         task="dataio.train.clip_task:ClipTask"),
+    Kind(name="detection", layout="images", what="images with box targets",
+         rooms=("dataio/detection", "formats/coco"), pack="dataio convert coco", bench="detection",
+         fields="dataio.formats.coco.coco_fields:declared_coco_fields",
+         check="",
+         source="dataio.detection.detection_batches:DetectionBatchSource",
+         finish="dataio.detection.detection_finish:DetectionFinish",
+         options="dataio.detection.detection_config:DetectionConfig",
+         face="dataio.detection.loader:DetectionLoader",
+         item="dataio.detection.detection_sample:DetectionItem",
+         facts="dataio.detection.detection_facts:DetectionFacts",
+         task="dataio.train.segment_task:SegmentTask"),
+    Kind(name="tokens", layout="text", what="token documents",
+         rooms=("dataio/text", "formats/text"), pack="dataio convert text", bench="text",
+         fields="dataio.formats.dataset.sample_fields:declared_text_fields",
+         check="",
+         source="dataio.text.token_batches:TokenBatchSource",
+         finish="dataio.pipeline.device_stage:FieldsFinish",
+         options="dataio.text.config:TextLoaderConfig",
+         face="dataio.text.loader:TextLoader",
+         item="dataio.text.token_dataset:TokenDataset",
+         facts="dataio.text.token_facts:TokenFacts",
+         task="dataio.train.text_task:TextTask"),
+    Kind(name="views", layout="images", what="images for multi-crop views",
+         rooms=("dataio/views", "formats/views"), pack="dataio convert images --kind views", bench="views",
+         fields="dataio.formats.views.view_fields:declared_view_fields",
+         check="",
+         source="dataio.views.view_batches:ViewBatchSource",
+         finish="dataio.views.view_finish:ViewFinish",
+         options="dataio.views.views_config:ViewsConfig",
+         face="dataio.views.loader:ViewsLoader",
+         item="dataio.views.view_item:ViewItem",
+         facts="dataio.views.view_facts:ViewFacts",
+         task=""),
+)}
+assert tuple(KINDS) == SAMPLE_KINDS, "the table and the manifest's kinds name the same kinds"
+
+
+def kind_named(name: str) -> Kind:
+    """The kind ``name``; a UsageError naming the kinds there are."""
+    kind = KINDS.get(name)
+    if kind is None:
+        raise UsageError(f"{name!r} is not a kind of sample dataio reads ({', '.join(KINDS)})")
+    return kind
+
+
+def kind_of(manifest: Manifest) -> Kind:
+    """The kind a folder's manifest declares (or, for an older folder, held: ``Manifest.declared_kind``)."""
+    return KINDS[manifest.declared_kind()]
