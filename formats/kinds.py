@@ -107,7 +107,7 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          options="dataio.views.views_config:ViewsConfig",
          face="dataio.views.loader:ViewsLoader",
          item="dataio.views.view_item:ViewItem",
-         facts="dataio.views.view_facts:ViewFacts",
+         facts="dataio.images.image_facts:ImageFacts",
          task=""),
 )}
 assert tuple(KINDS) == SAMPLE_KINDS, "the table and the manifest's kinds name the same kinds"

@@ -36,9 +36,10 @@ LAYERS = {
     # collate (dataio.text.collate imports no image module: no circle)
     "dataio/pairs": ORDER + ("dataio.images", "dataio.pairs", "dataio.text.collate"),
     "dataio/detection": ORDER + ("dataio.images", "dataio.detection"),
+    "dataio/views": ORDER + ("dataio.images", "dataio.views"),
     "dataio/text": ORDER + ("dataio.text",),
-    "dataio/train": ORDER + ("dataio.images", "dataio.pairs", "dataio.detection", "dataio.text", "dataio.train",
-                             "dataio.errors"),
+    "dataio/train": ORDER + ("dataio.images", "dataio.pairs", "dataio.detection", "dataio.views", "dataio.text",
+                             "dataio.train", "dataio.errors"),
 }
 
 

@@ -1,0 +1,84 @@
+"""What ``ViewsLoader(folder, views=ViewsConfig(...))`` makes of each image: multi-crop views for self-supervised
+training, as DINO, DINOv2 and iBOT train.
+
+Each image is decoded once per epoch; from it come ``global_crops`` views of ``global_size`` pixels (a
+RandomResizedCrop of ``global_scale`` of its area) and ``local_crops`` of ``local_size`` (``local_scale``), each
+flipped with probability ``hflip`` and put through its own photometric ops (``augment.view_params.ViewRecipe``:
+colour jitter, grayscale, Gaussian blur, solarize, with the recipe's probabilities per view): global view ``v`` takes
+``global_recipes[v % len(global_recipes)]``, every local view ``local_recipe``. The defaults are DINOv2's
+``DataAugmentationDINO`` (``ViewRecipe.dino_global_1``, ``dino_global_2``, ``dino_local``).
+
+The batch (``dataio.views.view_finish``) holds the views as DINOv2's collate lays them out: ``collated_global_crops``
+``(global_crops * N, 3, global_size, global_size)`` and ``collated_local_crops``, view-major (rows ``v * N`` to
+``(v + 1) * N - 1`` are view ``v`` of every sample), and ``views``, the list of each view's ``(N, 3, S, S)`` (views of
+those two tensors, no copy) in the order DINO's loss takes them: the global views, then the local ones.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from dataio.augment.view_params import ViewRecipe
+from dataio.formats.errors import ConfigError
+
+
+def _dino_globals() -> tuple[ViewRecipe, ...]:
+    return ViewRecipe.dino_global_1(), ViewRecipe.dino_global_2()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ViewsConfig:
+    """The views of each image: how many, their sizes and crops, and their photometric recipes."""
+
+    global_crops: int = 2
+    global_size: int = 224
+    global_scale: tuple[float, float] = (0.32, 1.0)
+    local_crops: int = 8
+    local_size: int = 96
+    local_scale: tuple[float, float] = (0.05, 0.32)
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)  # the crops' aspect ratios, as RandomResizedCrop's
+    hflip: float = 0.5  # each view's own flip
+    global_recipes: tuple[ViewRecipe, ...] = field(default_factory=_dino_globals)
+    local_recipe: ViewRecipe = field(default_factory=ViewRecipe.dino_local)
+
+    def __post_init__(self) -> None:
+        for name, least in (("global_crops", 1), ("local_crops", 0), ("global_size", 8), ("local_size", 8)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ConfigError(f"{{0}} must be an int >= {least}, got {value!r:.20}", name)
+        for name in ("global_scale", "local_scale"):
+            lo, hi = _pair(getattr(self, name), name)
+            if not 0 < lo <= hi <= 1:
+                raise ConfigError(f"{{0}} must satisfy 0 < lo <= hi <= 1, got {getattr(self, name)!r:.40}", name)
+        lo, hi = _pair(self.ratio, "ratio")
+        if not 0 < lo <= hi:
+            raise ConfigError(f"{{0}} must satisfy 0 < lo <= hi, got {self.ratio!r:.40}", "ratio")
+        if isinstance(self.hflip, bool) or not isinstance(self.hflip, (int, float)) or not 0 <= self.hflip <= 1:
+            raise ConfigError(f"{{0}} must be a probability, got {self.hflip!r:.20}", "hflip")
+        recipes = self.global_recipes
+        if (not isinstance(recipes, tuple) or not recipes
+                or not all(isinstance(recipe, ViewRecipe) for recipe in recipes)):
+            raise ConfigError("{0} must be a non-empty tuple of ViewRecipe", "global_recipes")
+        if not isinstance(self.local_recipe, ViewRecipe):
+            raise ConfigError(f"{{0}} must be a ViewRecipe, got {type(self.local_recipe).__name__}", "local_recipe")
+        if len({(r.blur_kernel, r.solarize_threshold) for r in recipes}) > 1:  # one batch of draws per group
+            raise ConfigError("{0} must share one blur_kernel and one solarize_threshold", "global_recipes")
+
+    @property
+    def views(self) -> int:
+        """Views per image: the global ones, then the local ones."""
+        return self.global_crops + self.local_crops
+
+    def recipe(self, view: int) -> ViewRecipe:
+        """The photometric recipe of view ``view`` (globals first)."""
+        if view < self.global_crops:
+            return self.global_recipes[view % len(self.global_recipes)]
+        return self.local_recipe
+
+
+def _pair(value: object, name: str) -> tuple[float, float]:
+    if not (isinstance(value, tuple) and len(value) == 2
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)):
+        raise ConfigError(f"{{0}} must be a (lo, hi) tuple of finite numbers, got {value!r:.40}", name)
+    return float(value[0]), float(value[1])
