@@ -40,7 +40,6 @@ from dataio.loader.dataloader_args import DATALOADER_KEYWORDS, sampler_shuffles
 from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT, check_remote_options, retry_policy
 from dataio.mixtures.mixture_options import source_storage_options
 from dataio.text.loader import TextLoader
-from dataio.text.token_dataset import TokenDataset
 
 log = logging.getLogger("dataio")
 DEFAULT_RETRIES, DEFAULT_BACKOFF = 4, 0.2  # the loader configs' (ImageLoaderConfig, TextLoaderConfig)
@@ -65,7 +64,7 @@ def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = 
     a ShardDataset with a transform of its own (or ``to_pil``) is read by
     ``torch.utils.data.DataLoader`` instead, with the same keywords.
     """
-    if isinstance(dataset, (ShardDataset, TokenDataset)):
+    if callable(getattr(dataset, "loader_source", None)):  # a dataio map-style data set (ShardDataset, TokenDataset)
         if getattr(dataset, "custom_transform", False):
             return _torch_dataloader(dataset, batch_size, shuffle, options)
         options = {**dataset.loader_options(), **options}

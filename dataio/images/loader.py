@@ -131,22 +131,21 @@ class ImageLoader(ImageKindLoader):
 
     def _read_as(self, shards: ImageShards, config: ImageLoaderConfig) -> tuple[Kind, Any]:
         """Classification; a pair or box folder (or ``captions=``/``targets=``) as before, with a deprecation line."""
-        given = [keyword for keyword in MOVED.values() if getattr(config, keyword) is not None]
-        declared = kind_of(shards.manifest)
-        name = next((kind for kind, keyword in MOVED.items() if keyword in given), declared.name)
-        if name == "classification":
-            return declared, None
-        kind = KINDS[name]
-        if name not in MOVED:
+        asked = next((kind for kind, keyword in MOVED.items() if getattr(config, keyword) is not None), None)
+        kind = KINDS[asked] if asked else kind_of(shards.manifest)
+        face = kind.part("face")
+        if face is ImageLoader:
+            return kind, None
+        keyword = MOVED.get(kind.name)
+        if keyword is None:
             raise ConfigError(f"{{0}} {shards.folder} holds {kind.what}, which ImageLoader does not read: read it "
-                              f"with dataio.{kind.part('face').__name__}", "source")
-        keyword = MOVED[name]
+                              f"with dataio.{face.__name__}", "source")
         options = getattr(config, keyword)
         expected = kind.part("options")
         if options is not None and not isinstance(options, expected):
             raise ConfigError(f"{{0}} must be a {expected.__name__}, got {type(options).__name__}", keyword)
         warnings.warn(f"ImageLoader over {kind.what} is deprecated: read {shards.folder} with "
-                      f"dataio.{kind.part('face').__name__}(..., {keyword}=...)", DeprecationWarning, stacklevel=5)
+                      f"dataio.{face.__name__}(..., {keyword}=...)", DeprecationWarning, stacklevel=5)
         return kind, options
 
     def batches(self) -> Iterator[ImageBatch]:  # type: ignore[override]

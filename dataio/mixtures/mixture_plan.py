@@ -119,9 +119,9 @@ class MixturePlan:
         goal = np.array([self.units_before(i, epoch + 1) for i in range(len(self.names))], dtype=np.int64)
         watched = np.ones(len(self.names), dtype=bool) if self.rule.until == "all" else \
             np.array([n == self.rule.until for n in self.names])
-        targets = Targets(self.schedule)
+        reach = Targets(self.schedule)
         for i in np.flatnonzero(watched & (counts < goal)):  # owed its goal (less the blend's slack) when?
-            if targets.first_reaching(int(i), float(goal[i]) - 1, start) - start > MAX_EPOCH:
+            if reach.first_reaching(int(i), float(goal[i]) - 1, start) - start > MAX_EPOCH:
                 raise ValueError(f"epoch {epoch} until {self.rule.describe()} would be longer than {MAX_EPOCH} "
                                  f"samples: source {self.names[i]!r} weighs (nearly) 0; give the epoch length in "
                                  "samples")

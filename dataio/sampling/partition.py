@@ -189,12 +189,12 @@ def batch_bounds(count: int, batch_size: int, drop_last: bool = False) -> list[t
 
 def same_shard_rate(batches: list[np.ndarray], sample_shards: np.ndarray) -> float:
     """Share of adjacent pairs within a batch that come from the same shard (lower mixes better)."""
-    same = pairs = 0
+    same = adjacent = 0
     for batch in batches:
         shards = sample_shards[batch]
         same += int((shards[1:] == shards[:-1]).sum())
-        pairs += max(0, len(batch) - 1)
-    return same / pairs if pairs else 0.0
+        adjacent += max(0, len(batch) - 1)
+    return same / adjacent if adjacent else 0.0
 
 
 def random_same_shard_rate(sample_shards: np.ndarray) -> float:

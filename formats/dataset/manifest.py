@@ -65,10 +65,9 @@ class Manifest:
         data["shards"] = [_without_zero_skipped(asdict(s)) for s in self.shards]
         data["classes"] = list(self.classes)
         data["fields"] = [f.to_dict() for f in self.fields]
-        if not self.fields:  # a folder packed before fields were declared keeps its bytes and its fingerprint
-            del data["fields"]
-        if not self.sample_kind:  # likewise a folder packed before kinds were declared
-            del data["sample_kind"]
+        for key in ("fields", "sample_kind"):  # a folder packed before these were declared keeps its bytes (and
+            if not data[key]:  # its fingerprint): the keys are left out when empty
+                del data[key]
         return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
     def sample_fields(self) -> tuple[FieldSpec, ...]:
