@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.dataio-installed
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile $(wildcard formats/jpeg/*.c formats/jpeg/*.h) augment/_randaugment_cpu.c augment/_normalize_cpu.c augment/vector_clones.h dataio/mixtures/_blend.c dataio/text/_collate.c
+$(STAMP): pyproject.toml Makefile $(wildcard formats/jpeg/*.c formats/jpeg/*.h) augment/_randaugment_cpu.c augment/_normalize_cpu.c augment/_views_cpu.c augment/views_rows.h augment/vector_clones.h dataio/mixtures/_blend.c dataio/text/_collate.c
 	@test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	# The CPU build of torch from the machine's local file (plain `torch` pulls CUDA).
@@ -54,7 +54,7 @@ docs: $(STAMP)
 fuzz: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests -m fuzz --hypothesis-profile=long
 
-# The region decoder, RandAugment and padded-text C extensions rebuilt with AddressSanitizer + UndefinedBehaviorSanitizer, their tests and a
+# The region decoder, RandAugment, normalisation, multi-crop views and padded-text C extensions rebuilt with AddressSanitizer + UndefinedBehaviorSanitizer, their tests and a
 # long fuzzing run against them, then the normal build put back (whatever the tests said).
 SAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -shared -fPIC
 sanitize: $(STAMP)
@@ -62,13 +62,14 @@ sanitize: $(STAMP)
 	$(eval SUFFIX := $(shell $(PY) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))"))
 	gcc $(SAN_FLAGS) -I$(INCLUDE) augment/_randaugment_cpu.c -o augment/_randaugment_cpu$(SUFFIX)
 	gcc $(SAN_FLAGS) -I$(INCLUDE) augment/_normalize_cpu.c -o augment/_normalize_cpu$(SUFFIX)
+	gcc $(SAN_FLAGS) -I$(INCLUDE) augment/_views_cpu.c -o augment/_views_cpu$(SUFFIX)
 	gcc $(SAN_FLAGS) -I$(INCLUDE) dataio/text/_collate.c -o dataio/text/_collate$(SUFFIX)
 	gcc $(SAN_FLAGS) -I$(INCLUDE) formats/jpeg/_jpeg_codec.c formats/jpeg/jpeg_restart.c formats/jpeg/jpeg_splice.c \
 		formats/jpeg/rgbx_resize.c -ljpeg -o formats/jpeg/_jpeg_codec$(SUFFIX)
 	ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 		$(PY) -m pytest -q -p no:cacheprovider tests/augment/test_randaugment_kernel.py tests/images/test_region_decode.py tests/formats/test_jpeg_splice.py \
 		tests/images/test_rgbx_resize.py tests/text/test_collate_kernels.py tests/test_fuzz.py \
-		tests/images/test_host_normalize.py -k "kernel or normalised or region or decoder or pack or shifts or match or splice or resize or padded or packed or refuses or empty" \
+		tests/images/test_host_normalize.py tests/augment/test_views_kernel.py -k "kernel or normalised or region or decoder or pack or shifts or match or splice or resize or padded or packed or refuses or empty" \
 		--hypothesis-profile=long; \
 		status=$$?; $(PIP) install -q --no-deps --no-build-isolation -e . && $(PY) -m dataio.check_install --strict; exit $$status
 

@@ -1,11 +1,12 @@
 """``python -m dataio.check_install``: what this install of torch-dataio uses, and what each missing piece costs.
 
 One line each for the PIL in use (pillow-simd or plain pillow, and the distributions that own ``PIL``),
-the five optional C extensions (the region decoder ``dataio.formats.jpeg._jpeg_codec``, the RandAugment kernel
-``dataio.augment._randaugment_cpu``, the CPU normalisation ``dataio.augment._normalize_cpu``, the mixture blend ``dataio.mixtures._blend``, the padded text batches
+the six optional C extensions (the region decoder ``dataio.formats.jpeg._jpeg_codec``, the RandAugment kernel
+``dataio.augment._randaugment_cpu``, the CPU normalisation ``dataio.augment._normalize_cpu``, the multi-crop view ops
+``dataio.augment._views_cpu``, the mixture blend ``dataio.mixtures._blend``, the padded text batches
 ``dataio.text._collate``; a ``pip install`` without a compiler or libjpeg headers succeeds without them) and NVIDIA DALI (which build, or which extra fits this torch). Exits 1 on a broken install
 (two distributions owning ``PIL``, or two DALI builds); with ``--strict`` (the Makefile's venv), also when
-a fast CPU path is missing: pillow-simd with libjpeg-turbo and all five extensions.
+a fast CPU path is missing: pillow-simd with libjpeg-turbo and all six extensions.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 import torch
 
-from dataio.augment import host_normalize
+from dataio.augment import host_normalize, views_kernel
 from dataio.augment.cpu_kernel import AVAILABLE, WITHOUT_KERNEL
 from dataio.formats.images import image_prepare
 from dataio.formats.pil_build import SWAP, describe_pil, pil_build, pil_owners
@@ -64,6 +65,11 @@ def report() -> tuple[list[str], list[str], list[str]]:
     else:
         lines.append(host_normalize.WITHOUT_KERNEL)
         slow.append("the CPU normalisation dataio.augment._normalize_cpu is not built")
+    if views_kernel.AVAILABLE:
+        lines.append("multi-crop view ops dataio.augment._views_cpu: built")
+    else:
+        lines.append(views_kernel.WITHOUT_KERNEL)
+        slow.append("the multi-crop view ops dataio.augment._views_cpu are not built")
     if blend._blend is not None:
         lines.append("mixture blend dataio.mixtures._blend: built")
     else:
@@ -92,7 +98,7 @@ def report() -> tuple[list[str], list[str], list[str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dataio.check_install", description=__doc__.splitlines()[0])
     parser.add_argument("--strict", action="store_true",
-                        help="exit 1 unless pillow-simd with libjpeg-turbo and the five C extensions are in use")
+                        help="exit 1 unless pillow-simd with libjpeg-turbo and the six C extensions are in use")
     args = parser.parse_args(argv)
     lines, broken, slow = report()
     for line in lines:

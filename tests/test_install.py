@@ -145,8 +145,8 @@ def test_wheel_requires_no_cuda_stack_nor_pillow_simd(wheels):
     assert 'nvidia-dali-cuda130>=1.51.2; extra == "dali-cuda13"' in metadata
     built = {n for n in names if n.endswith(".so")}
     assert {n.split(".")[0] for n in built} == {"dataio/formats/jpeg/_jpeg_codec", "dataio/augment/_randaugment_cpu",
-                                                "dataio/augment/_normalize_cpu", "dataio/mixtures/_blend",
-                                                "dataio/text/_collate"}
+                                                "dataio/augment/_normalize_cpu", "dataio/augment/_views_cpu",
+                                                "dataio/mixtures/_blend", "dataio/text/_collate"}
     with zipfile.ZipFile(wheels["bare"]) as bare:
         assert not [n for n in bare.namelist() if n.endswith(".so")]
 
@@ -162,6 +162,7 @@ def test_pip_install_into_an_environment_with_torch_pillow_matplotlib(wheels, us
     assert "crop-resize: PIL's" in check.stdout  # plain pillow rounds otherwise: its pixels are kept
     assert "RandAugment kernel dataio.augment._randaugment_cpu: built" in check.stdout
     assert "CPU normalisation dataio.augment._normalize_cpu: built" in check.stdout
+    assert "multi-crop view ops dataio.augment._views_cpu: built" in check.stdout
     assert "NVIDIA DALI: not installed" in check.stdout and "pip install 'torch-dataio[dali-cuda13]'" in check.stdout
     photos = tmp_path / "photos"  # ImageNet-size (~110 KB)
     _ok([user_env.path / "bin" / "dataio", "synth", photos, "--classes", "2", "--per-class", "8", "--photo-class",
@@ -179,12 +180,14 @@ def test_without_a_compiler_the_install_works_and_each_fallback_is_said_once(whe
     assert "dataio.formats.jpeg._jpeg_codec is not built" in check.stdout
     assert "dataio.augment._randaugment_cpu is not built" in check.stdout
     assert "dataio.augment._normalize_cpu is not built" in check.stdout
+    assert "dataio.augment._views_cpu is not built" in check.stdout
     assert "dataio.mixtures._blend is not built" in check.stdout
     assert "dataio.text._collate is not built" in check.stdout
     assert [line.split(": ", 2)[2].split(" (")[0] for line in check.stderr.splitlines()] == [
         "PIL is not pillow-simd with libjpeg-turbo", "the region decoder dataio.formats.jpeg._jpeg_codec is not built",
         "the RandAugment kernel dataio.augment._randaugment_cpu is not built",
         "the CPU normalisation dataio.augment._normalize_cpu is not built",
+        "the multi-crop view ops dataio.augment._views_cpu are not built",
         "the mixture blend dataio.mixtures._blend is not built",
         "the padded text batches dataio.text._collate is not built"], check.stderr
     packed, shards = _convert(user_env, real_photos, tmp_path)  # 12 ImageNet-size photos and 2 camera ones
