@@ -13,6 +13,8 @@ if TYPE_CHECKING:  # what type checkers and editors see: the real classes, not A
     from dataio.dataloader import DataLoader
     from dataio.detection.loader import DetectionLoader
     from dataio.pairs.loader import PairLoader
+    from dataio.views.loader import ViewsLoader
+    from dataio.views.views_config import ViewsConfig
     from dataio.pairs.caption_config import CaptionConfig
     from dataio.detection.detection_config import DetectionConfig
     from dataio.images.config import ImageLoaderConfig
@@ -38,6 +40,8 @@ _LAZY = {
     "TextLoaderConfig": "dataio.text.config",
     "TokenDataset": "dataio.text.token_dataset",
     "TokenDatasetConfig": "dataio.text.token_dataset",
+    "ViewsConfig": "dataio.views.views_config",
+    "ViewsLoader": "dataio.views.loader",
 }
 
 
@@ -49,4 +53,4 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["CaptionConfig", "DataLoader", "DetectionConfig", "DetectionLoader", "ImageLoader", "ImageLoaderConfig",
            "PairLoader", "ShardDataset", "ShardDatasetConfig", "TextLoader", "TextLoaderConfig", "TokenDataset",
-           "TokenDatasetConfig", "__version__"]
+           "TokenDatasetConfig", "ViewsConfig", "ViewsLoader", "__version__"]
