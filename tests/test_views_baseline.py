@@ -186,8 +186,11 @@ LOADER = """
 import json, sys
 from pathlib import Path
 from dataio.bench.views_baseline import run_baseline
+from dataio.bench.views_profile import profile_stages
 files = sorted(Path(sys.argv[1]).glob("*.jpg"))
-print(json.dumps(run_baseline(files, batch_size=4, workers=2, epochs=1, warmup=1, seed=0)))
+result = run_baseline(files, batch_size=4, workers=2, epochs=1, warmup=1, seed=0)
+result["profile"] = profile_stages(files[:4], batch_size=2)
+print(json.dumps(result))
 """
 
 
@@ -275,3 +278,15 @@ def test_run_baseline_decodes_each_image_once_and_counts_the_workers_cpu(found) 
                                       "collated_local_crops": [32, 3, 96, 96]}
     assert len(result["images_per_s"]) == 1 and result["images_per_s"][0] > 0
     assert result["cpu_us_per_image"][0] > 5000, result
+
+
+def test_the_profile_times_every_stage_where_it_runs(found) -> None:
+    """Each stage counted where it changes the image: one decode, 10 crops, 10 tensors, every image collated."""
+    profile = found[1]["profile"]
+    applied = profile["applied_per_image"]
+    assert profile["images"] == 4 and applied["decode"] == 1 and applied["collate"] == 1, profile
+    assert applied["crop+resize"] == 10 and applied["to-tensor+normalize"] == 10, profile
+    assert 0 < applied["jitter"] <= 10 and applied["solarize"] <= 1, profile
+    stages = profile["us_per_image"]
+    assert all(stages[s] > 0 for s in ("decode", "crop+resize", "jitter", "to-tensor+normalize", "collate"))
+    assert abs(sum(stages.values()) - profile["total_us_per_image"]) < 1e-6 * profile["total_us_per_image"]
