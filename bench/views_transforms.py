@@ -113,7 +113,7 @@ def adjust_hue(img: Image.Image, hue_factor: float) -> Image.Image:
     h, s, v = img.convert("HSV").split()
     np_h = np.array(h, dtype=np.uint8)
     np_h += np.int32(hue_factor * 255).astype(np.uint8)  # over/underflows, as torchvision intends
-    return Image.merge("HSV", (Image.fromarray(np_h, "L"), s, v)).convert(img.mode)
+    return Image.merge("HSV", (Image.fromarray(np_h), s, v)).convert(img.mode)  # fromarray infers "L"
 
 
 class ColorJitter:
@@ -177,7 +177,7 @@ class RandomGrayscale:
             if channels == 1:
                 return gray
             plane = np.array(gray, dtype=np.uint8)
-            return Image.fromarray(np.dstack([plane, plane, plane]), "RGB")
+            return Image.fromarray(np.dstack([plane, plane, plane]))  # "RGB", inferred
         return img
 
 
