@@ -6,6 +6,9 @@ decode, then ``DataAugmentationDINO`` with each of its leaf transforms wrapped i
 when it runs; ``applied_per_image`` says how often each changed the image (RandomGrayscale, RandomSolarize and
 the flip decide inside, so they are timed on every view and count as applied when they return a new image).
 What no stage covers (the ``RandomApply`` draws, building the dict) is ``other``.
+
+Each stage is timed twice: the thread's CPU time (``time.thread_time``: PIL and torch, on one thread, run in the
+calling thread), which a busy shared machine changes little, and the wall time, which it inflates.
 """
 
 from __future__ import annotations
@@ -29,23 +32,40 @@ STAGES = ("decode", "crop+resize", "flip", "jitter", "grayscale", "blur", "solar
           "collate", "other")
 
 
-class _Timed:
-    """A transform whose calls add their seconds, and one count when it returns a new object, to
-    ``totals[stage]``."""
+class _Totals:
+    """Per stage: CPU seconds, wall seconds and how many times it changed its input."""
 
-    def __init__(self, stage: str, transform: Callable[[Any], Any], totals: dict[str, list[float]]) -> None:
+    def __init__(self) -> None:
+        self.cpu = dict.fromkeys(STAGES, 0.0)
+        self.wall = dict.fromkeys(STAGES, 0.0)
+        self.applied = dict.fromkeys(STAGES, 0)
+
+    def add(self, stage: str, start: tuple[float, float], applied: int = 1) -> None:
+        """Charge ``stage`` with the time since ``start`` (a ``_now()``)."""
+        cpu, wall = _now()
+        self.cpu[stage] += cpu - start[0]
+        self.wall[stage] += wall - start[1]
+        self.applied[stage] += applied
+
+
+def _now() -> tuple[float, float]:
+    return time.thread_time(), time.perf_counter()
+
+
+class _Timed:
+    """A transform charging its calls to ``stage``, counted as applied when it returns a new object."""
+
+    def __init__(self, stage: str, transform: Callable[[Any], Any], totals: _Totals) -> None:
         self.stage, self.transform, self.totals = stage, transform, totals
 
     def __call__(self, img: Any) -> Any:
-        start = time.perf_counter()
+        start = _now()
         out = self.transform(img)
-        entry = self.totals[self.stage]
-        entry[0] += time.perf_counter() - start
-        entry[1] += out is not img
+        self.totals.add(self.stage, start, out is not img)
         return out
 
 
-def _instrument(transform: Any, totals: dict[str, list[float]], done: set[int]) -> None:
+def _instrument(transform: Any, totals: _Totals, done: set[int]) -> None:
     """Wrap, in place, every leaf transform inside ``transform``'s Compose / RandomApply lists (each list once:
     DINOv2 shares ``color_jittering`` between the three view pipelines)."""
     if not isinstance(transform, (Compose, RandomApply)) or id(transform) in done:
@@ -61,40 +81,41 @@ def _instrument(transform: Any, totals: dict[str, list[float]], done: set[int]) 
 
 
 def profile_stages(files: Sequence[Path], *, batch_size: int = 64, seed: int = 0) -> dict[str, Any]:
-    """Microseconds per image of each stage over ``files`` (decoded once each, in order), on one torch thread;
-    ``collate`` is timed on full batches of ``batch_size`` and spread over their images."""
+    """Microseconds of CPU (``us_per_image``) and of wall time (``wall_us_per_image``) per image of each stage
+    over ``files`` (decoded once each, in order), on one torch thread; ``collate`` is timed on full batches of
+    ``batch_size`` and spread over their images."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     try:
         augmentation = dino_default_augmentation()
-        totals: dict[str, list[float]] = {stage: [0.0, 0] for stage in STAGES}
+        totals = _Totals()
         done: set[int] = set()
         for pipeline in (augmentation.geometric_augmentation_global, augmentation.geometric_augmentation_local,
                          augmentation.global_transfo1, augmentation.global_transfo2, augmentation.local_transfo):
             _instrument(pipeline, totals, done)
         pending: list[tuple[dict[str, Any], int]] = []
-        augmenting = 0.0
         for path in files:
-            start = time.perf_counter()
+            start = _now()
             image = Image.open(path).convert("RGB")
-            decoded = time.perf_counter()
+            totals.add("decode", start)
+            start = _now()
             pending.append((augmentation(image), 0))
-            augmenting += time.perf_counter() - decoded
-            totals["decode"][0] += decoded - start
-            totals["decode"][1] += 1
+            totals.add("other", start)  # the whole augmentation, its stages taken out below
             if len(pending) == batch_size:
-                start = time.perf_counter()
+                start = _now()
                 collate_views(pending)
-                totals["collate"][0] += time.perf_counter() - start
-                totals["collate"][1] += len(pending)
+                totals.add("collate", start, len(pending))
                 pending = []
-        stage_seconds = sum(totals[s][0] for s in STAGES if s not in ("decode", "collate", "other"))
-        totals["other"] = [augmenting - stage_seconds, len(files)]
-        collated = totals["collate"][1]
-        per_image = {s: 1e6 * totals[s][0] / max(1, collated if s == "collate" else len(files)) for s in STAGES}
-        return {"images": len(files), "batch_size": batch_size, "us_per_image": per_image,
-                "total_us_per_image": sum(per_image.values()),
-                "applied_per_image": {s: totals[s][1] / max(1, len(files)) for s in STAGES if s not in ("other",)}}
+        inner = [s for s in STAGES if s not in ("decode", "collate", "other")]
+        for clock in (totals.cpu, totals.wall):
+            clock["other"] -= sum(clock[s] for s in inner)
+        count = {s: max(1, totals.applied["collate"] if s == "collate" else len(files)) for s in STAGES}
+        cpu = {s: 1e6 * totals.cpu[s] / count[s] for s in STAGES}
+        wall = {s: 1e6 * totals.wall[s] / count[s] for s in STAGES}
+        return {"images": len(files), "batch_size": batch_size, "us_per_image": cpu,
+                "total_us_per_image": sum(cpu.values()), "wall_us_per_image": wall,
+                "total_wall_us_per_image": sum(wall.values()),
+                "applied_per_image": {s: totals.applied[s] / max(1, len(files)) for s in STAGES if s != "other"}}
     finally:
         torch.set_num_threads(threads)
