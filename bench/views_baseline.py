@@ -25,7 +25,6 @@ from typing import Any
 import torch
 from PIL import Image, ImageFile
 
-from dataio.bench.image_baselines import process_cpu_seconds
 from dataio.bench.views_transforms import (ColorJitter, Compose, GaussianBlur, Normalize, RandomApply,
                                            RandomGrayscale, RandomHorizontalFlip, RandomResizedCrop,
                                            RandomSolarize, ToTensor)
@@ -161,6 +160,9 @@ def run_baseline(files: list[Path], *, batch_size: int, workers: int, epochs: in
     ``/proc/<pid>/stat`` (all its threads) before and after each epoch, plus this process's
     ``time.process_time()`` (the main process unpickles the batches). ``decodes_per_image``: PIL decodes counted
     in the workers (``count_decodes``) over the measured epochs, per image delivered."""
+    # lazy: image_baselines imports kornia (1.4 s of a 5 s import on the busy VM), needed only to run the loader
+    from dataio.bench.image_baselines import process_cpu_seconds
+
     decodes = multiprocessing.Value("q", 0)
     dataset = ViewsDataset(files, dino_default_augmentation(), decodes=decodes)
     if workers == 0:

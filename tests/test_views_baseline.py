@@ -61,7 +61,7 @@ mismatches, fallbacks, compared = 0, 0, 0
 for size in [(500, 375), (375, 500), (64, 64), (300, 12), (12, 300), (7, 9)]:
     image = Image.new("RGB", size)
     for scale in [(0.32, 1.0), (0.05, 0.32), (0.08, 1.0), (0.9, 1.0)]:
-        for seed in range(60):
+        for seed in range(40):
             torch.manual_seed(seed)
             ours = RandomResizedCrop.get_params(image, scale, (3 / 4, 4 / 3))
             after_ours = torch.rand(1).item()
@@ -216,7 +216,7 @@ def found(tmp_path_factory) -> tuple[dict, dict]:
 def test_random_resized_crop_draws_as_torchvision(found) -> None:
     """Same windows and the same number of draws as torchvision's get_params, fallbacks included."""
     params = found[0]["get_params"]
-    assert params["mismatches"] == 0 and params["compared"] == 1440 and params["fallbacks"] > 0, params
+    assert params["mismatches"] == 0 and params["compared"] == 960 and params["fallbacks"] > 0, params
 
 
 def test_color_jitter_draws_as_torchvision(found) -> None:
