@@ -136,14 +136,14 @@ def collate_views(samples: list[tuple[dict[str, Any], int]], dtype: torch.dtype 
             "collated_local_crops": collated_local_crops.to(dtype)}
 
 
-def _worker_init(worker_id: int) -> None:
+def worker_init(worker_id: int) -> None:
     info = torch.utils.data.get_worker_info()
     dataset = info.dataset if info is not None else None
     if isinstance(dataset, ViewsDataset) and dataset.decodes is not None:
         count_decodes(dataset.decodes)
 
 
-def _live_workers(loader: torch.utils.data.DataLoader) -> list[int]:
+def live_workers(loader: torch.utils.data.DataLoader) -> list[int]:
     """The pids of a persistent-workers DataLoader's worker processes (none before its first epoch)."""
     iterator = getattr(loader, "_iterator", None)
     return [w.pid for w in getattr(iterator, "_workers", ()) if w.pid is not None]
@@ -169,11 +169,11 @@ def run_baseline(files: list[Path], *, batch_size: int, workers: int, epochs: in
         count_decodes(decodes)
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=workers,
                                          collate_fn=collate_views, drop_last=True, persistent_workers=workers > 0,
-                                         worker_init_fn=_worker_init, generator=torch.Generator().manual_seed(seed))
+                                         worker_init_fn=worker_init, generator=torch.Generator().manual_seed(seed))
     rates, cpu_us, measured_images, measured_decodes = [], [], 0, 0
     shapes: dict[str, list[int]] = {}
     for epoch in range(warmup + epochs):
-        before = {pid: process_cpu_seconds(pid) for pid in _live_workers(loader)}
+        before = {pid: process_cpu_seconds(pid) for pid in live_workers(loader)}
         decoded, cpu, start = decodes.value, time.process_time(), time.perf_counter()
         seen = 0
         for batch in loader:
@@ -181,7 +181,7 @@ def run_baseline(files: list[Path], *, batch_size: int, workers: int, epochs: in
             shapes = shapes or {k: list(v.shape) for k, v in batch.items()}
         wall = time.perf_counter() - start
         spent = time.process_time() - cpu
-        spent += sum(process_cpu_seconds(pid) - before.get(pid, 0.0) for pid in _live_workers(loader))
+        spent += sum(process_cpu_seconds(pid) - before.get(pid, 0.0) for pid in live_workers(loader))
         if epoch >= warmup:
             rates.append(seen / wall)
             cpu_us.append(1e6 * spent / max(1, seen))

@@ -95,7 +95,7 @@ def test_only_the_cli_imports_bench_and_only_inside_its_bench_and_demo_commands(
                 if isinstance(node, ast.FunctionDef)
                 and any(m.startswith("dataio.bench") for m, _, _ in _imports_in(node))}
     assert handlers == {"run_images", "run_augment", "run_text", "run_sampler", "run_pairs", "run_detection",
-                        "run"}
+                        "run_views", "run"}
 
 
 def _imports_in(node: ast.AST) -> list[tuple[str, int, bool]]:

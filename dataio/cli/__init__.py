@@ -33,7 +33,7 @@ _HANDLERS = {("convert", "images"): convert.run_images, ("convert", "text"): con
              ("bench", "images"): bench.run_images, ("bench", "augment"): bench.run_augment,
              ("bench", "text"): bench.run_text, ("bench", "sampler"): bench.run_sampler,
              ("bench", "detection"): bench.run_detection,
-             ("bench", "pairs"): bench.run_pairs,
+             ("bench", "pairs"): bench.run_pairs, ("bench", "views"): bench.run_views,
              ("merge", None): merge.run, ("index", None): index.run, ("verify", None): verify.run,
              ("train", None): train.run, ("synth-text", None): synth.run_synth_text, ("synth", None): synth.run_synth,
              ("demo", None): demo.run}

@@ -1,4 +1,5 @@
-"""``dataio bench images|augment|text|sampler|pairs|detection``: the benchmarks, importing ``bench/`` as they run."""
+"""``dataio bench images|augment|text|sampler|pairs|detection|views``: the benchmarks, importing ``bench/`` as they
+run."""
 
 from __future__ import annotations
 
@@ -99,6 +100,21 @@ def add(commands: argparse._SubParsersAction) -> None:
     bench_pairs.add_argument("--epochs", type=positive, default=3, help="timed epochs per loader (the median counts)")
     bench_pairs.add_argument("--warmup", type=int, default=1, help="untimed epochs per loader before the timed ones")
 
+    bench_views = bench_kinds.add_parser("views", help="multi-crop views (DINO) against DINOv2's recipe on the same "
+                                         "photos")
+    bench_views.add_argument("src", type=Path, help="an image folder (generated first when it holds no image), packed "
+                             "once into SRC-views with --kind views")
+    bench_views.add_argument("--out", type=Path, default=Path("bench/results"), help="folder for views.json and "
+                             "views.png")
+    bench_views.add_argument("--photos", type=positive, default=1000, help="photos generated when SRC holds no image")
+    bench_views.add_argument("--photo-class", default="imagenet", help="their size: small (~50 KB), imagenet (~110 KB) "
+                             "or camera (5-12 MP)")
+    bench_views.add_argument("--batch-size", type=positive, default=64, help="images per batch (each 10 views)")
+    bench_views.add_argument("--workers", type=positive, help="DataLoader workers of DINOv2's pipeline and decode "
+                             "threads of dataio's (default: DATAIO_NUM_WORKERS, else all cores)")
+    bench_views.add_argument("--epochs", type=positive, default=3, help="timed epochs per loader (the median counts)")
+    bench_views.add_argument("--warmup", type=int, default=1, help="untimed epochs per loader before the timed ones")
+
     bench_sampler = bench_kinds.add_parser("sampler", help="shard mixing of the two-level shuffle")
     bench_sampler.add_argument("--out", type=Path, default=Path("bench/results"),
                                help="folder for sampler.json and sampler.png")
@@ -157,6 +173,15 @@ def run_detection(args: argparse.Namespace) -> int:
                                          out=args.out, batch_size=args.batch_size, image_size=args.image_size,
                                          num_workers=args.workers or default_workers(), epochs=args.epochs,
                                          warmup=args.warmup))
+def run_views(args: argparse.Namespace) -> int:
+    from dataio.bench.views_bench import BenchViewsConfig, bench_views
+
+    bench_views(BenchViewsConfig(src=args.src, out=args.out, photos=args.photos, photo_class=args.photo_class,
+                                 batch_size=args.batch_size, num_workers=args.workers or default_workers(),
+                                 epochs=args.epochs, warmup=args.warmup))
+    return 0
+
+
 def run_pairs(args: argparse.Namespace) -> int:
     from dataio.bench.pair_bench import BenchPairsConfig, bench_pairs
 
