@@ -13,7 +13,7 @@ from dataio.images.contract import check_batch
 from dataio.errors import SampleError, ShardError
 from dataio.formats.dataset.manifest import read_manifest
 from dataio.formats.dataset.sample_table import read_sample_table
-from tests.loading.state_shape import torchdata_keys
+from tests.loader.state_shape import torchdata_keys
 from tests.conftest import NUM_COLOURED, index_of
 
 

@@ -7,7 +7,7 @@ import torch
 
 import dataio
 from dataio.formats.errors import DataioError
-from tests.loading.test_quiet_exit import check_quiet_exit
+from tests.loader.test_quiet_exit import check_quiet_exit
 
 
 def _pairs(loader) -> list:

@@ -12,7 +12,7 @@ from dataio import TextLoader
 from dataio.errors import ShardError
 from dataio.pipeline.device_copy import DeviceCopy
 from dataio.text.collate import IGNORE
-from tests.loading.state_shape import torchdata_keys
+from tests.loader.state_shape import torchdata_keys
 
 
 def sample_ids(loader) -> list[int]:

@@ -17,7 +17,7 @@ import dataio
 from dataio import ImageLoader, TextLoader
 from dataio.formats.errors import ConfigError, DataioError, UsageError
 from tests.conftest import NUM_COLOURED, colour_of, index_of
-from tests.loading.state_shape import torchdata_keys
+from tests.loader.state_shape import torchdata_keys
 
 
 def colour_ids(loader: ImageLoader) -> list[int]:

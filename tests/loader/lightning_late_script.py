@@ -17,7 +17,7 @@ from pathlib import Path
 import lightning.pytorch as pl
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for tests.loading
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for tests.loader
 import dataio  # noqa: E402
 
 BATCH = 4

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import NUM_COLOURED
-from tests.loading.lightning_script import fit
+from tests.loader.lightning_script import fit
 
 SCRIPT = Path(__file__).resolve().parent / "lightning_script.py"
 

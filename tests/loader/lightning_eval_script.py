@@ -22,10 +22,10 @@ from pathlib import Path
 import lightning.pytorch as pl
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for tests.loading
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for tests.loader
 import dataio  # noqa: E402
 from tests.conftest import index_of  # noqa: E402
-from tests.loading.lightning_script import BATCH, TinyModel  # noqa: E402
+from tests.loader.lightning_script import BATCH, TinyModel  # noqa: E402
 
 
 class EvalData(pl.LightningDataModule):

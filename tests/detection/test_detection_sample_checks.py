@@ -19,8 +19,8 @@ from dataio.augment.box_targets import BoxTargets
 from dataio.formats.errors import SampleError
 from dataio.detection.detection_config import DetectionConfig
 from dataio.detection.max_boxes import over_max_boxes
-from tests.images.test_detection_hostile import crowded
-from tests.images.test_detection_loader import rewrite_column
+from tests.detection.test_detection_hostile import crowded
+from tests.detection.test_detection_loader import rewrite_column
 
 ROOT = Path(__file__).resolve().parents[2]
 

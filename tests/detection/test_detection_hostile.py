@@ -19,7 +19,7 @@ from dataio.formats.dataset.sample_table import read_sample_table
 from dataio.augment.bbox_crop import BBoxCropConfig
 from dataio.formats.errors import ConfigError, SampleError
 from dataio.detection.detection_config import DetectionConfig
-from tests.images.test_detection_loader import rewrite_column
+from tests.detection.test_detection_loader import rewrite_column
 
 ROOT = Path(__file__).resolve().parents[2]
 
