@@ -136,7 +136,7 @@ class BoxTargets:
     def per_sample(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """[(boxes (K_i, 4) float32, labels (K_i,) int64)] per sample: torchvision's detection target form."""
         boxes = self.boxes()
-        return [(boxes[a:b], self.labels[a:b]) for a, b in zip(self.offsets[:-1], self.offsets[1:])]
+        return [(boxes[a:b], self.labels[a:b]) for a, b in zip(self.offsets[:-1], self.offsets[1:], strict=True)]
 
     def padded(self, max_boxes: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(boxes (N, K, 4) float32, labels (N, K) int64 with -1 for padding, valid (N, K) bool); K is the

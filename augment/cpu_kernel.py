@@ -45,7 +45,7 @@ os.register_at_fork(after_in_child=_forget_pool)
 
 def _slices(n: int, parts: int) -> list[tuple[int, int]]:
     bounds = np.linspace(0, n, parts + 1).round().astype(int)
-    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
 
 
 def apply(images: torch.Tensor, codes: np.ndarray, params: np.ndarray, fill: int) -> torch.Tensor:

@@ -60,7 +60,7 @@ def apply_views(images: torch.Tensor, params: ViewParams, *, out: torch.Tensor |
     index, values = _to_device(index, device), _to_device(values, device)
     per_sample = values[:5 * n].view(n, 5)
     x = images.to(torch.float32).mul_(INV255)
-    for (step, count), idx in zip(steps, index.split([count for _, count in steps])):
+    for (step, count), idx in zip(steps, index.split([count for _, count in steps]), strict=True):
         whole = count == n
         sub = x if whole else x.index_select(0, idx)
         column = JITTER_OPS.index(step) if step in JITTER_OPS else 4  # the factor, or sigma

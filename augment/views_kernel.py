@@ -127,7 +127,8 @@ def apply_views_cpu(images: torch.Tensor, params: ViewParams, *, out: torch.Tens
             _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dataio-views")
         # several slices per thread, taken as threads come free: views differ in cost (blur, hue, contrast)
         bounds = np.linspace(0, n, min(n, threads * SLICES_PER_THREAD) + 1).round().astype(int)
-        for future in [_pool.submit(run, int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]:
+        for future in [_pool.submit(run, int(lo), int(hi))
+                       for lo, hi in zip(bounds[:-1], bounds[1:], strict=True) if hi > lo]:
             future.result()
     result = target if layout == FLOAT_PLANES else target.permute(0, 3, 1, 2)
     if out is None:

@@ -184,7 +184,7 @@ def accepted_samples(shards_folder: Path) -> list[tuple[str, int]]:
     """(relative path, label) of the source files the converter accepted, in its order."""
     folder, manifest = read_manifest(shards_folder)
     table = read_sample_table(folder / manifest.sample_table)
-    samples = list(zip(table.table.column("path").to_pylist(), table.label.tolist()))
+    samples = list(zip(table.table.column("path").to_pylist(), table.label.tolist(), strict=True))
     for row, (path, _) in enumerate(samples):  # the table is input: its paths must stay inside SRC
         try:
             source_path(".", path)
@@ -386,7 +386,7 @@ def make_machine_limit(files: list[bytes], *, size: int, dataio_path: bool = Fal
     out = np.empty((size, size, 3), dtype=np.uint8)
 
     def one_pass() -> Iterable[int]:
-        for data, box in zip(files, boxes):
+        for data, box in zip(files, boxes, strict=True):
             decode_crop_into(data, box, False, out, reduced_decode=dataio_path, region_decode=dataio_path)
             yield 1
 

@@ -218,7 +218,7 @@ def _measure_interleaved(epochs: list[baselines.Epoch],
                 rates[i].append(rate)
                 cpu[i].append(cpu_us)
         out: list[tuple[list[float], list[float], dict[str, Any] | None]] = []
-        for epoch, count, run_rates, run_cpu in zip(epochs, warm, rates, cpu):
+        for epoch, count, run_rates, run_cpu in zip(epochs, warm, rates, cpu, strict=True):
             if epoch.stats is None:
                 out.append((run_rates, run_cpu, None))
                 continue
@@ -306,7 +306,7 @@ def bench_folder(config: BenchImagesConfig, src: Path, shards: Path | None, tmp:
             log(f"running {', '.join(_RUNNERS[n][0] for n in group)}"
                 + (" (an epoch of each in turn)" if len(group) > 1 else "") + f"{suffix} ...")
             measured = _measure_interleaved([_make(n, config, folder, shard_lists) for n in group], config)
-            for n, (run_rates, run_cpu, stats) in zip(group, measured):
+            for n, (run_rates, run_cpu, stats) in zip(group, measured, strict=True):
                 rates[n].append(run_rates)
                 cpu[n] += run_cpu
                 if stats is not None:

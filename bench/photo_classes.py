@@ -89,7 +89,8 @@ def summarize(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 continue
             limits = rows[ours].get("stage_limits")
             entry[mode] = {"vs_standard": rows[ours]["vs_standard"], "cpu_vs_standard": rows[ours]["cpu_vs_standard"],
-                           "rounds": [a / b for a, b in zip(rows[ours]["round_img_s"], rows[theirs]["round_img_s"])],
+                           "rounds": [a / b for a, b in zip(rows[ours]["round_img_s"], rows[theirs]["round_img_s"],
+                                                            strict=True)],
                            "img_s": rows[ours]["img_s"], "standard_img_s": rows[theirs]["img_s"],
                            "stages_at_limits": bool(limits and limits["at_limits"]),
                            "stages_at_parallel_limits": bool(limits and limits["at_parallel_limits"]),

@@ -41,7 +41,8 @@ def format_table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]]
     for row in rows:
         cells.append([format(row[key], spec) if row.get(key) is not None else "-" for key, _, spec in columns])
     widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
-    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]
+    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+             for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

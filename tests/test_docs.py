@@ -121,7 +121,7 @@ def test_quickstart_runs_as_written(tmp_path):
     assert len(shell) == len(python) == 2
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     outputs = []
-    for commands, script in zip(shell, python):
+    for commands, script in zip(shell, python, strict=True):
         for argv in ([ "bash", "-e", "-c", commands], [sys.executable, "-c", script]):
             result = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
             assert result.returncode == 0, result.stderr[-3000:]

@@ -41,7 +41,7 @@ def detection_sample(reader: ImageShards, columns: TargetColumns, index: int, ta
     if image_size is None:
         if targets.masks and len(objects.labels):  # the whole image's own pixels: (K, H, W), torchvision's form
             masks = np.stack([columns.mask(int(part), int(row), index) for part, row in
-                              zip(objects.mask_parts, objects.mask_rows)])
+                              zip(objects.mask_parts, objects.mask_rows, strict=True)])
         pixels: Any = decode_image(data, to_pil=to_pil)
         check_size(*(pixels.size if to_pil else pixels.shape[1::-1]), (width, height))  # boxes are in its pixels
         boxes, labels, iscrowd = objects.boxes, objects.labels, objects.iscrowd

@@ -88,7 +88,8 @@ class TargetColumns:
     def image_ids(self, ids: np.ndarray) -> np.ndarray:
         """(N,) COCO image ids of samples ``ids``."""
         part = np.searchsorted(self.starts, ids, side="right") - 1
-        return np.array([self.arrays[p].image_id[i - self.starts[p]] for p, i in zip(part.tolist(), ids.tolist())],
+        return np.array([self.arrays[p].image_id[i - self.starts[p]]
+                         for p, i in zip(part.tolist(), ids.tolist(), strict=True)],
                         dtype=np.int64)
 
     def objects(self, ids: np.ndarray) -> BatchObjects:
@@ -138,6 +139,6 @@ class TargetColumns:
         chunk = max(1, MASK_CHUNK_BYTES // max(1, int(self.table.width[sample]) * int(self.table.height[sample])))
         for first in range(0, len(rows), chunk):
             decoded = np.stack([self.mask(int(p), int(r), sample) for p, r in
-                                zip(parts[first:first + chunk], rows[first:first + chunk])])
+                                zip(parts[first:first + chunk], rows[first:first + chunk], strict=True)])
             out[first:first + len(decoded)] = resample_masks(decoded, forward, size, size)
         return out

@@ -144,7 +144,7 @@ class ImageBatchSource:
         laps = tuple(self.times.lap() for _ in chunks)  # one per task: each runs on one thread
         tasks = [(lambda lo=lo, lap=lap: self._decode(keys, boxes, flipped, pixels, lo, min(lo + CHUNK, len(keys)),
                                                       lap, fetched, seeds))
-                 for lo, lap in zip(chunks, laps)]
+                 for lo, lap in zip(chunks, laps, strict=True)]
         return BatchStart(fields, tasks, laps=laps)
 
     def without(self, batch: HostBatch, positions: list[int]) -> HostBatch:

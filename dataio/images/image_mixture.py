@@ -58,12 +58,13 @@ class ImageMixture:
         self.table = self._table()
         self.files = MixedShardFiles([s.files for s in sources.values()],
                                      [_shard_name(s, entry.file) for s in sources.values() for entry in s.manifest.shards])
-        self.faults = {int(base) + row: reason for base, s in zip(self.offsets, sources.values())
+        self.faults = {int(base) + row: reason for base, s in zip(self.offsets, sources.values(), strict=True)
                        for row, reason in s.faults.items()}
         self.manifest = Manifest(
             kind="images", num_samples=sum(sizes), classes=self.class_map.classes,
             shards=tuple(ShardEntry(file=name, num_samples=e.num_samples, bytes=e.bytes, sha256=e.sha256)
-                         for name, e in zip(self.files.names, (e for s in sources.values() for e in s.manifest.shards))),
+                         for name, e in zip(self.files.names, (e for s in sources.values() for e in s.manifest.shards),
+                                            strict=True)),
             options={"mixture": {name: s.manifest.fingerprint() for name, s in sources.items()}},
             sample_kind=next(iter(kinds)))
         rule = epoch_rule(config.epoch_length, config.epoch_until, sum(sizes))
@@ -79,15 +80,16 @@ class ImageMixture:
         if all(t.checksum is not None for t in tables):
             checksums = np.concatenate([t.checksum for t in tables])
         elif any(t.checksum is not None for t in tables):
-            older = [name for name, t in zip(self.names, tables) if t.checksum is None]
+            older = [name for name, t in zip(self.names, tables, strict=True) if t.checksum is None]
             warn_once("mixture-checksums", f"mixture: per-sample checksums are not checked, as the sample tables of "
                                            f"{older} predate them (format 1.1); convert those sources again")
         return SampleTable(
-            shard=np.concatenate([t.shard.astype(np.int32) + base for t, base in zip(tables, shard_base)]),
+            shard=np.concatenate([t.shard.astype(np.int32) + base for t, base in zip(tables, shard_base, strict=True)]),
             offset=np.concatenate([t.offset for t in tables]),
             size=np.concatenate([t.size for t in tables]),
             label=(None if any(t.label is None for t in tables) else  # a kind without labels (pairs, boxes, views)
-                   np.concatenate([self.class_map.labels(name, t.label) for name, t in zip(self.names, tables)])),
+                   np.concatenate([self.class_map.labels(name, t.label)
+                                   for name, t in zip(self.names, tables, strict=True)])),
             width=np.concatenate([t.width for t in tables]),
             height=np.concatenate([t.height for t in tables]),
             table=pa.concat_tables([t.table.select(SCHEMA.names) for t in tables]),

@@ -69,7 +69,7 @@ class ImageShards:
                     for i in wanted]
         checksums = None if self.checksums is None else [int(self.checksums[keys[i]]) for i in wanted]
         out: list[Fetched] = [None] * len(keys)
-        for i, data in zip(wanted, self.files.read_many(requests, checksums)):
+        for i, data in zip(wanted, self.files.read_many(requests, checksums), strict=True):
             out[i] = data
         return out
 

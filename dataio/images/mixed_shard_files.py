@@ -48,10 +48,10 @@ class MixedShardFiles:
             local = [(self._route[requests[i][0]][1], requests[i][1], requests[i][2]) for i in indices]
             if isinstance(part, RemoteShardFiles):
                 sums = None if checksums is None else [checksums[i] for i in indices]
-                for i, data in zip(indices, part.read_many(local, sums)):
+                for i, data in zip(indices, part.read_many(local, sums), strict=True):
                     out[i] = data
                 continue
-            for i, (shard, offset, size) in zip(indices, local):
+            for i, (shard, offset, size) in zip(indices, local, strict=True):
                 try:
                     out[i] = part.read(shard, offset, size)
                 except OSError as e:  # a short read of a local shard names it, as a remote failure does

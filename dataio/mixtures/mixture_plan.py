@@ -83,7 +83,7 @@ class MixturePlan:
         self.shards = [np.zeros(int(s), dtype=np.int64) if isinstance(s, (int, np.integer)) else np.asarray(s)
                        for s in sources.values()]
         self.sizes = np.array([len(s) for s in self.shards], dtype=np.int64)
-        for name, size in zip(self.names, self.sizes):
+        for name, size in zip(self.names, self.sizes, strict=True):
             if size < 1:
                 raise ValueError(f"source {name!r} holds no samples")
         if rule.until is not None and rule.until != "all" and rule.until not in self.names:
@@ -156,7 +156,7 @@ class MixturePlan:
             # one slice per pass, not a mask over the epoch per pass (a 100-sample source at weight 0.1 runs
             # 1,280 passes in an ImageNet epoch: 4.2 s an epoch with masks)
             cuts = np.concatenate([[0], np.flatnonzero(np.diff(numbers)) + 1, [len(where)]])
-            for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+            for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
                 at = where[lo:hi]
                 items[at] = self.pass_order(i, int(numbers[lo]))[within[at]]
         return sources, items

@@ -16,6 +16,8 @@ that stays within one sample of them at every prefix.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -52,7 +54,7 @@ class WeightSchedule:
         points = tuple((_position(p), tuple(_weight(w) for w in ws)) for p, ws in self.points)
         if not points or points[0][0] != 0:
             raise ValueError("points must start with a breakpoint at position 0")
-        for (a, _), (b, _) in zip(points, points[1:]):
+        for (a, _), (b, _) in pairwise(points):
             if b <= a:
                 raise ValueError(f"points must be at increasing positions, got {a} then {b}")
         for position, weights in points:

@@ -59,12 +59,12 @@ def copy_arrays(arrays: dict[str, np.ndarray], device: torch.device, *, pin: boo
     host = torch.empty(sum(sizes), dtype=torch.uint8, pin_memory=pin)
     staging = host.numpy()
     offset = 0
-    for array, size in zip(arrays.values(), sizes):
+    for array, size in zip(arrays.values(), sizes, strict=True):
         staging[offset:offset + array.nbytes] = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
         offset += size
     moved = host.to(device, non_blocking=pin)
     out, offset = {}, 0
-    for (name, array), size in zip(arrays.items(), sizes):
+    for (name, array), size in zip(arrays.items(), sizes, strict=True):
         dtype = torch.from_numpy(np.zeros(0, dtype=array.dtype)).dtype
         out[name] = moved[offset:offset + array.nbytes].view(dtype).view(array.shape)
         offset += size

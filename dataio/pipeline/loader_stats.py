@@ -70,10 +70,10 @@ class SourceCounts(Mapping):
 
     def __getitem__(self, name: str) -> dict[str, int]:
         row = self.counts[self.names.index(name)]
-        return {unit: int(value) for unit, value in zip(self.units, row)}
+        return {unit: int(value) for unit, value in zip(self.units, row, strict=True)}
 
     def __iter__(self) -> Iterator[str]:
-        return iter(name for name, row in zip(self.names, self.counts) if row.any())
+        return iter(name for name, row in zip(self.names, self.counts, strict=True) if row.any())
 
     def __len__(self) -> int:
         return int(self.counts.any(axis=1).sum())

@@ -31,7 +31,7 @@ class PassPlan:
     def __post_init__(self) -> None:
         # The same as Python ints, for the driver's per-batch lookups (a numpy scalar is ~0.1 us each).
         offsets = self.offsets.tolist()
-        object.__setattr__(self, "bounds", list(zip(offsets[:-1], offsets[1:])))
+        object.__setattr__(self, "bounds", list(zip(offsets[:-1], offsets[1:], strict=True)))
         object.__setattr__(self, "unit_list", self.units.tolist())
         object.__setattr__(self, "step_list", self.steps.tolist())
 

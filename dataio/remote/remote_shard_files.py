@@ -42,7 +42,7 @@ class RemoteShardFiles:
         self._lock = threading.Lock()
         self._in_flight: dict[int, tuple[float, list[int]]] = {}  # cat_ranges call -> (start, shards)
         self.requests = self.bytes_fetched = 0  # ranges and bytes that went over the network
-        for path, name, entry in zip(self._paths, self.names, manifest.shards):
+        for path, name, entry in zip(self._paths, self.names, manifest.shards, strict=True):
             try:
                 size = retry.call(lambda path=path: location.fs.size(path))
             except FileNotFoundError:
@@ -121,7 +121,7 @@ class RemoteShardFiles:
                 del self._in_flight[call]
         again = []
         fetched = 0
-        for i, data in zip(todo, out):
+        for i, data in zip(todo, out, strict=True):
             shard, offset, size = requests[i]
             if isinstance(data, (bytes, bytearray)) and len(data) == size:
                 results[i] = bytes(data)

@@ -101,7 +101,7 @@ def pack_rows(pieces: Pieces, rows: int, block: int, tokens: TokenArrays, *, pad
         warn_once("collate", WITHOUT_EXTENSION)
         ids.fill(pad_id), labels.fill(ignore_index), positions.fill(0), mask.fill(0)
         for p, (sample, lo, hi, r, column) in enumerate(zip(*(a.tolist() for a in (
-                pieces.sample, pieces.lo, pieces.hi, pieces.row, pieces.column)))):
+                pieces.sample, pieces.lo, pieces.hi, pieces.row, pieces.column)), strict=True)):
             start = tokens.starts[sample]
             piece = tokens.values[tokens.chunk_of[sample]][start + lo:start + hi]
             n = hi - lo

@@ -55,7 +55,8 @@ class TextMixture:
         c, names = self.config, self.names
         schedule = c.weights
         check_names(schedule, names)
-        return MixturePlan(dict(zip(names, self.shards)), schedule, seed=c.seed, rule=rule, shuffle=c.shuffle,
+        return MixturePlan(dict(zip(names, self.shards, strict=True)), schedule, seed=c.seed, rule=rule,
+                           shuffle=c.shuffle,
                            window=c.shuffle_window, pass_length=self._batches_in_pass if self.by_batches else None)
 
     def reschedule(self, config: TextLoaderConfig) -> None:
@@ -109,7 +110,7 @@ class TextMixture:
         if self.by_batches:
             sources, passes, within = self.plan.units(epoch)
             batches = [self.offsets[s] + self._pass_plan(s, p).batch(w)
-                       for s, p, w in zip(sources.tolist(), passes.tolist(), within.tolist())]
+                       for s, p, w in zip(sources.tolist(), passes.tolist(), within.tolist(), strict=True)]
             return None, plans.from_batches(batches, source=sources.astype(np.int64))
         order = self.plan.order(epoch)
         if c.mode == "pack":

@@ -79,7 +79,8 @@ def _draw(draw: ImageDraw.ImageDraw, kind: str, box: tuple[float, float, float, 
         angles = np.sort(rng.uniform(0, 2 * np.pi, 7))
         radii = rng.uniform(0.7, 1.0, 7)
         cx, cy, rx, ry = (x0 + x1) / 2, (y0 + y1) / 2, (x1 - x0) / 2, (y1 - y0) / 2
-        draw.polygon([(cx + rx * r * np.cos(a), cy + ry * r * np.sin(a)) for a, r in zip(angles, radii)], fill=fill)
+        draw.polygon([(cx + rx * r * np.cos(a), cy + ry * r * np.sin(a))
+                      for a, r in zip(angles, radii, strict=True)], fill=fill)
 
 
 def tight_boxes(masks: np.ndarray) -> np.ndarray:

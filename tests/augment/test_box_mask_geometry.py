@@ -110,7 +110,7 @@ def check(images: torch.Tensor, targets: BoxTargets, masks: np.ndarray, photos: 
     assert (kept.labels == targets.labels[index]).all()
     visible, boxes = targets.visible_fractions(), targets.boxes()
     pixels = images.permute(0, 2, 3, 1).numpy()
-    for row, (sample, colour, kind) in enumerate(zip(targets.owners(), colours, kinds)):
+    for row, (sample, colour, kind) in enumerate(zip(targets.owners(), colours, kinds, strict=True)):
         shape = shape_pixels(pixels[sample], colour)
         name = f"{where}, sample {sample} ({PHOTO_SIZES[sample]}), {kind} {colour}: visible {visible[row]:.3f}"
         if kind == "rect":

@@ -150,7 +150,7 @@ def test_device_crop_maps_follow_the_device_crop() -> None:
     targets = targets.mapped(np.tile(host, (n, 1, 1)), 128, 96).mapped(device_crop_maps(crops, flipped, 64), 64, 64)
     kept, index = targets.kept(0.5)
     pixels = images.round().to(torch.uint8).permute(0, 2, 3, 1).numpy()
-    for box, row, sample in zip(kept.boxes(), index, kept.owners()):
+    for box, row, sample in zip(kept.boxes(), index, kept.owners(), strict=True):
         ys, xs = np.nonzero(shape_pixels(pixels[sample], photo.colours[row % count]))
         bounds = np.array([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1])
         assert (bounds[:2] >= box[:2] - 2).all() and (bounds[2:] <= box[2:] + 2).all(), (sample, box, bounds)

@@ -18,7 +18,7 @@ def apply_one_by_one(image: torch.Tensor, ops, magnitude, sign, fill: float = 12
     """The same ops applied to one image at a time: the per-image loop the batch version replaces."""
     x = image[None].float()
     _, _, height, width = x.shape
-    for op, m, s in zip(ops.tolist(), magnitude, sign):
+    for op, m, s in zip(ops.tolist(), magnitude, sign, strict=True):
         name = OPS[op]
         if name == "Identity":
             continue

@@ -154,7 +154,8 @@ def test_four_threads_at_once_give_what_one_thread_gives() -> None:
     for thread in threads:
         thread.join()
     for t in range(len(sizes)):
-        assert len(together[t]) == len(alone[t]) and all(np.array_equal(a, b) for a, b in zip(alone[t], together[t]))
+        assert len(together[t]) == len(alone[t])
+        assert all(np.array_equal(a, b) for a, b in zip(alone[t], together[t], strict=True))
 
 
 @pytest.mark.parametrize("planar", [False, True])

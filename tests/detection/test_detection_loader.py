@@ -67,11 +67,11 @@ def test_a_mid_epoch_resume_gives_the_same_images_and_targets(coco_shards) -> No
         batches = iter(loader)
         first = [next(batches), next(batches)]
         state = loader.state_dict()
-    assert all(same(a, b) for a, b in zip(first, whole))
+    assert all(same(a, b) for a, b in zip(first, whole, strict=True))
     with ImageLoader(coco_shards, **TRAIN) as resumed:
         resumed.load_state_dict(state)
         rest = epoch(resumed)
-    assert len(rest) == len(whole) - 2 and all(same(a, b) for a, b in zip(rest, whole[2:]))
+    assert len(rest) == len(whole) - 2 and all(same(a, b) for a, b in zip(rest, whole[2:], strict=True))
 
 
 @pytest.mark.parametrize("world_size", [2, 3, 5])

@@ -27,7 +27,7 @@ def test_same_contract_and_images_as_turbo(image_shards, train):
     loader = ImageLoader(image_shards, decoder="dali", **options)
     dali = list(loader)
     assert loader.decoder == "dali" and len(loader) == len(dali) == len(turbo)
-    for (images, labels), (t_images, t_labels) in zip(dali, turbo):
+    for (images, labels), (t_images, t_labels) in zip(dali, turbo, strict=True):
         check_batch(images, labels, loader.config)
         assert torch.equal(labels, t_labels)
         difference = (images.float() - t_images.float()).abs().mean()
@@ -51,7 +51,7 @@ def _splice_gives_the_same_images(shards, device_id):
 
     encoded, boxes = _batch_of_packed_jpegs(shards, 24)
     cut, moved = cut_to_boxes(encoded, boxes)
-    assert sum(len(c) < len(e) for c, e in zip(cut, encoded)) >= 12, "most crops should cut the file down"
+    assert sum(len(c) < len(e) for c, e in zip(cut, encoded, strict=True)) >= 12, "most crops should cut the file down"
     flipped = np.arange(24) % 2 == 1
     outputs = [DaliDecoder(max_batch=24, threads=2, device_id=device_id, splice=splice).decode(
         encoded, boxes, flipped, 48) for splice in (True, False)]
@@ -146,7 +146,7 @@ def test_gpu_dali_matches_cpu_contract(image_shards):
     gpu = ImageLoader(image_shards, decoder="auto", device="cuda", **options)
     assert gpu.decoder == "dali"
     cpu = list(ImageLoader(image_shards, decoder="dali", **options))
-    for (images, labels), (c_images, c_labels) in zip(gpu, cpu):
+    for (images, labels), (c_images, c_labels) in zip(gpu, cpu, strict=True):
         check_batch(images, labels, gpu.config)
         assert images.is_cuda and torch.equal(labels.cpu(), c_labels)
         assert (images.cpu().float() - c_images.float()).abs().mean() < 3.0

@@ -50,7 +50,7 @@ def sources(coloured_shards, tmp_path_factory) -> dict[str, Path]:
 
 def _check_labels(loader: ImageLoader, samples: np.ndarray, labels: torch.Tensor) -> None:
     """Each sample's label names the class folder its image came from (the combined map, checked per sample)."""
-    for sample, label in zip(samples.tolist(), labels.tolist()):
+    for sample, label in zip(samples.tolist(), labels.tolist(), strict=True):
         assert loader.classes[label] == loader.table.path(sample).split("/")[0], sample
 
 
@@ -79,7 +79,8 @@ def test_each_source_is_read_in_passes_without_repeats(sources):
     draws: dict[str, list[int]] = {name: [] for name in sources}
     for _ in range(2):  # the passes run on across the epoch boundary
         for batch in loader.batches():
-            for sample, source in zip(batch.samples.tolist(), loader.mixture.source_of(batch.samples).tolist()):
+            for sample, source in zip(batch.samples.tolist(), loader.mixture.source_of(batch.samples).tolist(),
+                                      strict=True):
                 draws[loader.mixture.names[source]].append(sample - int(loader.mixture.offsets[source]))
     for name, drawn in draws.items():
         size = len(loader.mixture.sources[name].table)
@@ -120,17 +121,17 @@ def test_resume_mid_epoch_after_a_schedule_change(sources, old_world, new_world)
     rest = [list(loader.batches()) for loader in new]
     assert len({len(r) for r in rest}) == 1 and len({len(loader) for loader in new}) == 1
     consumed = state["samples_consumed"]
-    for loader, batches in zip(new, rest):
+    for loader, batches in zip(new, rest, strict=True):
         for batch in batches:
             _check_labels(loader, batch.samples, batch.labels)
     # each batch is a span of the blend, dealt round-robin: the rest, rank by rank per round, is the run's tail
-    merged = np.concatenate([b.samples[~b.repeated] for group in zip(*rest) for b in group])
+    merged = np.concatenate([b.samples[~b.repeated] for group in zip(*rest, strict=True) for b in group])
     assert merged.tolist() == whole[consumed:].tolist()
     if new_world == old_world:  # the same ranks: the very same batches, crops and all
         again = [list(run(old_world, r).batches())[steps:] for r in range(old_world)]
-        for got, expected in zip(rest, again):
+        for got, expected in zip(rest, again, strict=True):
             assert len(got) == len(expected)
-            for a, b in zip(got, expected):
+            for a, b in zip(got, expected, strict=True):
                 assert torch.equal(a.images, b.images) and torch.equal(a.labels, b.labels)
 
 
@@ -151,7 +152,7 @@ def test_drop_last_gives_every_rank_full_batches_of_distinct_samples(sources):
     options = dict(OPTIONS, weights={"big": 0.5, "mid": 0.3, "small": 0.2}, epoch_length=70, drop_last=True)
     ranks = [list(ImageLoader(sources, world_size=2, rank=r, **options).batches()) for r in range(2)]
     assert [[len(b.labels) for b in batches] for batches in ranks] == [[8] * 4, [8] * 4]
-    samples = [b.samples.tolist() for batches in zip(*ranks) for b in batches]  # round by round: the order
+    samples = [b.samples.tolist() for batches in zip(*ranks, strict=True) for b in batches]  # round by round: the order
     whole = np.concatenate([b.samples for b in ImageLoader(sources, **options).batches()]).tolist()
     assert [s for batch in samples for s in batch] == whole[:64]
 
@@ -164,7 +165,7 @@ def test_one_class_map_for_sources_with_different_class_lists(sources):
     by_path = {}
     for batch in loader.batches():
         _check_labels(loader, batch.samples, batch.labels)
-        for sample, label in zip(batch.samples.tolist(), batch.labels.tolist()):
+        for sample, label in zip(batch.samples.tolist(), batch.labels.tolist(), strict=True):
             by_path[(loader.mixture.names[int(loader.mixture.source_of(np.array([sample]))[0])],
                      loader.table.path(sample))] = label
     # specific samples: small's c3 images are the new class 4, its c2 ones share big's index 2, mid's x is 3
@@ -226,7 +227,7 @@ def test_train_augmentation_with_the_combined_classes(sources):
     resumed.load_state_dict(interrupted.state_dict())
     rest = list(resumed)
     assert len(rest) == len(first) - 2
-    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(first[2:], rest))
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(first[2:], rest, strict=True))
     with pytest.raises(ConfigError, match="mix.num_classes is 3, fewer than the 5 classes"):
         ImageLoader(sources, **{**options, "mix": MixConfig(num_classes=3)})
 
@@ -258,7 +259,7 @@ def test_eval_mode_reads_each_source_in_order(sources):
         drawn = samples[source == i] - loader.mixture.offsets[i]
         assert drawn.tolist() == list(range(len(loader.mixture.sources[name].table)))
     again = list(ImageLoader(sources, **options).batches())
-    assert all(torch.equal(a.images, b.images) for a, b in zip(batches, again))
+    assert all(torch.equal(a.images, b.images) for a, b in zip(batches, again, strict=True))
 
 
 def test_until_a_source_finishes_a_pass_and_per_source_counts(sources):

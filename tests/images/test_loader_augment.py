@@ -28,7 +28,7 @@ def test_contract_with_randaugment_and_mix(image_shards):
 def test_augmented_epochs_are_deterministic_and_resume_exactly(image_shards):
     first = [(i.clone(), t.clone()) for i, t in augmented(image_shards)]
     again = [(i.clone(), t.clone()) for i, t in augmented(image_shards)]
-    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(first, again))
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(first, again, strict=True))
     interrupted = augmented(image_shards)
     iterator = iter(interrupted)
     next(iterator), next(iterator)
@@ -37,7 +37,7 @@ def test_augmented_epochs_are_deterministic_and_resume_exactly(image_shards):
     resumed.load_state_dict(state)
     rest = list(resumed)
     assert len(rest) == len(first) - 2
-    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(first[2:], rest))
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(first[2:], rest, strict=True))
 
 
 def test_epochs_and_ranks_augment_differently(image_shards):
@@ -101,6 +101,6 @@ def test_device_crop_then_randaugment_takes_the_cpu_kernel(image_shards, monkeyp
     first = [(i.clone(), t.clone()) for i, t in augmented(image_shards, crop_on_device=True)]
     again = [(i.clone(), t.clone()) for i, t in augmented(image_shards, crop_on_device=True)]
     assert len(calls) == 2 * len(first) > 0
-    for (images, targets), (images2, targets2) in zip(first, again):
+    for (images, targets), (images2, targets2) in zip(first, again, strict=True):
         assert images.shape[1:] == (3, 48, 48) and images.dtype == torch.float32
         assert torch.equal(images, images2) and torch.equal(targets, targets2)

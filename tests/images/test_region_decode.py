@@ -143,7 +143,7 @@ def test_loader_batches_are_the_same_with_and_without_region_decode(image_shards
                          reduced_decode=False) as loader:
             return [images.numpy().copy() for images, _ in loader]
 
-    for region, whole in zip(epoch(True), epoch(False)):
+    for region, whole in zip(epoch(True), epoch(False), strict=True):
         np.testing.assert_array_equal(region, whole)
 
 

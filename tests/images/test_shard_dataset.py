@@ -101,7 +101,7 @@ def test_eval_view_is_what_the_loader_yields_and_subset_stacks_with_its_batches(
         view = loader.dataset
         assert len(view) == 14 and view.classes == loader.classes and view.targets == loader.table.label.tolist()
         for batch in loader.batches():
-            for image, label, sample in zip(batch.images, batch.labels, batch.samples):
+            for image, label, sample in zip(batch.images, batch.labels, batch.samples, strict=True):
                 item, item_label = view[int(sample)]
                 assert item.dtype == image.dtype and item.shape == image.shape == (3, 64, 64)
                 assert torch.allclose(item.float(), image.float(), atol=1e-5) and item_label == int(label)
@@ -152,7 +152,7 @@ def test_torch_dataloader_worker_processes(real_photo_shards, context):
     dataset = ShardDataset(real_photo_shards, image_size=48)
     dataset[0]  # opened here first: a forked worker must open its own
     loader = torch.utils.data.DataLoader(dataset, batch_size=4, num_workers=2, multiprocessing_context=context)
-    images, labels = zip(*loader)
+    images, labels = zip(*loader, strict=True)
     images, labels = torch.cat(images), torch.cat(labels)
     assert labels.tolist() == dataset.targets
     assert all(torch.equal(images[i], dataset[i][0]) for i in range(len(dataset)))

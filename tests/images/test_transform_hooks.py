@@ -36,13 +36,13 @@ def test_transform_runs_on_the_decode_threads_as_if_applied_by_hand(real_photo_s
     hooked = images_of(ImageLoader(real_photo_shards, transform=recorded, **OPTIONS))
     assert threads and all(name.startswith("dataio-decode") for name in threads)
     assert len(hooked) == len(plain) == 4
-    for got, batch in zip(hooked, plain):
+    for got, batch in zip(hooked, plain, strict=True):
         assert torch.equal(got, torch.stack([contrast(image) for image in batch]))
         assert not torch.equal(got, batch)
     # in place on the view of the slot, or a rearranged view of it: both land in the batch
     inverted = images_of(ImageLoader(real_photo_shards, transform=lambda image: image.bitwise_not_(), **OPTIONS))
     transposed = images_of(ImageLoader(real_photo_shards, transform=lambda image: image.transpose(1, 2), **OPTIONS))
-    for inv, tra, batch in zip(inverted, transposed, plain):
+    for inv, tra, batch in zip(inverted, transposed, plain, strict=True):
         assert torch.equal(inv, 255 - batch) and torch.equal(tra, batch.transpose(2, 3))
 
 
@@ -54,9 +54,9 @@ def test_a_transform_taking_a_generator_draws_the_same_for_any_thread_count(real
     runs = [images_of(ImageLoader(real_photo_shards, transform=noise, **{**OPTIONS, "num_workers": workers}))
             for workers in (0, 1, 2)]
     for batches in runs[1:]:
-        assert all(torch.equal(a, b) for a, b in zip(batches, runs[0]))
+        assert all(torch.equal(a, b) for a, b in zip(batches, runs[0], strict=True))
     plain = images_of(ImageLoader(real_photo_shards, **OPTIONS))
-    shifts = torch.cat([(a.int() - b.int()).flatten(2).median(2).values for a, b in zip(runs[0], plain)])
+    shifts = torch.cat([(a.int() - b.int()).flatten(2).median(2).values for a, b in zip(runs[0], plain, strict=True)])
     assert len(set(map(tuple, shifts.tolist()))) > len(shifts) // 2  # a draw per sample, not one for all
     with ImageLoader(real_photo_shards, transform=noise, **OPTIONS) as loader:
         loader.set_epoch(1)
@@ -102,7 +102,7 @@ def test_batch_transform_gets_the_batch_after_the_copy_and_normalisation(real_ph
         got = [(images, labels) for images, labels in loader]
         assert loader.stats.stages.as_dict()["0"]["batch_transform"]["calls"] == len(expected)
     assert len(got) == len(seen) == len(expected)
-    for (images, labels), before, (ref_images, ref_labels) in zip(got, seen, expected):
+    for (images, labels), before, (ref_images, ref_labels) in zip(got, seen, expected, strict=True):
         assert before.dtype == torch.float32 and before.is_contiguous(memory_format=torch.channels_last)
         assert torch.equal(before, ref_images)  # what the loader would have yielded: copied, normalised
         assert torch.equal(images, ref_images + 1) and torch.equal(labels, ref_labels + 10)  # its output is yielded
@@ -114,7 +114,7 @@ def test_batch_transform_with_a_generator_is_seeded_per_batch(real_photo_shards)
 
     runs = [images_of(ImageLoader(real_photo_shards, batch_transform=dropout, normalize=True, **OPTIONS))
             for _ in range(2)]
-    assert all(torch.equal(a, b) for a, b in zip(*runs))
+    assert all(torch.equal(a, b) for a, b in zip(*runs, strict=True))
     with pytest.raises(ConfigError, match="batch_transform must return \\(images, labels\\)") as info:
         images_of(ImageLoader(real_photo_shards, batch_transform=lambda images, labels: images, **OPTIONS))
     assert info.value.parameters == ("batch_transform",)

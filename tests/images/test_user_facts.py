@@ -99,7 +99,7 @@ def test_coco_category_ids_round_trip_through_pycocotools(coco_folder, coco_shar
             sx, sy = photo["width"] / size, photo["height"] / size
             valid = batch["valid"][row]
             boxes, labels = batch["boxes"][row][valid].tolist(), batch["labels"][row][valid].tolist()
-            for (x0, y0, x1, y1), label in zip(boxes, labels):
+            for (x0, y0, x1, y1), label in zip(boxes, labels, strict=True):
                 results.append({"image_id": photo["id"], "category_id": loader.category_ids[label], "score": 1.0,
                                 "bbox": [x0 * sx, y0 * sy, (x1 - x0) * sx, (y1 - y0) * sy]})
     assert len(results) == len(truth.anns)
@@ -162,7 +162,7 @@ def test_the_folders_own_tokenizer_on_the_decode_threads_gives_the_stored_ids(pa
             tokenised = dataio.ImageLoader(packed, batch_size=8, image_size=32, train=False,
                                            captions=dataio.CaptionConfig(tokenizer=own, max_length=max_length))
             assert stored.pad_id == tokenised.pad_id
-            pairs = list(zip(stored, tokenised))
+            pairs = list(zip(stored, tokenised, strict=True))
             assert len(pairs) == 5 and all(_same_text_fields(a, b) for a, b in pairs), (packed, max_length)
             if max_length is None:  # and any tokenizers user of the folder's tokenizer.json gets them too
                 batch, tokenizer = pairs[0][0], Tokenizer.from_file(str(own))
@@ -198,7 +198,8 @@ def test_a_tokenizer_file_saved_with_padding_and_truncation_stores_whole_caption
         loader = dataio.ImageLoader(folder, batch_size=40, image_size=32, train=False,
                                     captions=dataio.CaptionConfig(max_length=None, text=True))
         batch = next(iter(loader))
-        rows[name] = [row[mask.bool()].tolist() for row, mask in zip(batch["input_ids"], batch["attention_mask"])]
+        rows[name] = [row[mask.bool()].tolist()
+                      for row, mask in zip(batch["input_ids"], batch["attention_mask"], strict=True)]
         plain = Tokenizer.from_file(str(tmp_path / "plain.json"))
         bos, eos = plain.token_to_id("<s>"), plain.token_to_id("</s>")
         assert rows[name] == [[bos, *plain.encode(c).ids, eos] for c in batch["caption"]], name

@@ -87,7 +87,8 @@ def test_a_caption_that_gives_no_token_is_that_samples_error(pair_tars):
     with pytest.raises(SampleError, match="caption gives no token ids"):
         list(ImageLoader(pair_tars, batch_size=8, image_size=16, shuffle=False, captions=captions))
     loader = ImageLoader(pair_tars, batch_size=8, image_size=16, on_error="skip", captions=captions)
-    kept = [c for batch in loader for c, rep in zip(batch["caption"], batch["repeated"].tolist()) if not rep]
+    kept = [c for batch in loader for c, rep in zip(batch["caption"], batch["repeated"].tolist(), strict=True)
+            if not rep]
     assert kept and all("q" in c for c in kept)
     assert len(loader.stats.errors) == 40 - len(kept)
     assert all(e["reason"] == "caption gives no token ids (none stored, or none from the tokenizer)"

@@ -29,7 +29,7 @@ def test_shard_dataset_on_s3_reads_the_local_samples_in_workers_and_in_the_loade
     assert isinstance(fast, ImageLoader) and fast.location.remote
     assert fast.config.storage_options is remote.config.storage_options
     for batch in fast.batches():
-        for image, sample in zip(batch.images, batch.samples.tolist()):
+        for image, sample in zip(batch.images, batch.samples.tolist(), strict=True):
             assert torch.equal(image, local[sample][0])
     fast.close()
 

@@ -20,5 +20,5 @@ def test_s3_coco_batches_match_local(s3, coco_shards, tmp_path) -> None:
         got = list(remote)
         assert remote.files.requests == 12  # one range per sample: the targets come with the table
     assert len(got) == len(expected) == 3
-    for a, b in zip(got, expected):
+    for a, b in zip(got, expected, strict=True):
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -23,12 +23,12 @@ def test_dropin_reads_a_url_as_it_reads_the_folder(s3, real_photo_shards, text_s
     assert isinstance(remote_loader, dataio.ImageLoader) and remote_loader.config.train
     remote = _pairs(remote_loader)
     assert len(remote) == len(local) == 4
-    for (a, la), (b, lb) in zip(remote, local):
+    for (a, la), (b, lb) in zip(remote, local, strict=True):
         assert a.dtype == torch.float32 and torch.equal(a, b) and torch.equal(la, lb)
     with dataio.DataLoader(text_shards, batch_size=8) as text_local, \
             dataio.DataLoader(text_url, batch_size=8, storage_options=s3.options()) as text_remote:
         assert isinstance(text_remote, dataio.TextLoader)
-        pairs = list(zip(text_remote, text_local))
+        pairs = list(zip(text_remote, text_local, strict=True))
         assert len(pairs) == len(text_local) > 1
         assert all(torch.equal(a["input_ids"], b["input_ids"]) for a, b in pairs)
     with pytest.raises(DataioError, match="s3://no-such-bucket/out/manifest.json") as info:

@@ -331,7 +331,8 @@ def test_a_damaged_cached_token_shard_is_downloaded_again_with_a_warning(s3, tex
     with TextLoader(url, storage_options=s3.options(), cache_dir=tmp_path / "cache", **options) as remote:
         got = [{k: v.numpy().copy() for k, v in b.items()} for b in remote]
     assert len(got) == len(expected)
-    assert all(a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a) for a, b in zip(got, expected))
+    assert all(a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+               for a, b in zip(got, expected, strict=True))
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and str(victim) in warnings[0] and "damaged cache file" in warnings[0]
     assert sha256_file(victim) == manifest.shards[0].sha256

@@ -26,8 +26,8 @@ def torchrun(nproc: int, kind: str, shards: Path, out: Path, *extra: str) -> lis
 
 
 def real_samples(records: list[dict]) -> list[int]:
-    return [s for rec in records for batch, flags in zip(rec["batches"], rec["repeated"])
-            for s, repeated in zip(batch, flags) if not repeated]
+    return [s for rec in records for batch, flags in zip(rec["batches"], rec["repeated"], strict=True)
+            for s, repeated in zip(batch, flags, strict=True) if not repeated]
 
 
 @pytest.fixture(scope="module")

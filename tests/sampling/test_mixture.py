@@ -134,7 +134,7 @@ def test_units_of_passes_of_varying_length_are_drawn_in_order_once():
     sequences: dict[int, list[tuple[int, int]]] = {0: [], 1: []}
     for epoch in range(5):
         sources, passes, within = plan.units(epoch)
-        for s, p, w in zip(sources.tolist(), passes.tolist(), within.tolist()):
+        for s, p, w in zip(sources.tolist(), passes.tolist(), within.tolist(), strict=True):
             assert 0 <= w < lengths[(s, p)]
             sequences[s].append((p, w))
         done = [plan.units_before(i, epoch + 1) for i in range(2)]

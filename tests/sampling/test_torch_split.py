@@ -57,7 +57,7 @@ def test_each_rank_gets_torchs_batches(world_size, shuffle):
         where = f"{num_samples} samples, {options}"
         if not shuffle:
             assert ours == theirs, where  # the same ids, in the same batches, in the same order
-        for mine, torchs in zip(ours, theirs):
+        for mine, torchs in zip(ours, theirs, strict=True):
             assert [len(b) for b in mine] == [len(b) for b in torchs], where  # batch count and sizes
         mine_all = Counter(s for batches in ours for b in batches for s in b)
         torch_all = Counter(s for batches in theirs for b in batches for s in b)

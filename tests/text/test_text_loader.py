@@ -59,7 +59,7 @@ def test_packing_rows_and_boundaries(text_shards):
         ids, labels, positions, cu = batch["input_ids"], batch["labels"], batch["position_ids"], batch["cu_seqlens"]
         assert ids.shape[1] == 64 and cu[0] == 0 and cu[-1] == ids.numel() and (torch.diff(cu) > 0).all()
         flat_ids, flat_labels, flat_pos = ids.flatten(), labels.flatten(), positions.flatten()
-        for lo, hi in zip(cu[:-1].tolist(), cu[1:].tolist()):
+        for lo, hi in zip(cu[:-1].tolist(), cu[1:].tolist(), strict=True):
             if batch["attention_mask"].flatten()[lo]:
                 assert torch.equal(flat_pos[lo:hi], torch.arange(hi - lo))
                 assert torch.equal(flat_labels[lo:hi - 1], flat_ids[lo + 1:hi]) and flat_labels[hi - 1] == IGNORE
@@ -80,7 +80,7 @@ def test_resume_mid_epoch_reproduces_the_rest(text_shards):
     resumed = TextLoader(text_shards, mode="budget", max_tokens=512, seed=4)
     resumed.load_state_dict(state)
     rest = [b["input_ids"] for b in resumed]
-    assert len(rest) == len(full) - 3 and all(torch.equal(a, b) for a, b in zip(full[3:], rest))
+    assert len(rest) == len(full) - 3 and all(torch.equal(a, b) for a, b in zip(full[3:], rest, strict=True))
 
 
 class OneAhead(DeviceCopy):
@@ -112,7 +112,7 @@ def test_a_state_covers_the_batches_handed_out_when_the_copy_runs_ahead(text_sha
     resumed = TextLoader(text_shards, **options)
     resumed.load_state_dict(state)
     rest = [b["input_ids"] for b in resumed]
-    assert len(held) + len(rest) == len(full) and all(torch.equal(a, b) for a, b in zip(full, held + rest))
+    assert len(held) + len(rest) == len(full) and all(torch.equal(a, b) for a, b in zip(full, held + rest, strict=True))
     assert len(list(iterator)) == len(full) - 3 and ahead.epoch == 1  # the pass ends, the epoch moves on
 
 

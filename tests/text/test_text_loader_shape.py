@@ -53,7 +53,7 @@ def test_skip_in_pack_mode_masks_the_bad_pieces(text_shards):
     loader = _with_vocab(TextLoader(text_shards, mode="pack", block_size=64, batch_size=4, on_error="skip"), vocab)
     skipped = list(loader)
     assert len(skipped) == len(clean) and loader.stats.errors
-    for a, b in zip(clean, skipped):
+    for a, b in zip(clean, skipped, strict=True):
         assert a["input_ids"].shape == b["input_ids"].shape
         assert torch.equal(a["cu_seqlens"], b["cu_seqlens"])  # document boundaries kept
         kept = b["attention_mask"].bool()

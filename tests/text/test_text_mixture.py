@@ -112,7 +112,7 @@ def test_resume_mid_epoch_on_any_world_size_after_a_schedule_change(sources, mod
     # the rest, dealt round-robin over the new ranks, is the uninterrupted run's tail; in budget mode (a
     # batch per source) each round of batches is reordered among the ranks (partition.balanced_rounds)
     tail = whole[0][steps * old_world:]
-    for k, group in enumerate(zip(*rest)):
+    for k, group in enumerate(zip(*rest, strict=True)):
         expected = tail[k * new_world:(k + 1) * new_world]
         assert (sorted(group) == sorted(expected)) if mode == "budget" else (list(group) == expected)
 

@@ -54,7 +54,7 @@ def test_pickles_small_and_pads_in_worker_processes(text_shards):
         rows += [padded[i, :n] for i, n in enumerate(lengths.tolist())]
         assert all((padded[i, n:] == dataset.pad_id).all() for i, n in enumerate(lengths.tolist()))
     assert len(rows) == len(sampler) == -(-len(dataset) // 2)
-    assert all(torch.equal(row, dataset[i]) for row, i in zip(rows, sampler))
+    assert all(torch.equal(row, dataset[i]) for row, i in zip(rows, sampler, strict=True))
 
 
 def test_distributed_sampler_idiom_runs_the_text_loader(text_shards):
@@ -66,7 +66,7 @@ def test_distributed_sampler_idiom_runs_the_text_loader(text_shards):
         assert isinstance(loader, TextLoader) and loader.config.mode == "fixed"
         assert (loader.world_size, loader.rank, loader.config.seed) == (3, rank, 2)
         for batch in loader:
-            for row, sample in zip(batch["input_ids"], batch["sample_ids"].tolist()):
+            for row, sample in zip(batch["input_ids"], batch["sample_ids"].tolist(), strict=True):
                 assert torch.equal(row[:len(dataset[sample])], dataset[sample])
                 seen.append(sample)
     assert sorted(set(seen)) == list(range(len(dataset)))
