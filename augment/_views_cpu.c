@@ -12,13 +12,14 @@
  * Everything is checked first: a bad argument raises ValueError and nothing is written.
  *
  * An image goes through in rows. A row is deinterleaved into three float rows (L1-sized), and every pointwise op
- * runs over it in turn, each a flat loop the compiler vectorises; the image is never a whole float image unless an
- * op needs one: contrast needs the mean gray of the image at its place in the order, so the rows before it are
- * kept in a float plane and summed on the way; the blur's horizontal pass writes each row into the plane, and its
- * vertical pass emits row y - r as soon as row y is there (the rows it reads are still in cache). Hue takes one
- * division a pixel (torchvision's HSV round trip takes five): the same function, within ~1e-6 (module docstring of
- * dataio.augment.views_kernel). The GIL is released; scratch is per thread, kept between calls (a pthread key
- * frees it when the thread ends), so threads may call this at once on different images.
+ * runs over it in turn, each a flat loop the compiler vectorises (views_rows.h). The image is a whole float image
+ * only where contrast comes after another op: contrast needs the mean gray of the image at its place in the order,
+ * so the rows before it are kept and summed on the way (contrast first sums the source's bytes). The blur's
+ * horizontal pass writes each row into a ring of 2 r + 1 rows, and its vertical pass emits row y - r as soon as
+ * row y is there. Hue takes one division a pixel (torchvision's HSV round trip takes five): the same function,
+ * within ~1e-6 (module docstring of dataio.augment.views_kernel). The GIL is released; scratch is per thread, kept
+ * between calls (a pthread key frees it when the thread ends), so threads may call this at once on different
+ * images.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
