@@ -12,13 +12,14 @@
  * Everything is checked first: a bad argument raises ValueError and nothing is written.
  *
  * An image goes through in rows. A row is deinterleaved into three float rows (L1-sized), and every pointwise op
- * runs over it in turn, each a flat loop the compiler vectorises; the image is never a whole float image unless an
- * op needs one: contrast needs the mean gray of the image at its place in the order, so the rows before it are
- * kept in a float plane and summed on the way; the blur's horizontal pass writes each row into the plane, and its
- * vertical pass emits row y - r as soon as row y is there (the rows it reads are still in cache). Hue takes one
- * division a pixel (torchvision's HSV round trip takes five): the same function, within ~1e-6 (module docstring of
- * dataio.augment.views_kernel). The GIL is released; scratch is per thread, kept between calls (a pthread key
- * frees it when the thread ends), so threads may call this at once on different images.
+ * runs over it in turn, each a flat loop the compiler vectorises (views_rows.h). The image is a whole float image
+ * only where contrast comes after another op: contrast needs the mean gray of the image at its place in the order,
+ * so the rows before it are kept and summed on the way (contrast first sums the source's bytes). The blur's
+ * horizontal pass writes each row into a ring of 2 r + 1 rows, and its vertical pass emits row y - r as soon as
+ * row y is there. Hue takes one division a pixel (torchvision's HSV round trip takes five): the same function,
+ * within ~1e-6 (module docstring of dataio.augment.views_kernel). The GIL is released; scratch is per thread, kept
+ * between calls (a pthread key frees it when the thread ends), so threads may call this at once on different
+ * images.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -77,15 +78,9 @@ static float *scratch(size_t floats) {
 static void pointwise(float *r, float *g, float *b, const view *v, int from, int to, float mean) {
     for (int k = from; k < to; k++) {
         int op = v->ops[k];
-        if (op == BRIGHTNESS) {
-            scale_row(r, v->w, v->factor[op]);
-            scale_row(g, v->w, v->factor[op]);
-            scale_row(b, v->w, v->factor[op]);
-        } else if (op == CONTRAST) {
-            blend_constant_row(r, v->w, v->factor[op], mean);
-            blend_constant_row(g, v->w, v->factor[op], mean);
-            blend_constant_row(b, v->w, v->factor[op], mean);
-        } else if (op == SATURATION) saturation_row(r, g, b, v->w, v->factor[op]);
+        if (op == BRIGHTNESS) blend_constant_row(r, g, b, v->w, v->factor[op], 0.0f);
+        else if (op == CONTRAST) blend_constant_row(r, g, b, v->w, v->factor[op], mean);
+        else if (op == SATURATION) saturation_row(r, g, b, v->w, v->factor[op]);
         else if (op == HUE) hue_row(r, g, b, v->w, v->factor[op]);
         else gray_row(r, g, b, v->w);
     }
@@ -110,81 +105,101 @@ static void reflect_pad(float *p, int w, int radius) {
 
 static inline int reflect(int i, int n) { return i < 0 ? -i : i >= n ? 2 * (n - 1) - i : i; }
 
-/* Vertical pass for output row y of channel plane `plane` (h rows of w), into out. */
-static void blur_column_row(const float *plane, float *out, int y, const view *v) {
+/* Vertical pass for output row y of one channel, into out: `ring` holds the last 2 reach + 1 rows blurred along x
+ * (row r in slot r % (2 reach + 1), its channels side by side), which are all the rows y reads, reflections included. */
+static void blur_column_row(const float *ring, int c, float *out, int y, const view *v) {
     const size_t w = (size_t)v->w;
+    const int slots = 2 * v->reach + 1;
     const float *lo[MAX_RADIUS + 1], *hi[MAX_RADIUS + 1];
     for (int k = 0; k <= v->reach; k++) {
-        lo[k] = plane + (size_t)reflect(y - k, v->h) * w;
-        hi[k] = plane + (size_t)reflect(y + k, v->h) * w;
+        lo[k] = ring + (3 * (size_t)(reflect(y - k, v->h) % slots) + c) * w;
+        hi[k] = ring + (3 * (size_t)(reflect(y + k, v->h) % slots) + c) * w;
     }
-    blur_pairs(plane + (size_t)y * w, lo, hi, out, w, v->taps, v->reach);
+    blur_pairs(lo[0], lo, hi, out, w, v->taps, v->reach);
 }
 
-static void finish_row(float *rgb[3], void *dst, int y, const view *v, uint8_t *bytes) {
+/* channels: 3, or 1 where the row is gray (r = g = b: rgb[0] stands for all three) */
+static void finish_row(float *rgb[3], void *dst, int y, const view *v, uint8_t *bytes, int channels) {
     const int w = v->w;
     if (v->solarize)
-        for (int c = 0; c < 3; c++) solarize_row(rgb[c], w, v->threshold);
+        for (int c = 0; c < channels; c++) solarize_row(rgb[c], w, v->threshold);
+    float *r = rgb[0], *g = rgb[channels == 3 ? 1 : 0], *b = rgb[channels == 3 ? 2 : 0];
     size_t at = (size_t)y * w;
     if (v->layout == OUT_U8) {
-        for (int c = 0; c < 3; c++) quantise_row(rgb[c], bytes + (size_t)c * w, w);
-        interleave_row(bytes, bytes + w, bytes + 2 * (size_t)w, (uint8_t *)dst + 3 * at, w);
+        for (int c = 0; c < channels; c++) quantise_row(rgb[c], bytes + (size_t)c * w, w);
+        const uint8_t *q = bytes + (channels == 3 ? (size_t)w : 0);
+        interleave_row(bytes, q, q + (channels == 3 ? (size_t)w : 0), (uint8_t *)dst + 3 * at, w);
+    } else if (v->layout == OUT_FLOAT_HWC) store_hwc(r, g, b, (float *)dst + 3 * at, w, v->mean, v->std);
+    else {
+        store_plane(r, (float *)dst + at, w, v->mean[0], v->std[0]);
+        store_plane(g, (float *)dst + (size_t)v->h * w + at, w, v->mean[1], v->std[1]);
+        store_plane(b, (float *)dst + 2 * (size_t)v->h * w + at, w, v->mean[2], v->std[2]);
     }
-    else if (v->layout == OUT_FLOAT_HWC) store_hwc(rgb[0], rgb[1], rgb[2], (float *)dst + 3 * at, w, v->mean, v->std);
-    else
-        for (int c = 0; c < 3; c++)
-            store_plane(rgb[c], (float *)dst + (size_t)c * v->h * w + at, w, v->mean[c], v->std[c]);
 }
 
 /* ---- one image ---- */
 
-/* work: 3 planes of h w (when contrast or blur), then 3 padded rows of w + 2 MAX_RADIUS, 3 rows of w, and 3 w bytes. */
+/* work: the float image (contrast after another op), the ring of rows blurred along x (blur), then 3 padded rows
+ * of w + 2 MAX_RADIUS, 3 rows of w, and 3 w bytes (see work_floats). Rows of the image and the ring hold their
+ * three channels side by side: the 2 reach + 1 rows the vertical blur reads are one contiguous block (24 KB at
+ * 224 px, in L1; a whole image of blurred rows in three planes cost 1.2x the blur). */
 static void view_one(const uint8_t *src, void *dst, const view *v, float *work) {
     const int h = v->h, w = v->w, stride = w + 2 * MAX_RADIUS;
     const size_t pixels = (size_t)h * w;
-    const int planes = v->contrast_at >= 0 || v->blur;
-    float *plane[3], *row[3], *out[3];
+    const int from = v->contrast_at > 0 ? v->contrast_at : 0; /* the ops before contrast, kept in the image */
+    const int channels = v->nops && v->ops[v->nops - 1] == GRAY ? 1 : 3; /* gray rows: one channel blurred */
+    float *image = work, *ring = image + (from ? 3 * pixels : 0), *row[3], *out[3];
+    float *rows = ring + (v->blur ? 3 * (size_t)(2 * v->reach + 1) * w : 0);
     for (int c = 0; c < 3; c++) {
-        plane[c] = work + c * pixels;
-        row[c] = work + (planes ? 3 * pixels : 0) + (size_t)c * stride + MAX_RADIUS;
-        out[c] = work + (planes ? 3 * pixels : 0) + 3 * (size_t)stride + (size_t)c * w;
+        row[c] = rows + (size_t)c * stride + MAX_RADIUS;
+        out[c] = rows + 3 * (size_t)stride + (size_t)c * w;
     }
     uint8_t *bytes = (uint8_t *)(out[2] + w);
     float mean = 0.0f;
-    const int from = v->contrast_at > 0 ? v->contrast_at : 0; /* the ops before contrast, kept in the planes */
-    if (v->contrast_at >= 0) { /* those ops, and the mean gray after them */
+    if (v->contrast_at == 0) { /* contrast first: the source's mean gray, from integer sums (no float pass) */
+        uint64_t sums[3] = {0, 0, 0};
+        for (int y = 0; y < h; y++) channel_sums(src + 3 * (size_t)y * w, 3 * (size_t)w, sums);
+        mean = (float)(((double)LUMA_R * sums[0] + (double)LUMA_G * sums[1] + (double)LUMA_B * sums[2]) /
+                       (255.0 * (double)pixels));
+    } else if (from) { /* the ops before contrast, and the mean gray after them */
         double sum = 0.0;
         for (int y = 0; y < h; y++) {
             load_row(src + 3 * (size_t)y * w, row[0], row[1], row[2], w);
             pointwise(row[0], row[1], row[2], v, 0, from, 0.0f);
             sum += gray_sum_row(row[0], row[1], row[2], w);
-            for (int c = 0; from && c < 3; c++) memcpy(plane[c] + (size_t)y * w, row[c], sizeof(float) * w);
+            for (int c = 0; c < 3; c++) memcpy(image + (3 * (size_t)y + c) * w, row[c], sizeof(float) * w);
         }
         mean = (float)(sum / (double)pixels);
     }
+    const int slots = 2 * v->reach + 1;
     for (int y = 0; y < h; y++) {
         if (from) /* this row after the ops before contrast */
-            for (int c = 0; c < 3; c++) memcpy(row[c], plane[c] + (size_t)y * w, sizeof(float) * w);
+            for (int c = 0; c < 3; c++) memcpy(row[c], image + (3 * (size_t)y + c) * w, sizeof(float) * w);
         else
             load_row(src + 3 * (size_t)y * w, row[0], row[1], row[2], w);
         pointwise(row[0], row[1], row[2], v, from, v->nops, mean);
         if (!v->blur) {
-            finish_row(row, dst, y, v, bytes);
+            finish_row(row, dst, y, v, bytes, channels);
             continue;
         }
-        for (int c = 0; c < 3; c++) {
+        for (int c = 0; c < channels; c++) {
             reflect_pad(row[c], w, v->reach);
-            blur_row(row[c], plane[c] + (size_t)y * w, (size_t)w, v);
+            blur_row(row[c], ring + (3 * (size_t)(y % slots) + c) * w, (size_t)w, v);
         }
         if (y >= v->reach) { /* rows up to y are blurred along x: row y - reach can be finished */
-            for (int c = 0; c < 3; c++) blur_column_row(plane[c], out[c], y - v->reach, v);
-            finish_row(out, dst, y - v->reach, v, bytes);
+            for (int c = 0; c < channels; c++) blur_column_row(ring, c, out[c], y - v->reach, v);
+            finish_row(out, dst, y - v->reach, v, bytes, channels);
         }
     }
     for (int y = v->blur ? h - v->reach : h; y < h; y++) {
-        for (int c = 0; c < 3; c++) blur_column_row(plane[c], out[c], y, v);
-        finish_row(out, dst, y, v, bytes);
+        for (int c = 0; c < channels; c++) blur_column_row(ring, c, out[c], y, v);
+        finish_row(out, dst, y, v, bytes, channels);
     }
+}
+
+/* The scratch one image of h x w needs, in floats, at most (view_one's layout). */
+static size_t work_floats(int h, int w) {
+    return 3 * ((size_t)h * w + (size_t)MAX_KERNEL * w + (size_t)(w + 2 * MAX_RADIUS) + (size_t)w) + (size_t)w;
 }
 
 /* The view of sample i, or an error message (checked for all samples before anything is written). */
@@ -277,7 +292,7 @@ static PyObject *apply(PyObject *self, PyObject *args) {
         error = make_view(&views[i - first], (const uint8_t *)plan.buf + 5 * i, (const float *)values.buf + 5 * i, h,
                           w, kernel, threshold, layout, m, s);
     if (!error && last > first) {
-        size_t floats = 3 * ((size_t)h * w + (size_t)(w + 2 * MAX_RADIUS) + (size_t)w) + (size_t)w;
+        size_t floats = work_floats(h, w);
         Py_BEGIN_ALLOW_THREADS
         float *work = scratch(floats);
         if (!work) error = "out of memory";

@@ -139,6 +139,15 @@ class ViewParams:
         return ViewParams(**{f.name: getattr(self, f.name)[index] for f in fields(self) if f.name in _PER_SAMPLE},
                           blur_kernel=self.blur_kernel, solarize_threshold=self.solarize_threshold)
 
+    def rows(self, start: int, stop: int) -> ViewParams:
+        """``self[start:stop]`` without checking again what this batch's checks covered (a CPU loop per sample)."""
+        part = object.__new__(ViewParams)
+        for name in _PER_SAMPLE:
+            object.__setattr__(part, name, getattr(self, name)[start:stop])
+        object.__setattr__(part, "blur_kernel", self.blur_kernel)
+        object.__setattr__(part, "solarize_threshold", self.solarize_threshold)
+        return part
+
     @classmethod
     def cat(cls, parts: list[ViewParams]) -> ViewParams:
         """The draws of several recipes as one batch (DINO's two global views, say); same kernel and threshold."""

@@ -102,8 +102,8 @@ def apply_views_cpu(images: torch.Tensor, params: ViewParams, *, out: torch.Tens
     ``torch.get_num_threads()`` threads); the result in the images' layout unless ``out`` is given."""
     global _pool
     norm = check_arguments(images, params, out, mean, std)
-    if _views_cpu is None or images.device.type != "cpu":
-        if images.device.type == "cpu":
+    if _views_cpu is None or images.device.type != "cpu" or images.numel() == 0:
+        if _views_cpu is None and images.device.type == "cpu":
             warn_once("views-kernel", WITHOUT_KERNEL)
         return apply_views(images, params, out=out, mean=mean, std=std)
     planar = _planes(images)

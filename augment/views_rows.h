@@ -38,16 +38,23 @@ static void load_row(const uint8_t *restrict s, float *restrict r, float *restri
     }
 }
 
+/* brightness (d = 0, f x: (1 - f) 0 adds nothing) and contrast (d the mean gray): f x + d (1 - f), view_ops' order;
+ * the three channels in one loop */
 VECTOR_CLONES
-static void scale_row(float *restrict v, size_t w, float f) {
-    for (size_t x = 0; x < w; x++) v[x] = clamp01(v[x] * f);
-}
-
-/* f x + (1 - f) d for a constant d (contrast), in view_ops' operation order */
-VECTOR_CLONES
-static void blend_constant_row(float *restrict v, size_t w, float f, float d) {
+static void blend_constant_row(float *restrict r, float *restrict g, float *restrict b, size_t w, float f, float d) {
     const float k = d * (1.0f - f);
-    for (size_t x = 0; x < w; x++) v[x] = clamp01(v[x] * f + k);
+    if (d == 0.0f)
+        for (size_t x = 0; x < w; x++) {
+            r[x] = clamp01(r[x] * f);
+            g[x] = clamp01(g[x] * f);
+            b[x] = clamp01(b[x] * f);
+        }
+    else
+        for (size_t x = 0; x < w; x++) {
+            r[x] = clamp01(r[x] * f + k);
+            g[x] = clamp01(g[x] * f + k);
+            b[x] = clamp01(b[x] * f + k);
+        }
 }
 
 VECTOR_CLONES
@@ -65,6 +72,18 @@ static void saturation_row(float *restrict r, float *restrict g, float *restrict
 VECTOR_CLONES
 static void gray_row(float *restrict r, float *restrict g, float *restrict b, size_t w) {
     for (size_t x = 0; x < w; x++) r[x] = g[x] = b[x] = r[x] * LUMA_R + g[x] * LUMA_G + b[x] * LUMA_B;
+}
+
+/* Each channel's sum over an interleaved uint8 row: 48 lanes (16 pixels, lane i always channel i % 3), a flat loop
+ * the compiler vectorises; a row of up to 16384 px keeps each lane under 2^32. */
+VECTOR_CLONES
+static void channel_sums(const uint8_t *restrict s, size_t bytes, uint64_t sums[3]) {
+    uint32_t lane[48] = {0};
+    size_t j = 0;
+    for (; j + 48 <= bytes; j += 48)
+        for (int i = 0; i < 48; i++) lane[i] += s[j + i];
+    for (; j < bytes; j++) sums[j % 3] += s[j];
+    for (int i = 0; i < 48; i++) sums[i % 3] += lane[i];
 }
 
 /* The sum of the row's gray: LANES running sums in a vector (the compiler would not reorder a float sum to
@@ -86,40 +105,41 @@ static double gray_sum_row(const float *restrict r, const float *restrict g, con
     return total;
 }
 
-/* torchvision's adjust_hue in sextants: h6 = 6 h of its HSV, the shift added and wrapped into [0, 6); then its
- * hsv2rgb with v = max, v s = max - min (so p = min, q = v - (v s) f, t = v - (v s) (1 - f)). */
+static inline float min2(float a, float b) { return a < b ? a : b; } /* minps, maxps */
+static inline float max2(float a, float b) { return a > b ? a : b; }
+
+/* One channel of hsv2rgb (the "alternative" form, the same function as torchvision's six cases): with k = h6 + n
+ * (n = 5, 3, 1 for r, g, b) wrapped into [0, 6), the channel is v - (v s) clamp(min(k, 4 - k), 0, 1); here
+ * v s = max - min = cr, and the clamp is applied to the result (between min and max), which the compiler keeps as
+ * two vector min/max (clamping t made it push the product into three blends). */
+static inline float hue_channel(float h6, float n, float mx, float cr) {
+    float k = h6 + n, wrapped = k - 6.0f;
+    k = k >= 6.0f ? wrapped : k;
+    return max2(min2(mx - cr * min2(k, 4.0f - k), mx), mx - cr);
+}
+
+/* torchvision's adjust_hue in sextants: h6 = 6 h of its rgb2hsv (one division: (g - b) / cr and the like, its
+ * five divisions folded), the shift added, wrapped into [0, 6), then hue_channel. Every candidate is computed,
+ * then selected: a loop of vector blends (with -fno-trapping-math). cr is at least FLT_MIN in the division: a gray
+ * pixel (cr = 0) has num = 0, so h6 = 0, as torchvision's. */
 VECTOR_CLONES
 static void hue_row(float *restrict r, float *restrict g, float *restrict b, size_t w, float shift) {
     const float shift6 = shift * 6.0f;
     for (size_t x = 0; x < w; x++) {
         float R = r[x], G = g[x], B = b[x];
-        float mx = R > G ? R : G, mn = R < G ? R : G;
-        mx = mx > B ? mx : B;
-        mn = mn < B ? mn : B;
-        /* every candidate computed, then selected: a loop of vector blends (with -fno-trapping-math) */
+        float mx = max2(max2(R, G), B), mn = min2(min2(R, G), B);
         float cr = mx - mn, gb = G - B, br = B - R, rg = R - G;
-        float num = mx == R ? gb : mx == G ? br : rg;
-        float base = mx == R ? 0.0f : mx == G ? 2.0f : 4.0f;
-        float h6 = base + num / (cr == 0.0f ? 1.0f : cr) + shift6;
+        int red = mx == R, green = mx == G;
+        float num = red ? gb : green ? br : rg;
+        float base = red ? 0.0f : green ? 2.0f : 4.0f;
+        float h6 = base + num / max2(cr, 1.17549435e-38f) + shift6; /* in [-4, 8) */
         float above = h6 + 6.0f;
         h6 = h6 < 0.0f ? above : h6;
         float below = h6 - 6.0f;
         h6 = h6 >= 6.0f ? below : h6;
-        float i = (float)(int)h6; /* h6 >= 0: truncation is floor */
-        float f = h6 - i;
-        float q = mx - cr * f, t = mx - cr * (1.0f - f);
-        /* (v, t, p), (q, v, p), (p, v, t), (p, q, v), (t, p, v), (v, p, q) by sextant: selects between locals,
-         * then one store each (selecting into the arrays became masked stores behind branches) */
-        float nr = i == 4.0f ? t : mn, ng = i == 3.0f ? q : mn, nb = i == 5.0f ? q : mn;
-        nr = i == 1.0f ? q : nr;
-        ng = i == 0.0f ? t : ng;
-        nb = i == 2.0f ? t : nb;
-        nr = (i == 0.0f) | (i == 5.0f) ? mx : nr;
-        ng = (i == 1.0f) | (i == 2.0f) ? mx : ng;
-        nb = (i == 3.0f) | (i == 4.0f) ? mx : nb;
-        r[x] = nr;
-        g[x] = ng;
-        b[x] = nb;
+        r[x] = hue_channel(h6, 5.0f, mx, cr);
+        g[x] = hue_channel(h6, 3.0f, mx, cr);
+        b[x] = hue_channel(h6, 1.0f, mx, cr);
     }
 }
 

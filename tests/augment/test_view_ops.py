@@ -228,6 +228,19 @@ def test_cat_joins_two_recipes_draws() -> None:
     assert torch.equal(apply_views(images, both)[3:], apply_views(images[3:], second))
 
 
+def test_no_value_of_a_device_tensor_is_read_on_the_host() -> None:
+    """On the meta device a tensor has no values: any .item(), bool() or .tolist() of one raises. Every op runs
+    (all flags come up for some samples, none for others: gathered subsets and whole batches)."""
+    params = draw_view_params(ViewRecipe(jitter=0.9, grayscale=0.5, blur=0.7, solarize=0.5), 32,
+                              torch.Generator().manual_seed(0))
+    images = torch.empty(32, 3, 24, 24, dtype=torch.uint8, device="meta").contiguous(memory_format=torch.channels_last)
+    for kwargs in [{}, {"mean": (0.5, 0.4, 0.3), "std": (0.2, 0.2, 0.2)}]:
+        out = apply_views(images, params, **kwargs)
+        assert out.device.type == "meta" and out.shape == images.shape
+    every = make_params(32, jitter=True, factors=(1.2, 0.8, 1.1, 0.05), grayscale=True, blur=True, solarize=True)
+    assert apply_views(images, every).dtype == torch.uint8
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_on_cuda_nothing_waits_for_the_device_and_the_values_match_the_cpu() -> None:
