@@ -115,8 +115,8 @@ class ImageKindLoader(ImageSampling, SourceLoader):
         # DALI: one thread, a pipeline run at a time, overlapped with the consumer
         self._start(batches, stats, fingerprint=shards.fingerprint(), threads=1 if dali else threads,
                     prefetch=c.prefetch_batches, timeout=c.timeout, num_workers=threads)
-        log.info("%s(%s): %d %s, %s transforms, decoder %s, %s decode threads, rank %d of %d, %s output on %s%s",
-                 type(self).__name__, redact(str(self.folder)), len(self.table), self.kind.what,
+        log.info("%s(%s): %d samples (%s), %s transforms, decoder %s, %s decode threads, rank %d of %d, %s output on "
+                 "%s%s", type(self).__name__, redact(str(self.folder)), len(self.table), self.kind.what,
                  "training" if c.train else "evaluation", self.decoder, "auto" if tuner else threads, self.rank,
                  self.world_size, "float32 normalised" if c.normalize else "uint8", c.device,
                  f"; {self._epoch_size(0)} samples in epoch 0, {len(self.manifest.classes)} classes combined"

@@ -23,13 +23,14 @@ from dataio.formats.kinds import KINDS, Kind, kind_of
 from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig, one_batch_size
 from dataio.images.contract import ImageBatch
 from dataio.images.image_shards import ImageShards
-from dataio.images.kind_loader import ImageKindLoader
+from dataio.images.kind_loader import IMAGE_FIELDS as FIELDS, ImageKindLoader
 from dataio.loader.dataloader_args import constructor_defaults, given_options, keyword_checked
 from dataio.pipeline.error_policy import ErrorPolicy
 from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT
 from dataio.sampling.partition import DEFAULT_WINDOW
 
 DEFAULTS = constructor_defaults(ImageLoaderConfig)  # the constructor's keywords and their defaults
+FACE = ImageKindLoader.face  # what it honours of DataLoader's keywords (num_workers = decode threads); FIELDS: its own
 # The kinds ImageLoader read before they had faces of their own: still read, with a deprecation line naming the face
 # and the keyword their options moved to (a folder of another kind is refused, naming its face).
 MOVED = {"pairs": "captions", "detection": "targets"}

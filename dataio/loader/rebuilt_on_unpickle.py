@@ -100,7 +100,7 @@ def _find_unpicklable(name: str, constructor: Any, args: tuple, kwargs: dict[str
     except Exception:  # noqa: BLE001 (any failure is diagnosed below, then named in one line)
         pass
     positional = [p for p in inspect.signature(constructor).parameters if p != "self"]
-    named = {**dict(zip(positional, args, strict=True)), **kwargs}
+    named = {**dict(zip(positional, args)), **kwargs}  # args: the first of the positional parameters
     for keyword, value in named.items():
         for where, part in _parts(keyword, value):
             try:

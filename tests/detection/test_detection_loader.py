@@ -67,7 +67,7 @@ def test_a_mid_epoch_resume_gives_the_same_images_and_targets(coco_shards) -> No
         batches = iter(loader)
         first = [next(batches), next(batches)]
         state = loader.state_dict()
-    assert all(same(a, b) for a, b in zip(first, whole, strict=True))
+    assert all(same(a, b) for a, b in zip(first, whole[:2], strict=True))
     with ImageLoader(coco_shards, **TRAIN) as resumed:
         resumed.load_state_dict(state)
         rest = epoch(resumed)
