@@ -1,4 +1,4 @@
-"""A detector trained in your own loop on COCO shards: ``dataio.ImageLoader`` batches of images with their boxes.
+"""A detector trained in your own loop on COCO shards: ``dataio.DetectionLoader`` batches of images with their boxes.
 
 ``dataio convert coco`` packs the images with their boxes, labels and masks; the
 loader reads them with the targets carried through its own crop (SSD's crop
@@ -145,7 +145,7 @@ def average_precision(detections: list, truths: list, classes: int, threshold: f
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, loader: dataio.ImageLoader) -> str:
+def evaluate(model: nn.Module, loader: dataio.DetectionLoader) -> str:
     model.eval()
     detections, truths = [], []
     for batch in loader:
@@ -174,11 +174,11 @@ def main() -> None:
     torch.manual_seed(0)
     # crowd=False: COCO's crowd regions are no boxes to find; min_visible: a box cut below a third is dropped
     targets = dataio.DetectionConfig(crop="bbox", crowd=False, min_visible=0.33)
-    train = dataio.ImageLoader(args.data / "train", batch_size=args.batch_size, image_size=args.image_size,
-                               train=True, normalize=True, num_workers=args.workers, targets=targets)
-    val = dataio.ImageLoader(args.data / "val", batch_size=args.batch_size, image_size=args.image_size, train=False,
-                             normalize=True, num_workers=args.workers,
-                             targets=dataio.DetectionConfig(eval_crop="whole", crowd=False))
+    train = dataio.DetectionLoader(args.data / "train", batch_size=args.batch_size, image_size=args.image_size,
+                                   train=True, normalize=True, num_workers=args.workers, targets=targets)
+    val = dataio.DetectionLoader(args.data / "val", batch_size=args.batch_size, image_size=args.image_size,
+                                 train=False, normalize=True, num_workers=args.workers,
+                                 targets=dataio.DetectionConfig(eval_crop="whole", crowd=False))
     model = TinyCenterNet(len(train.classes))
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
     steps = min(len(train), args.steps or len(train))
