@@ -142,7 +142,7 @@ class Parser(argparse.ArgumentParser):
 # Library parameters whose flag is not ``--`` + the name with dashes.
 FLAGS = {"path": "--tokenizer", "train": "--train-tokenizer", "overwrite=True": "--overwrite",
           "bos=None": "--bos ''", "eos=None": "--eos ''", "num_workers": "--workers",
-          "storage_options": "--storage-option"}
+          "storage_options": "--storage-option", "channels_last=False": "--no-channels-last"}
 
 
 def flag_names(parameters: tuple[str, ...]) -> dict[str, str]:

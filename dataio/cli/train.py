@@ -37,7 +37,8 @@ def add(commands: argparse._SubParsersAction) -> None:
     fit.add_argument("--task", choices=["auto", "classify", "lm", "clip", "segment"], default="auto",
                      help="classify images, a language model, clip: contrastive image-text training on pair folders, "
                           "or segment: semantic segmentation on the masks of COCO shards (dataio convert coco), "
-                          "reporting mean IoU (auto: clip on pair folders, lm with a text model, else classify)")
+                          "reporting mean IoU (auto: the task of the kind the train data declare: classify, clip or "
+                          "lm; lm with a text model). A flag the task does not use is refused")
     fit.add_argument("--context-length", type=positive, default=77,
                      help="clip: caption tokens kept (the text tower's context)")
     fit.add_argument("--tokenizer", type=Path, metavar="FILE",

@@ -1,8 +1,8 @@
 """What ``dataio train --task clip`` does with image-text pairs: model, contrastive loss and retrieval evaluation.
 
-The loaders come from a factory (``PairLoaderFactory``: the run's config and device -> ``PairLoaders``),
-so the task does not depend on which pair loader feeds it; the trainer drives it as it drives
-``ImageTask`` and ``TextTask`` (``steps_in_epoch``, ``build_model``, ``train_batches``, ``loss``,
+The loaders come from a factory (``PairLoaderFactory``: the run's config and device -> ``PairLoaders``;
+``pair_loaders`` by default), so the task does not depend on which pair loader feeds it; the trainer drives it
+as every task (``dataio.train.task.Task``: ``steps_in_epoch``, ``build_model``, ``train_batches``, ``loss``,
 ``evaluate``, ``train_loader.state_dict()`` in checkpoints). A batch is a dict: ``image`` ``(N, 3, S, S)``
 normalised floats, ``input_ids`` and ``attention_mask`` ``(N, L)`` int64, ``sample_ids`` ``(N,)`` int64
 and ``repeated`` ``(N,)`` bool (the padding repeats that even out the ranks' shares).
@@ -16,9 +16,8 @@ the training's global batch size, so it reads as the train loss does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Iterator, Mapping
+from typing import ClassVar, Literal
 
 import torch
 import torch.distributed as dist
@@ -27,52 +26,35 @@ from torch import nn
 from dataio.train.clip_loss import ClipLoss
 from dataio.train.clip_metrics import Embedded, block_loss_sum, caption_groups, recall_hits, recall_metrics
 from dataio.train.config import TrainConfig
+from dataio.train.image_task import IMAGE_OPTIONS
 from dataio.train.models.clip_towers import ClipModel, ClipTowers, build_clip_model
+from dataio.train.pair_loaders import Batch, PairLoaderFactory, PairLoaders, pair_loaders
+from dataio.train.task import TrainLoader
+from dataio.train.task_choice import RunData
 from dataio.train.val_sets import val_metrics
 
-Batch = dict[str, torch.Tensor]
-
-
-class PairLoader(Protocol):
-    """What the trainer and the task use of a pair loader (``ImageLoader``'s and ``TextLoader``'s shape)."""
-
-    epoch: int
-    position: Any  # ``EpochPosition``: the trainer reads ``position.before`` on resume
-    stats: Any  # ``LoaderStats``: stage times and threads for the run's summary
-
-    def set_epoch(self, epoch: int) -> None: ...
-    def __iter__(self) -> Iterator[Batch]: ...
-    def __len__(self) -> int: ...
-    def state_dict(self) -> dict[str, Any]: ...
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
-    def close(self) -> None: ...
-
-
-@dataclass
-class PairLoaders:
-    """A run's pair loaders and what the text tower needs to know of their tokenizer."""
-
-    train: PairLoader
-    val: Mapping[str, PairLoader]  # {} without validation; {"val": loader} for one folder (``val_sets``)
-    vocab_size: int
-    context_length: int  # the longest ``input_ids`` row the loaders give
-    tally: Any = None  # a mixture's per-source counts (``ReadTally``); None for one source
-    mixture: dict | None = None  # what a resume must find unchanged (``mixture_record``)
-
-
-PairLoaderFactory = Callable[[TrainConfig, torch.device], PairLoaders]
+__all__ = ["ClipTask", "PairLoaders", "PairLoaderFactory"]  # the factory's types: a stand-in's (tests/train)
 
 
 class ClipTask:
     """Contrastive image-text training on the pairs of ``loaders(config, device)``; recall on its val sets."""
 
+    name: ClassVar[str] = "clip"
+    kinds: ClassVar[tuple[str, ...]] = ("pairs",)
+    needs: ClassVar[Mapping[str, str]] = {}
+    not_auto: ClassVar[str] = ""
+    model: ClassVar[Literal["image", "text"]] = "image"  # the image tower; the text tower is sized by the captions
+    options: ClassVar[frozenset[str]] = IMAGE_OPTIONS | {"context_length", "tokenizer"}
+    refused: ClassVar[Mapping[str, str]] = {}
     unit = "img"
     val_metrics = ("i2t_r1", "i2t_r5", "t2i_r1", "t2i_r5", "loss")  # each set's, as val_i2t_r1/NAME ... (val_sets)
 
-    def __init__(self, config: TrainConfig, device: torch.device, loaders: PairLoaderFactory, *,
-                 towers: ClipTowers = ClipTowers(), clip_loss: ClipLoss | None = None) -> None:
+    def __init__(self, config: TrainConfig, device: torch.device, loaders: PairLoaderFactory | None = None, *,
+                 data: RunData | None = None, towers: ClipTowers = ClipTowers(),
+                 clip_loss: ClipLoss | None = None) -> None:
+        """``loaders``: the pair loaders' factory (default ``pair_loaders`` over ``data``, the run's manifests)."""
         self.config, self.device, self.towers = config, device, towers
-        made = loaders(config, device)
+        made = loaders(config, device) if loaders is not None else pair_loaders(config, device, data)
         self.loaders = made
         self.train_loader, self.val_loaders, self.tally = made.train, dict(made.val), made.tally
         self.clip_loss = clip_loss or ClipLoss()
@@ -118,7 +100,7 @@ class ClipTask:
         model.train()
         return val_metrics(totals, recall_metrics, named=isinstance(self.config.val, dict))
 
-    def _evaluate_set(self, model: nn.Module, loader: PairLoader) -> list[float]:
+    def _evaluate_set(self, model: nn.Module, loader: TrainLoader) -> list[float]:
         parts, scale = [], torch.tensor(1.0)
         loader.set_epoch(0)
         for batch in loader:

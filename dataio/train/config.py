@@ -17,7 +17,7 @@ from dataio.mixtures.mixture_plan import MAX_EPOCH
 from dataio.train.mixture_schedule import RunSchedule
 
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")  # the devices the trainer knows how to run on
-TASKS = ("auto", "classify", "lm", "clip", "segment")  # segment: dataio.train.segment_task
+TASKS = ("auto", "classify", "lm", "clip", "segment")  # the kinds' tasks (formats/kinds.py; dataio.train.task_choice)
 SOURCE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # a mixture's source: a log.csv column and a TensorBoard tag
 
 
@@ -51,7 +51,8 @@ class TrainConfig:
     # a folder or URL; a dict: named validation sets, each evaluated and logged apart (val_loss/NAME, ...)
     val: Path | str | Mapping[str, Path | str] | None = None
     model: str = "small_cnn"  # the image model, or a CLIP's image tower; a text model for text
-    # auto: clip on pair folders, lm for a text model; segment: semantic segmentation on COCO shards' masks
+    # auto: the task of the train data's declared kind, lm for a text model; segment: semantic segmentation on COCO
+    # shards' masks. A task refuses an option it does not honour (dataio.train.task: Task.options)
     task: Literal["auto", "classify", "lm", "clip", "segment"] = "auto"
     context_length: int = 77  # clip: caption tokens kept (the text tower's positions)
     tokenizer: Path | None = None  # clip: tokenise captions as they are read (folders packed without ids)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.distributed as dist
@@ -10,16 +11,18 @@ from torch import nn
 from torch.nn import functional as F
 
 from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
+from dataio.images.kind_loader import ImageKindLoader
 from dataio.images.loader import ImageLoader
 from dataio.train.models import build_image_model
 from dataio.train.config import TrainConfig
 from dataio.train.mixture_counts import ReadTally
 from dataio.train.mixture_schedule import RunUnits
 from dataio.train.set_options import train_options, val_options
+from dataio.train.task_choice import RunData
 from dataio.train.val_sets import val_metrics, val_sets
-from dataio.formats.coco.coco_fields import declares_boxes
-from dataio.formats.dataset.manifest import open_dataset
-from dataio.formats.errors import ConfigError
+
+# what every image task honours: the images' size and layout, the decode threads
+IMAGE_OPTIONS = frozenset({"image_size", "num_workers", "cpu_budget", "channels_last"})
 
 
 def _schedule(c: TrainConfig) -> ResolutionSchedule | None:
@@ -31,30 +34,38 @@ def _schedule(c: TrainConfig) -> ResolutionSchedule | None:
                               dynamic_batch=c.dynamic_batch)
 
 
+def image_options(config: TrainConfig, device: torch.device) -> dict[str, Any]:
+    """The loader keywords of every image task's loaders: decode threads, the device copy, the ranks, the seed."""
+    c = config
+    return dict(num_workers=c.num_workers, cpu_budget=c.cpu_budget, profile=c.profile_steps > 0, device=str(device),
+                normalize=True, channels_last=c.channels_last, pin_memory=device.type == "cuda",
+                world_size=c.world_size, rank=c.rank, seed=c.seed)
+
+
 class ImageTask:
     """Train on ``config.train`` shards, evaluate with center crops on ``config.val``."""
 
+    name: ClassVar[str] = "classify"
+    kinds: ClassVar[tuple[str, ...]] = ("classification",)
+    needs: ClassVar[Mapping[str, str]] = {}
+    not_auto: ClassVar[str] = ""
+    model: ClassVar[Literal["image", "text"]] = "image"
+    options: ClassVar[frozenset[str]] = IMAGE_OPTIONS | {"label_smoothing", "randaugment", "mixup", "cutmix",
+                                                         "progressive", "dynamic_batch"}
+    refused: ClassVar[Mapping[str, str]] = {}
     unit = "img"
     val_metrics = ("acc", "loss")  # each validation set's, as val_acc/NAME ... (val_sets)
+    train_loader: ImageKindLoader  # the face of the task's kind: ImageLoader here, DetectionLoader for segment
+    val_loaders: dict[str, ImageKindLoader]
 
-    def __init__(self, config: TrainConfig, device: torch.device) -> None:
+    def __init__(self, config: TrainConfig, device: torch.device, *, data: RunData | None = None) -> None:
         c = config
         self.config, self.device = c, device
-        common = dict(num_workers=c.num_workers, cpu_budget=c.cpu_budget, profile=c.profile_steps > 0,
-                      device=str(device), normalize=True, channels_last=c.channels_last,
-                      pin_memory=device.type == "cuda", world_size=c.world_size, rank=c.rank, seed=c.seed)
+        data = data or RunData(c)  # the classes and samples a mixture's loader needs before it starts
+        common = image_options(c, device)
         options, val_options_of = train_options(c), val_options(c)  # each data set's own (set_options)
-        sources = c.train if isinstance(c.train, dict) else {"train": c.train}
-        manifests = [open_dataset(folder, options.get(name) if isinstance(options, dict) else options)[1]
-                     for name, folder in sources.items()]
-        for folder, manifest in zip(sources.values(), manifests):
-            if declares_boxes(manifest.sample_fields()):  # its batches are dicts of targets, not (images, labels)
-                raise ConfigError(f"{{0}}: {folder} holds boxes (COCO): --task segment trains on its masks; "
-                                  "classification reads a folder of labelled images", "task")
-        self.num_classes = len(manifests[0].classes)
-        if c.mixture:  # every source's classes, each once
-            self.num_classes = len(dict.fromkeys(name for manifest in manifests for name in manifest.classes))
-        mixture = self._mixture(sum(manifest.num_samples for manifest in manifests)) if c.mixture else {}
+        self.num_classes = len(data.classes)
+        mixture = self._mixture(data.samples) if c.mixture else {}
         mix = None
         if c.mixup or c.cutmix:
             mix = MixConfig(num_classes=self.num_classes, mixup_alpha=c.mixup, cutmix_alpha=c.cutmix,
@@ -73,7 +84,7 @@ class ImageTask:
                              f"{len(self.train_loader.classes)}")
         self.val_labels = {name: self._val_labels(name, loader) for name, loader in self.val_loaders.items()}
 
-    def _val_labels(self, name: str, loader: ImageLoader) -> torch.Tensor | None:
+    def _val_labels(self, name: str, loader: ImageKindLoader) -> torch.Tensor | None:
         """The model's class of each validation label, by class name: the model predicts the train folder's
         classes (a mixture's combined class map, ``train_loader.classes``), which need not number the validation
         folder's classes as it does (a val folder holding some of them). None when they coincide."""
@@ -141,7 +152,7 @@ class ImageTask:
         model.train()
         return val_metrics(totals, _accuracy_and_loss, named=isinstance(self.config.val, dict))
 
-    def _evaluate_set(self, model: nn.Module, loader: ImageLoader, label_map: torch.Tensor | None) -> list[float]:
+    def _evaluate_set(self, model: nn.Module, loader: ImageKindLoader, label_map: torch.Tensor | None) -> list[float]:
         totals = torch.zeros(3, dtype=torch.float64, device=self.device)  # correct, count, loss sum
         loader.set_epoch(0)
         for batch in loader.batches():

@@ -1,5 +1,5 @@
-"""The pair loaders of ``dataio train --task clip``: ``ImageLoader``s over image-text pair folders, as ``ClipTask``
-takes them (its ``PairLoaderFactory``).
+"""The pair loaders of ``dataio train --task clip``: ``PairLoader``s over image-text pair folders, as ``ClipTask``
+takes them (its ``PairLoaderFactory``, and the ``PairLoaders`` it makes).
 
 Training reads ``config.train`` (a folder, URL or mixture) with open_clip's crops (RandomResizedCrop of
 90-100% of the area, no flip: a caption may say left or right) and its normalisation (OpenAI's mean and std), the captions' ids cut at
@@ -10,24 +10,44 @@ reads each ``config.val`` set with centre crops, unshuffled. The text tower's vo
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from dataio.formats.dataset.manifest import open_dataset
 from dataio.formats.errors import ConfigError
 from dataio.pairs.caption_config import CaptionConfig
-from dataio.images.loader import ImageLoader
-from dataio.train.clip_task import PairLoaders
+from dataio.pairs.loader import PairLoader
 from dataio.train.config import TrainConfig
 from dataio.train.mixture_counts import ReadTally
 from dataio.train.mixture_schedule import RunUnits
 from dataio.train.set_options import train_options, val_options
+from dataio.train.task import Tally, TrainLoader
+from dataio.train.task_choice import RunData
 from dataio.train.val_sets import val_sets
+
+Batch = dict[str, torch.Tensor]
 
 OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)  # open_clip's OPENAI_DATASET_MEAN / _STD
 OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
 CLIP_CROP_SCALE = (0.9, 1.0)  # open_clip's RandomResizedCrop scale for training
+
+
+@dataclass
+class PairLoaders:
+    """A run's pair loaders and what the text tower needs to know of their tokenizer."""
+
+    train: TrainLoader
+    val: Mapping[str, TrainLoader]  # {} without validation; {"val": loader} for one folder (``val_sets``)
+    vocab_size: int
+    context_length: int  # the longest ``input_ids`` row the loaders give
+    tally: Tally | None = None  # a mixture's per-source counts (``ReadTally``); None for one source
+    mixture: dict | None = None  # what a resume must find unchanged (``mixture_record``)
+
+
+# ClipTask's loaders: the run's config and device -> its PairLoaders (a stand-in in tests/train/pair_stand_in.py)
+PairLoaderFactory = Callable[[TrainConfig, torch.device], PairLoaders]
 
 
 def _mixture(config: TrainConfig, loader_samples: int) -> tuple[dict[str, Any], dict | None]:
@@ -45,28 +65,25 @@ def _mixture(config: TrainConfig, loader_samples: int) -> tuple[dict[str, Any], 
     return dict(weights=weights, epoch_length=c.epoch_length, epoch_until=c.epoch_until), record
 
 
-def pair_loaders(config: TrainConfig, device: torch.device) -> PairLoaders:
-    """The run's train and validation pair loaders (``PairLoaderFactory``)."""
+def pair_loaders(config: TrainConfig, device: torch.device, data: RunData | None = None) -> PairLoaders:
+    """The run's train and validation pair loaders (``PairLoaderFactory``); ``data``, the run's manifests, tell a
+    mixture's samples (read when not given)."""
     c = config
     captions = CaptionConfig(tokenizer=c.tokenizer, max_length=c.context_length)
-    common = dict(num_workers=c.num_workers, cpu_budget=c.cpu_budget, profile=c.profile_steps > 0, device=str(device),
-                  normalize=True, mean=OPENAI_MEAN, std=OPENAI_STD, channels_last=c.channels_last,
-                  pin_memory=device.type == "cuda", world_size=c.world_size, rank=c.rank, seed=c.seed,
-                  captions=captions)
+    common: dict[str, Any] = dict(
+        num_workers=c.num_workers, cpu_budget=c.cpu_budget, profile=c.profile_steps > 0, device=str(device),
+        normalize=True, mean=OPENAI_MEAN, std=OPENAI_STD, channels_last=c.channels_last,
+        pin_memory=device.type == "cuda", world_size=c.world_size, rank=c.rank, seed=c.seed, captions=captions)
     options, val_options_of = train_options(c), val_options(c)
-    samples = 0
-    if c.mixture:
-        assert isinstance(options, dict) and isinstance(c.train, dict)
-        samples = sum(open_dataset(folder, options.get(name))[1].num_samples for name, folder in c.train.items())
-    mixture, record = _mixture(c, samples)
-    loaders: list[ImageLoader] = []
+    mixture, record = _mixture(c, (data or RunData(c)).samples if c.mixture else 0)
+    loaders: list[PairLoader] = []
     try:
-        loaders.append(ImageLoader(c.train, batch_size=c.batch_size, image_size=c.image_size, train=True,
-                                   crop_scale=CLIP_CROP_SCALE, hflip=0.0, storage_options=options, **mixture, **common))
+        loaders.append(PairLoader(c.train, batch_size=c.batch_size, image_size=c.image_size, train=True,
+                                  crop_scale=CLIP_CROP_SCALE, hflip=0.0, storage_options=options, **mixture, **common))
         val = {}
         for name, folder in val_sets(c.val).items():
-            val[name] = ImageLoader(folder, batch_size=c.batch_size, image_size=c.image_size, train=False,
-                                    storage_options=val_options_of[name], **common)
+            val[name] = PairLoader(folder, batch_size=c.batch_size, image_size=c.image_size, train=False,
+                                   storage_options=val_options_of[name], **common)
             loaders.append(val[name])
         _check_ids(loaders[0], val, c.tokenizer is None)
     except BaseException:
@@ -79,7 +96,7 @@ def pair_loaders(config: TrainConfig, device: torch.device) -> PairLoaders:
                        tally=tally, mixture=record)
 
 
-def _check_ids(train: ImageLoader, val: dict[str, ImageLoader], stored: bool) -> None:
+def _check_ids(train: PairLoader, val: dict[str, PairLoader], stored: bool) -> None:
     """Refuses sets without ids, and stored ids of another tokenizer than the train set's (the same id would
     mean another token in validation)."""
     if not train.source.captions.ids:

@@ -14,8 +14,8 @@ rule for masks.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any, cast
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar, cast
 
 import torch
 import torch.distributed as dist
@@ -23,16 +23,16 @@ from torch import nn
 from torch.nn import functional as F
 
 from dataio.augment import RandAugmentConfig
-from dataio.formats.coco.coco_fields import declares_masks
-from dataio.formats.dataset.manifest import Manifest, open_dataset
-from dataio.formats.errors import ConfigError
 from dataio.detection.detection_config import DetectionConfig
-from dataio.images.loader import ImageLoader
+from dataio.detection.loader import DetectionLoader
+from dataio.images.kind_loader import ImageKindLoader
+from dataio.formats.errors import ConfigError
 from dataio.train.config import TrainConfig
-from dataio.train.image_task import ImageTask, _schedule
+from dataio.train.image_task import IMAGE_OPTIONS, ImageTask, _schedule, image_options
 from dataio.train.mixture_counts import ReadTally
 from dataio.train.models import SEGMENT_MODELS, build_segment_model
 from dataio.train.set_options import train_options, val_options
+from dataio.train.task_choice import RunData
 from dataio.train.val_sets import val_metrics, val_sets
 
 IGNORE = -100  # cross-entropy's ignore_index: crowd regions
@@ -58,40 +58,33 @@ def semantic_targets(batch: dict[str, torch.Tensor]) -> torch.Tensor:
     return targets
 
 
-def _check_masks(folder: object, manifest: Manifest) -> None:
-    """One line before any loader starts, for a folder the task cannot learn from: it needs each object's mask."""
-    if not declares_masks(manifest.sample_fields()):
-        raise ConfigError(f"{{0}} segment trains on masks, and {folder} declares none (pack COCO instances with "
-                          "segmentations with `dataio convert coco`)", "task")
+NO_MIX = "(MixUp/CutMix) has no rule for masks: leave it off for --task segment"
 
 
 class SegmentTask(ImageTask):
     """Train on ``config.train`` COCO shards' masks, report mean IoU on ``config.val``."""
 
+    name: ClassVar[str] = "segment"
+    kinds: ClassVar[tuple[str, ...]] = ("detection",)
+    needs: ClassVar[Mapping[str, str]] = {"masks": "pack COCO instances with segmentations with `dataio convert coco`"}
+    # a box folder's own task, detection, is not dataio train's: segmenting its masks is asked for, never guessed
+    not_auto: ClassVar[str] = ("holds boxes (COCO): --task segment trains on its masks; give it to train on them "
+                               "(auto does not pick it: dataio train has no box detection task)")
+    options: ClassVar[frozenset[str]] = IMAGE_OPTIONS | {"randaugment", "progressive", "dynamic_batch"}
+    refused: ClassVar[Mapping[str, str]] = {"mixup": NO_MIX, "cutmix": NO_MIX}
     val_metrics = ("miou", "loss")
 
-    def __init__(self, config: TrainConfig, device: torch.device) -> None:
+    def __init__(self, config: TrainConfig, device: torch.device, *, data: RunData | None = None) -> None:
         c = config
-        if c.mixup or c.cutmix:
-            raise ConfigError("{0} (MixUp/CutMix) has no rule for masks: leave it off for --task segment", "mixup")
         if c.model not in SEGMENT_MODELS:
             raise ConfigError(f"{{0}} {c.model!r} is no segmentation model (--task segment); choose from "
                               f"{', '.join(sorted(SEGMENT_MODELS))}", "model")
         self.config, self.device = c, device
-        common = dict(num_workers=c.num_workers, cpu_budget=c.cpu_budget, profile=c.profile_steps > 0,
-                      device=str(device), normalize=True, channels_last=c.channels_last,
-                      pin_memory=device.type == "cuda", world_size=c.world_size, rank=c.rank, seed=c.seed)
+        common = image_options(c, device)
         options, val_options_of = train_options(c), val_options(c)
-        sources = c.train if isinstance(c.train, dict) else {"train": c.train}
-        manifests = [open_dataset(folder, options.get(name) if isinstance(options, dict) else options)[1]
-                     for name, folder in sources.items()]
-        for folder, manifest in zip(sources.values(), manifests):
-            _check_masks(folder, manifest)
-        for name, folder in val_sets(c.val).items():
-            _check_masks(folder, open_dataset(folder, val_options_of[name])[1])
-        mixture = self._mixture(sum(m.num_samples for m in manifests)) if c.mixture else {}
+        mixture = self._mixture((data or RunData(c)).samples) if c.mixture else {}
         self.schedule = _schedule(c)
-        self.train_loader = ImageLoader(
+        self.train_loader = DetectionLoader(
             c.train, batch_size=c.batch_size, image_size=c.image_size, train=True, schedule=self.schedule,
             randaugment=RandAugmentConfig(magnitude=c.randaugment) if c.randaugment else None, **mixture,
             storage_options=options, targets=TRAIN_TARGETS, **common)
@@ -99,8 +92,9 @@ class SegmentTask(ImageTask):
         if self.num_classes >= CROWD - 1:
             raise ConfigError(f"{{0}} segment keeps up to {CROWD - 2} categories, the data has "
                               f"{self.num_classes}", "task")
-        self.val_loaders = {name: ImageLoader(folder, batch_size=c.batch_size, image_size=c.image_size, train=False,
-                                              storage_options=val_options_of[name], targets=VAL_TARGETS, **common)
+        self.val_loaders = {name: DetectionLoader(folder, batch_size=c.batch_size, image_size=c.image_size,
+                                                  train=False, storage_options=val_options_of[name],
+                                                  targets=VAL_TARGETS, **common)
                             for name, folder in val_sets(c.val).items()}
         for name, loader in self.val_loaders.items():
             if tuple(loader.classes) != tuple(self.train_loader.classes):
@@ -127,13 +121,13 @@ class SegmentTask(ImageTask):
         model.train()
         return val_metrics(totals, _miou_and_loss, named=isinstance(self.config.val, dict))
 
-    def _evaluate_masks(self, model: nn.Module, loader: ImageLoader) -> list[float]:
+    def _evaluate_masks(self, model: nn.Module, loader: ImageKindLoader) -> list[float]:
         """The confusion matrix, flattened, then the loss sum and the pixel count (``val_metrics``'s totals)."""
         classes = self.num_classes + 1
         confusion = torch.zeros(classes * classes, dtype=torch.float64, device=self.device)
         sums = torch.zeros(2, dtype=torch.float64, device=self.device)
         loader.set_epoch(0)
-        for batch in cast(Iterator[dict[str, torch.Tensor]], iter(loader)):  # targets: dict batches
+        for batch in cast(Iterator[dict[str, torch.Tensor]], iter(loader)):
             keep = ~batch["repeated"].to(self.device)
             targets, logits = semantic_targets(batch)[keep], model(batch["image"][keep]).float()
             losses = F.cross_entropy(logits, targets, ignore_index=IGNORE, reduction="sum")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.distributed as dist
@@ -18,6 +18,7 @@ from dataio.train.config import TrainConfig
 from dataio.train.mixture_counts import PlanTally
 from dataio.train.mixture_schedule import RunUnits
 from dataio.train.set_options import train_options, val_options
+from dataio.train.task_choice import RunData
 from dataio.train.val_sets import val_metrics, val_sets
 
 Batch = dict[str, torch.Tensor]
@@ -26,10 +27,19 @@ Batch = dict[str, torch.Tensor]
 class TextTask:
     """Next-token prediction on ``config.train`` (a folder, or a mixture); mean token loss on ``config.val``."""
 
+    name: ClassVar[str] = "lm"
+    kinds: ClassVar[tuple[str, ...]] = ("tokens",)
+    needs: ClassVar[Mapping[str, str]] = {}
+    not_auto: ClassVar[str] = ""
+    model: ClassVar[Literal["image", "text"]] = "text"
+    options: ClassVar[frozenset[str]] = frozenset({"max_tokens", "block_size", "pack"})
+    refused: ClassVar[Mapping[str, str]] = {}
     unit = "tokens"
     val_metrics = ("loss", "ppl")  # each validation set's, as val_loss/NAME ... (val_sets)
 
-    def __init__(self, config: TrainConfig, device: torch.device) -> None:
+    def __init__(self, config: TrainConfig, device: torch.device, *, data: RunData | None = None) -> None:
+        """``data`` is not read: the loader knows its documents and tokenizer (a mixture's schedule is placed in its
+        units once it has opened, ``_train_loader``)."""
         c = config
         self.config, self.device = c, device
         common: dict[str, Any] = dict(

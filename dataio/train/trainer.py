@@ -34,32 +34,15 @@ from dataio.formats.dataset.out_lock import locked_output
 from dataio.formats.errors import CheckpointError
 from dataio.train import bottleneck, checkpoint, checkpoint_fit, schedule, step_logs
 from dataio.train.chronometer import Chronometer
-from dataio.train.clip_task import ClipTask
 from dataio.train.config import TrainConfig
-from dataio.train.image_task import ImageTask
-from dataio.train.pair_loaders import pair_loaders
 from dataio.train.profiling import StepProfiler
 from dataio.train.run_setup import amp_dtype, make_optimizer, output_folder, run_device
 from dataio.train.progress import Progress
 from dataio.train.step_logs import SourceColumns, StepLogs
 from dataio.train.stop_signals import StopSignals, TrainingInterrupted
-from dataio.train.task_choice import chosen_task
-from dataio.train.text_task import TextTask
+from dataio.train.task import Task
+from dataio.train.task_choice import start_task
 from dataio.train.val_sets import val_columns
-
-
-def _task(config: TrainConfig, device: torch.device) -> ImageTask | TextTask | ClipTask:
-    """The run's task: ``config.task``, or by the data and model (``task_choice``)."""
-    if config.task == "segment":
-        from dataio.train.segment_task import SegmentTask  # lazy: only segmentation runs read masks
-
-        return SegmentTask(config, device)
-    task = chosen_task(config)
-    if task == "clip":
-        return ClipTask(config, device, pair_loaders)
-    if task == "lm":
-        return TextTask(config, device)
-    return ImageTask(config, device)
 
 
 class Trainer:
@@ -89,7 +72,7 @@ class Trainer:
         torch.manual_seed(c.seed)
         if c.tensorboard and self.is_main:
             step_logs.summary_writer()  # a missing package is one line before any data is opened
-        self.task = _task(c, self.device)
+        self.task: Task = start_task(c, self.device)  # chosen by the data's declared kind, checked, its loaders started
         self.epoch_steps = [self.task.steps_in_epoch(e) for e in range(c.epochs)]
         self.total_steps = sum(self.epoch_steps)
         self.task.train_loader.set_epoch(0)
