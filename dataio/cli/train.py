@@ -162,7 +162,7 @@ def train_data(args: argparse.Namespace) -> dict[str, Any]:
                                  "--mixture FILE)")
             return {"train": source(values[0])}
         if len(specs) < len(found):
-            plain = next(v for v, spec in zip(values, found) if spec is None)
+            plain = next(v for v, spec in zip(values, found, strict=True) if spec is None)
             raise UsageError(f"--train {plain}: a mixture's sources are each NAME=W:PATH, NAME made of letters, "
                              "digits, '_', '.' or '-'")
         twice = _given_twice([name for name, _, _ in specs])
@@ -186,7 +186,7 @@ def _val_data(values: list[str] | None) -> str | Path | dict[str, str | Path] | 
             raise UsageError(f"--val is given {len(values)} times: named validation sets are NAME=PATH")
         return source(values[0])
     if not all(named):
-        plain = next(value for value, pair in zip(values, named) if pair is None)
+        plain = next(value for value, pair in zip(values, named, strict=True) if pair is None)
         raise UsageError(f"--val {plain}: give every validation set as NAME=PATH, or one PATH alone")
     twice = _given_twice([name for name, _ in named])
     if twice:

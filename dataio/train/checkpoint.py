@@ -102,7 +102,7 @@ def reason(error: BaseException) -> str:
 def _weights_text(record: dict) -> str:
     """``web=0.5 code=0.5`` for constant weights, ``at 0: web=0.5 code=0.5, at 900: ...`` for a schedule."""
     def one(weights: list) -> str:
-        return " ".join(f"{name}={weight:g}" for name, weight in zip(record["sources"], weights))
+        return " ".join(f"{name}={weight:g}" for name, weight in zip(record["sources"], weights))  # not strict: a message
 
     points = record["points"]
     if len(points) == 1:

@@ -58,4 +58,4 @@ def gather_rows(tensor: torch.Tensor, *, with_grad: bool = False,
         dist.all_gather(blocks, padded.detach())
         if keep_own:
             blocks[dist.get_rank()] = padded
-    return torch.cat([block[:count] for block, count in zip(blocks, counts)]), counts
+    return torch.cat([block[:count] for block, count in zip(blocks, counts, strict=True)]), counts

@@ -29,14 +29,14 @@ class _Tally:
 
     def as_dict(self, counts: np.ndarray) -> dict[str, list[int]]:
         """``{name: [samples, tokens]}``."""
-        return {name: [int(s), int(t)] for name, (s, t) in zip(self.names, counts.tolist())}
+        return {name: [int(s), int(t)] for name, (s, t) in zip(self.names, counts.tolist(), strict=True)}
 
     def epoch_summary(self) -> dict[str, dict[str, int]]:
         """The epoch's samples and tokens of each source, and the passes each has finished by its end (call after
         the epoch's pass has ended)."""
         passes = self.loader.mixture_passes()
         return {name: {"samples": int(s), "tokens": int(t), "passes": int(passes.get(name, 0))}
-                for name, (s, t) in zip(self.names, self.epoch_counts.tolist())}
+                for name, (s, t) in zip(self.names, self.epoch_counts.tolist(), strict=True)}
 
 
 class PlanTally(_Tally):

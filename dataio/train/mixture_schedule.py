@@ -24,6 +24,8 @@ holds A, then moves to B over the last tenth); after the last they stay.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import math
 import re
 from fractions import Fraction
@@ -104,7 +106,7 @@ class RunSchedule:
         for at, weights in points:
             if len(weights) != len(self.names):
                 raise ValueError(f"weights at {at.describe()}: {len(weights)} weights for {len(self.names)} sources")
-            bad = [f"{n}={w:g}" for n, w in zip(self.names, weights) if not (math.isfinite(w) and w >= 0)]
+            bad = [f"{n}={w:g}" for n, w in zip(self.names, weights, strict=True) if not (math.isfinite(w) and w >= 0)]
             if bad:
                 raise ValueError(f"weights at {at.describe()}: a weight must be a finite number >= 0, got "
                                  f"{', '.join(bad)}")
@@ -112,7 +114,7 @@ class RunSchedule:
                 raise ValueError(f"weights at {at.describe()}: every weight is 0")
         for kind in ("fraction", "step"):
             values = [getattr(at, kind) for at, _ in points if getattr(at, kind) is not None]
-            if any(b <= a for a, b in zip(values, values[1:])):
+            if any(b <= a for a, b in pairwise(values)):
                 raise ValueError(f"weights: breakpoints given as {kind}s must increase, got "
                                  f"{', '.join(at.describe() for at, _ in points if getattr(at, kind) is not None)}")
         never = [n for i, n in enumerate(self.names) if all(ws[i] == 0 for _, ws in points)]
@@ -125,7 +127,7 @@ class RunSchedule:
         """From ``{name: weight}`` (one blend for the run) or ``[(at, {name: weight}), ...]``, over the sources
         ``names`` (a source a breakpoint leaves out weighs 0 there; a name that is not a source is refused)."""
         if isinstance(weights, RunSchedule):
-            blends: list[tuple[Any, Mapping[str, Any]]] = [(at, dict(zip(weights.names, ws)))
+            blends: list[tuple[Any, Mapping[str, Any]]] = [(at, dict(zip(weights.names, ws, strict=True)))
                                                            for at, ws in weights.points]
             interpolation = weights.interpolation
         elif isinstance(weights, Mapping):
@@ -165,14 +167,14 @@ class RunSchedule:
         return any(at.fraction is not None for at, _ in self.points)
 
     def first_blend(self) -> dict[str, float]:
-        return dict(zip(self.names, self.points[0][1]))
+        return dict(zip(self.names, self.points[0][1], strict=True))
 
     def resolve(self, run: "RunUnits") -> WeightSchedule:
         """The loader's schedule: each breakpoint at its unit of ``run`` (see the module docstring)."""
         if self.constant:
             return WeightSchedule.constant(self.first_blend())
         placed = [(run.position(at), at, weights) for at, weights in self.points]
-        for (a, at_a, _), (b, at_b, _) in zip(placed, placed[1:]):
+        for (a, at_a, _), (b, at_b, _) in pairwise(placed):
             if b <= a:
                 raise ValueError(f"weights: breakpoints {at_a.describe()} and {at_b.describe()} fall at units {a} "
                                  f"and {b} of the run ({run.describe()}): each must come after the one before")

@@ -50,7 +50,7 @@ def semantic_targets(batch: dict[str, torch.Tensor]) -> torch.Tensor:
     masks = batch["masks"]
     out = torch.zeros((n, size, size), dtype=torch.int16, device=masks.device)
     ends = torch.cumsum(batch["num_boxes"], 0).tolist()
-    for i, (start, end) in enumerate(zip([0, *ends[:-1]], ends)):
+    for i, (start, end) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
         if end > start:
             out[i] = (masks[start:end] * values[start:end, None, None]).amax(dim=0)
     targets = out.long()

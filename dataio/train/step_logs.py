@@ -145,7 +145,7 @@ class StepLogs:
             self.writer.add_scalar("train/lr", record["lr"], step)
             self.writer.add_scalar("train/per_second", float(row[6]), step)
             for name, counts in record.get("sources", {}).items():
-                for kind, value in zip(self.sources.step_kinds, counts):
+                for kind, value in zip(self.sources.step_kinds, counts, strict=True):
                     self.writer.add_scalar(f"{kind}/{name}", value, step)
 
     def epoch(self, step: int, record: dict[str, Any]) -> None:

@@ -89,7 +89,8 @@ class Trainer:
         self.signals = StopSignals(c.world_size)  # a stop asked: checkpoint and stop at the next step boundary
         if c.resume:
             self._restore()
-        columns = SourceColumns(self.tally.names if self.tally else (), tokens=self.task.unit == "tokens",
+        self.counts_tokens = self.task.unit == "tokens"  # a mixture's per-source tokens go into its lines and logs
+        columns = SourceColumns(self.tally.names if self.tally else (), tokens=self.counts_tokens,
                                 val=step_logs.task_columns(self.task.val_metrics) + val_columns(c.val,
                                                                                                self.task.val_metrics))
         self.logs = (StepLogs(c.out, tensorboard=c.tensorboard, steps=self.chronometer.steps,
@@ -275,7 +276,7 @@ class Trainer:
             return ""
         parts = []
         for name, n in sources.items():
-            tokens = f" {n['tokens']:,} tokens" if self.task.unit == "tokens" else ""
+            tokens = f" {n['tokens']:,} tokens" if self.counts_tokens else ""
             passes = f"{n['passes']} pass{'' if n['passes'] == 1 else 'es'}"
             parts.append(f"{name} {n['samples']:,} samples{tokens} {passes}")
         return " sources: " + ", ".join(parts)

@@ -32,7 +32,7 @@ def val_columns(val: Path | str | Mapping[str, Path | str] | None, metrics: tupl
 def val_metrics(totals: dict[str, Totals], metrics: Callable[[Totals], dict[str, float]],
                 named: bool) -> dict[str, float]:
     """``val_<metric>`` over all the sets' totals summed, and with ``named`` ``val_<metric>/<set>`` for each."""
-    summed = [sum(column) for column in zip(*totals.values())]
+    summed = [sum(column) for column in zip(*totals.values(), strict=True)]
     out = {f"val_{key}": value for key, value in metrics(summed).items()}
     if named:
         for name, one in totals.items():

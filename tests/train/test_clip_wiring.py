@@ -66,10 +66,10 @@ def test_captions_without_ids_are_refused_unless_a_tokenizer_reads_them(pair_tar
                                     tokenizer=pair_tars / "tokenizer.json", num_workers=1), CPU)
     try:  # tokenised on the decode threads, as the stored ids were at pack time
         read = next(iter(made.train))
-        stored = {int(i): row for i, row in zip(read["sample_ids"], read["input_ids"])}
+        stored = {int(i): row for i, row in zip(read["sample_ids"], read["input_ids"], strict=True)}
         made.val["val"].set_epoch(0)
         for batch in made.val["val"]:
-            for i, row in zip(batch["sample_ids"], batch["input_ids"]):
+            for i, row in zip(batch["sample_ids"], batch["input_ids"], strict=True):
                 if int(i) in stored:
                     width = min(len(row), len(stored[int(i)]))
                     assert torch.equal(row[:width], stored[int(i)][:width])

@@ -22,7 +22,7 @@ from dataio.train.mixture_schedule import At, RunSchedule, RunUnits
 ROOT = Path(__file__).resolve().parents[2]
 CAP = "--as=2000000000"  # bytes of address space: the old expansion died of MemoryError under it
 BOMB_CHAIN = ", ".join(['&a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]'] +
-                       [f"&{c} [{', '.join([f'*{p}'] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi")])
+                       [f"&{c} [{', '.join([f'*{p}'] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi", strict=True)])
 
 
 def dataio_capped(*args: str, seconds: int = 60) -> subprocess.CompletedProcess:

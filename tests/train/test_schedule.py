@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import csv
 import json
 import math
@@ -23,8 +25,8 @@ def test_every_total_from_1_to_200_gives_a_rise_a_peak_and_a_fall(warmup):
         assert all(math.isfinite(lr) and 0 < lr <= peak for lr in lrs), (total, lrs)
         top = lrs.index(max(lrs))
         assert lrs[top] == pytest.approx(peak) and top == curve.warmup_steps < total
-        assert all(a < b for a, b in zip(lrs[:top], lrs[1:top + 1])), (total, "rise")
-        assert all(a > b for a, b in zip(lrs[top:], lrs[top + 1:])), (total, "fall")
+        assert all(a < b for a, b in zip(lrs[:top], lrs[1:top + 1], strict=True)), (total, "rise")
+        assert all(a > b for a, b in pairwise(lrs[top:])), (total, "fall")
         if top > 0:
             assert lrs[0] == pytest.approx(peak / START_DIV)
         if total - top >= 2:

@@ -68,7 +68,7 @@ def test_named_sets_are_logged_apart_and_together(real_photo_shards, tmp_path):
     with open(tmp_path / "plain" / "log.csv", newline="") as file:
         plain_epochs = [row for row in csv.DictReader(file) if row["val_acc"]]
     assert "val_acc/a" not in plain_epochs[0]
-    for row, alone in zip(epochs, plain_epochs):
+    for row, alone in zip(epochs, plain_epochs, strict=True):
         for metric in ("acc", "loss"):
             value = float(alone[f"val_{metric}"])
             assert float(row[f"val_{metric}/a"]) == float(row[f"val_{metric}/b"]) == float(row[f"val_{metric}"])

@@ -21,7 +21,7 @@ class SmallFCN(nn.Module):
     def __init__(self, num_classes: int, width: int = 32) -> None:
         super().__init__()
         widths = (width, width * 2, width * 4)
-        self.stages = nn.ModuleList(_stage(cin, cout) for cin, cout in zip((3, *widths[:-1]), widths))
+        self.stages = nn.ModuleList(_stage(cin, cout) for cin, cout in zip((3, *widths[:-1]), widths, strict=True))
         self.heads = nn.ModuleList(nn.Conv2d(w, num_classes, 1) for w in widths)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -31,7 +31,7 @@ class SmallFCN(nn.Module):
             out = stage(out)
             features.append(out)
         logits = self.heads[-1](features[-1])
-        for head, feature in zip(reversed(self.heads[:-1]), reversed(features[:-1])):
+        for head, feature in zip(reversed(self.heads[:-1]), reversed(features[:-1]), strict=True):
             logits = head(feature) + F.interpolate(logits, size=feature.shape[-2:], mode="bilinear",
                                                    align_corners=False)
         return F.interpolate(logits, size=x.shape[-2:], mode="bilinear", align_corners=False)
