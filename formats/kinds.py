@@ -68,7 +68,7 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
     Kind(name="pairs", layout="images", what="image-text pairs",
          rooms=("dataio/pairs", "formats/pairs"), pack="dataio convert images --captions, dataio index", bench="pairs",
          fields="dataio.formats.pairs.pair_fields:declared_pair_fields",
-         check="dataio.formats.dataset.pair_table:pair_table_problem",
+         check="dataio.formats.pairs.pair_table:pair_table_problem",
          source="dataio.pairs.pair_batches:PairBatchSource",
          finish="dataio.pairs.pair_finish:PairFinish",
          options="dataio.pairs.caption_config:CaptionConfig",

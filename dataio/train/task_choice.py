@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from dataio.formats.dataset.manifest import open_dataset
-from dataio.formats.dataset.pair_fields import holds_pairs
+from dataio.formats.pairs.pair_fields import holds_pairs
 from dataio.formats.errors import ConfigError
 from dataio.train.config import TrainConfig
 from dataio.train.models import is_text_model

@@ -34,7 +34,7 @@ from dataio.formats.remote.remote_copy import copy_dataset
 from dataio.formats.remote.storage import DEFAULT_TIMEOUT, Location, RetryPolicy
 from dataio.formats.files import sha256_file
 from dataio.formats.dataset.shard_members import LABEL_MEMBER, MAX_LABEL_BYTES, decode_label, member_extension
-from dataio.formats.dataset.pair_table import pair_table_problem
+from dataio.formats.pairs.pair_table import pair_table_problem
 from dataio.formats.dataset.sample_fields import holds_labels
 from dataio.formats.dataset.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
 from dataio.formats.dataset.table_members import member_faults

@@ -41,9 +41,9 @@ from dataio.formats.errors import NothingConverted, UsageError
 from dataio.formats.fallback_log import warn_once
 from dataio.formats.images.image_prepare import (WITHOUT_CODEC, ImagePrepareConfig, PreparedImage, Rejection,
                                           add_restart_markers, prepare_image)
-from dataio.formats.images.caption_sources import (CaptionInput, read_caption, scan_parquet_pairs, sidecar_of,
+from dataio.formats.pairs.caption_sources import (CaptionInput, read_caption, scan_parquet_pairs, sidecar_of,
                                                    walk_caption_folder)
-from dataio.formats.images.caption_tokens import caption_ids, checked_tokenizer, token_dtype_name
+from dataio.formats.pairs.caption_tokens import caption_ids, checked_tokenizer, token_dtype_name
 from dataio.formats.images.image_tree import NotRegularFile, errno_text, read_regular_file, source_path, walk_image_tree
 from dataio.formats.images.skipped_folders import refuse_output_inside_source
 from dataio.formats.dataset.convert_journal import Journal, JournalledShards, fingerprint
@@ -53,7 +53,7 @@ from dataio.formats.ranks.rank_split import rank_folder, rank_range
 from dataio.formats.images.parquet_images import LocalFile, ParquetImages, parquet_files, scan_parquet_images
 from dataio.formats.dataset.out_lock import locked_output
 from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
-from dataio.formats.dataset.pair_fields import MAX_CAPTION_BYTES, pair_fields
+from dataio.formats.pairs.pair_fields import MAX_CAPTION_BYTES, pair_fields
 from dataio.formats.dataset.sample_fields import IMAGE_FIELDS, member_columns
 from dataio.formats.dataset.sample_table import CHECKSUM_FIELD, sample_checksum, write_sample_table
 from dataio.formats.sizes import parse_size

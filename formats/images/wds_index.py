@@ -8,7 +8,7 @@ with the same output contract; the restart-marker splicing simply does not apply
 originals), so a region decode reads the file up to the crop's last row.
 
 Tars of image-text pairs as img2dataset writes them (``KEY.jpg``/``.png``/``.webp`` plus ``KEY.txt``
-and ``KEY.json``, no ``.cls``) are adopted as a pair folder (``dataio.formats.dataset.pair_fields``):
+and ``KEY.json``, no ``.cls``) are adopted as a pair folder (``dataio.formats.pairs.pair_fields``):
 their captions go into the sample table, and with a tokenizer their token ids too
 (``caption_tokens``); ``caption_index`` reads them and says what becomes of an awkward pair. A folder is
 a pair folder when no key has a ``.cls`` and some have a ``.txt`` (``captions=True`` says so whatever
@@ -38,13 +38,13 @@ from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.images.image_headers import image_size
 from dataio.formats.progress import progress
 from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
-from dataio.formats.dataset.pair_fields import MAX_CAPTION_BYTES, NO_LABEL, pair_fields
+from dataio.formats.pairs.pair_fields import MAX_CAPTION_BYTES, NO_LABEL, pair_fields
 from dataio.formats.dataset.sample_fields import IMAGE_FIELDS, member_columns
 from dataio.formats.dataset.sample_table import CHECKSUM_FIELD, MAX_MEMBER_BYTES, sample_checksum, write_sample_table
 from dataio.formats.dataset.shard_members import CAPTION_MEMBER, IMAGE_MEMBERS, LABEL_MEMBER, MAX_LABEL_BYTES
 from dataio.formats.dataset.wds_shards import MemberLocation, dali_index_text, duplicate_members, scan_tar
-from dataio.formats.images.caption_index import CAPTION_NEEDED, pair_text
-from dataio.formats.images.caption_tokens import caption_ids, checked_tokenizer, token_dtype_name
+from dataio.formats.pairs.caption_index import CAPTION_NEEDED, pair_text
+from dataio.formats.pairs.caption_tokens import caption_ids, checked_tokenizer, token_dtype_name
 from dataio.formats.text.tokenizer_setup import TokenizerConfig
 
 JOURNAL_DIR = ".index-journal"

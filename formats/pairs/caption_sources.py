@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 
 from dataio.formats.bounded_read import FileTooLarge
-from dataio.formats.dataset.pair_fields import MAX_CAPTION_BYTES, NO_LABEL, caption_problem, caption_too_long
+from dataio.formats.pairs.pair_fields import MAX_CAPTION_BYTES, NO_LABEL, caption_problem, caption_too_long
 from dataio.formats.errors import UsageError
 from dataio.formats.images.image_tree import (ImageTree, NotRegularFile, _Walk, errno_text, escape_path, read_regular_file,
                                               source_path, unescape_path)
