@@ -30,7 +30,7 @@ from dataio.formats.errors import DataioError, ShardError
 from dataio.formats.limits import MAX_PIXELS
 from dataio.formats.dataset.class_list import class_list_problem
 from dataio.formats.dataset.manifest import MANIFEST_NAME, Manifest, check_shard_file, open_dataset
-from dataio.formats.remote.remote_copy import copy_dataset
+from dataio.formats.dataset.remote_copy import copy_dataset
 from dataio.formats.remote.storage import DEFAULT_TIMEOUT, Location, RetryPolicy
 from dataio.formats.files import sha256_file
 from dataio.formats.dataset.shard_members import LABEL_MEMBER, MAX_LABEL_BYTES, decode_label, member_extension

@@ -25,7 +25,7 @@ from dataio.formats.errors import DataioError, ShardError, UsageError
 from dataio.formats.files import write_atomic
 from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, check_shard_file, read_manifest
 from dataio.formats.dataset.sample_table import read_sample_table, write_sample_table
-from dataio.formats.text.text_sources import EXAMPLES
+from dataio.formats.limits import REPORT_EXAMPLES
 
 RANK_FOLDER = re.compile(r"rank-(\d{5})-of-(\d{5})")
 MERGE_LOCK = ".merge.lock"
@@ -154,7 +154,7 @@ def _merge_text(out: Path, folders: list[Path], parts: list[Manifest]) -> dict:
     for folder in folders:
         if (folder / "rejected.json").is_file():
             for kind, found in json.loads((folder / "rejected.json").read_text()).get("examples", {}).items():
-                examples.setdefault(kind, []).extend(found[:max(0, EXAMPLES - len(examples.get(kind, [])))])
+                examples.setdefault(kind, []).extend(found[:max(0, REPORT_EXAMPLES - len(examples.get(kind, [])))])
     merged = {"skipped": options["skipped"], "examples": examples}
     write_atomic(out / "rejected.json", (json.dumps(merged, indent=1, sort_keys=True) + "\n").encode())
     return options
