@@ -35,8 +35,8 @@ from dataio.formats.remote.storage import DEFAULT_TIMEOUT, Location, RetryPolicy
 from dataio.formats.files import sha256_file
 from dataio.formats.dataset.shard_members import LABEL_MEMBER, MAX_LABEL_BYTES, decode_label, member_extension
 from dataio.formats.pairs.pair_table import pair_table_problem
-from dataio.formats.dataset.sample_fields import holds_labels
-from dataio.formats.dataset.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
+from dataio.formats.dataset.sample_table import (LABEL_FIELD, SampleTable, read_sample_table, sample_checksum,
+                                                 table_faults)
 from dataio.formats.dataset.table_members import member_faults
 
 
@@ -123,7 +123,7 @@ def _check_table(folder: Path, manifest: Manifest, report: VerifyReport) -> tupl
         return None, {}
     if len(table) != manifest.num_samples:
         report.problems.append(f"{manifest.sample_table}: {len(table)} rows, manifest says {manifest.num_samples}")
-    labelled = holds_labels(manifest.sample_fields())  # image-text pairs have no class list to check
+    labelled = table.label is not None and LABEL_FIELD.name in manifest.table_columns()  # a declared class label
     short = labelled and class_list_problem(manifest.classes, table.label, str(folder / MANIFEST_NAME))
     if short:  # one line for the manifest, not one per row past its class list
         report.problems.append(short)
