@@ -111,7 +111,7 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          rooms=("dataio/views", "formats/views"), pack="dataio convert images --kind views", bench="views",
          fields="dataio.formats.views.view_fields:declared_view_fields",
          check="",
-         packing="",
+         packing="dataio.formats.views.view_packing:VIEW_PACKING",
          source="dataio.views.view_batches:ViewBatchSource",
          finish="dataio.views.view_finish:ViewFinish",
          options="dataio.views.views_config:ViewsConfig",
