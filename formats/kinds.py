@@ -25,7 +25,7 @@ from dataio.formats.errors import UsageError
 if TYPE_CHECKING:  # the table sits below formats/dataset too: the manifest's kinds are this table's names
     from dataio.formats.dataset.manifest import Manifest
 
-PARTS = ("fields", "check", "packing", "source", "finish", "options", "face", "item", "facts", "task")
+PARTS = ("fields", "check", "verify", "packing", "source", "finish", "options", "face", "item", "facts", "task")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,6 +40,7 @@ class Kind:
     bench: str  # its `dataio bench` command
     fields: str  # (options: dict) -> the declared fields of a folder packed with these manifest options
     check: str  # (manifest, table: pa.Table) -> why the kind's own columns cannot be read as declared, or None
+    verify: str  # (VerifyContext) -> None: `dataio verify`'s checks of the kind's own rows and members (--deep)
     packing: str  # what `convert images` and `index` ask of the kind (images.packing_kind); "": its own converter
     source: str  # the batch source (reads a batch of ids into named host fields)
     finish: str  # the device finish (``dataio.pipeline.device_stage.Finish``)
@@ -63,6 +64,7 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          rooms=("dataio/images", "formats/images"), pack="dataio convert images", bench="images",
          fields="dataio.formats.dataset.sample_fields:classification_fields",
          check="",
+         verify="dataio.formats.images.class_verify:verify_labels",
          packing="dataio.formats.images.class_packing:CLASS_PACKING",
          source="dataio.images.image_batches:ClassBatchSource",
          finish="dataio.images.image_finish:ClassFinish",
@@ -75,6 +77,7 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          rooms=("dataio/pairs", "formats/pairs"), pack="dataio convert images --captions, dataio index", bench="pairs",
          fields="dataio.formats.pairs.pair_fields:declared_pair_fields",
          check="dataio.formats.pairs.pair_table:pair_table_problem",
+         verify="dataio.formats.pairs.pair_verify:verify_pairs",
          packing="dataio.formats.pairs.pair_packing:PAIR_PACKING",
          source="dataio.pairs.pair_batches:PairBatchSource",
          finish="dataio.pairs.pair_finish:PairFinish",
@@ -87,6 +90,7 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          rooms=("dataio/detection", "formats/coco"), pack="dataio convert coco", bench="detection",
          fields="dataio.formats.coco.coco_fields:declared_coco_fields",
          check="",
+         verify="dataio.formats.coco.coco_verify:verify_targets",
          packing="",
          source="dataio.detection.detection_batches:DetectionBatchSource",
          finish="dataio.detection.detection_finish:DetectionFinish",
@@ -99,6 +103,7 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          rooms=("dataio/text", "formats/text"), pack="dataio convert text", bench="text",
          fields="dataio.formats.dataset.sample_fields:declared_text_fields",
          check="",
+         verify="dataio.formats.text.token_verify:verify_tokens",
          packing="",
          source="dataio.text.token_batches:TokenBatchSource",
          finish="dataio.pipeline.device_stage:FieldsFinish",
@@ -111,6 +116,7 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          rooms=("dataio/views", "formats/views"), pack="dataio convert images --kind views", bench="views",
          fields="dataio.formats.views.view_fields:declared_view_fields",
          check="",
+         verify="",
          packing="dataio.formats.views.view_packing:VIEW_PACKING",
          source="dataio.views.view_batches:ViewBatchSource",
          finish="dataio.views.view_finish:ViewFinish",
