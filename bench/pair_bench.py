@@ -30,8 +30,8 @@ from typing import Any
 
 from dataio.formats.dataset.manifest import MANIFEST_NAME, read_manifest
 from dataio.formats.errors import ConfigError
-from dataio.formats.images.synthetic_pair_writers import write_img2dataset
-from dataio.formats.images.synthetic_pairs import PAIR_PHOTO_CLASSES, SyntheticPairsConfig
+from dataio.formats.pairs.synthetic_pair_writers import write_img2dataset
+from dataio.formats.pairs.synthetic_pairs import PAIR_PHOTO_CLASSES, SyntheticPairsConfig
 from dataio.formats.images.wds_index import IndexConfig, index_shards
 from dataio.formats.text.tokenizer_setup import TokenizerConfig
 from dataio.pairs.caption_config import CaptionConfig

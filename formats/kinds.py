@@ -1,27 +1,31 @@
 """The kinds of sample dataio packs and reads: one table, each kind's parts named once.
 
 A manifest declares its kind (``sample_kind``: ``Manifest.declared_kind()``); whoever needs a kind's part asks
-this table instead of guessing the kind with if-chains: the converters and ``verify`` its fields and checks,
-``dataio.DataLoader`` its loader face, ``ShardDataset`` its map-style item, the trainer its task, ``dataio
-bench`` its benchmark. As MosaicML Streaming's string-keyed tables and webdataset's decoder handlers: a new kind
-is one entry here and one room of its own (``docs/architecture.md``, "Adding a kind of sample").
+this table instead of guessing the kind with if-chains: the converters its fields, ``convert images`` and
+``index`` its packing (what an input reads beside its image, its members and columns), ``verify`` and the
+image readers its checks, ``dataio.DataLoader`` its loader face, ``ShardDataset`` its map-style item, the
+trainer its task, ``dataio bench`` its benchmark. As MosaicML Streaming's string-keyed tables and webdataset's
+decoder handlers: a new kind is one entry here and one room of its own (``docs/architecture.md``, "Adding a
+kind of sample").
 
 The parts are named, not imported (``module:attribute``, resolved on first use, as entry points are): the table
-sits below every room, so the converters can read it, and imports none of them. ``tests/test_kinds.py``
-resolves every part and checks that each lies in its kind's rooms or the shared image room.
+sits below every room (``formats/dataset`` included: the manifest's kinds are this table's names), so the
+converters and ``verify`` can read it, and imports none of them. ``tests/test_kinds.py`` resolves every part
+and checks that each lies in its kind's rooms or the shared image room.
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dataio.formats.dataset.manifest import Manifest
-from dataio.formats.dataset.sample_kind import SAMPLE_KINDS
 from dataio.formats.errors import UsageError
 
-PARTS = ("fields", "check", "source", "finish", "options", "face", "item", "facts", "task")
+if TYPE_CHECKING:  # the table sits below formats/dataset too: the manifest's kinds are this table's names
+    from dataio.formats.dataset.manifest import Manifest
+
+PARTS = ("fields", "check", "verify", "packing", "source", "finish", "options", "face", "item", "facts", "task")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,6 +40,8 @@ class Kind:
     bench: str  # its `dataio bench` command
     fields: str  # (options: dict) -> the declared fields of a folder packed with these manifest options
     check: str  # (manifest, table: pa.Table) -> why the kind's own columns cannot be read as declared, or None
+    verify: str  # (VerifyContext) -> None: `dataio verify`'s checks of the kind's own rows and members (--deep)
+    packing: str  # what `convert images` and `index` ask of the kind (images.packing_kind); "": its own converter
     source: str  # the batch source (reads a batch of ids into named host fields)
     finish: str  # the device finish (``dataio.pipeline.device_stage.Finish``)
     options: str  # the kind's own options (a frozen config), or "" for none
@@ -58,6 +64,8 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          rooms=("dataio/images", "formats/images"), pack="dataio convert images", bench="images",
          fields="dataio.formats.dataset.sample_fields:classification_fields",
          check="",
+         verify="dataio.formats.images.class_verify:verify_labels",
+         packing="dataio.formats.images.class_packing:CLASS_PACKING",
          source="dataio.images.image_batches:ClassBatchSource",
          finish="dataio.images.image_finish:ClassFinish",
          options="",
@@ -68,7 +76,9 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
     Kind(name="pairs", layout="images", what="image-text pairs",
          rooms=("dataio/pairs", "formats/pairs"), pack="dataio convert images --captions, dataio index", bench="pairs",
          fields="dataio.formats.pairs.pair_fields:declared_pair_fields",
-         check="dataio.formats.dataset.pair_table:pair_table_problem",
+         check="dataio.formats.pairs.pair_table:pair_table_problem",
+         verify="dataio.formats.pairs.pair_verify:verify_pairs",
+         packing="dataio.formats.pairs.pair_packing:PAIR_PACKING",
          source="dataio.pairs.pair_batches:PairBatchSource",
          finish="dataio.pairs.pair_finish:PairFinish",
          options="dataio.pairs.caption_config:CaptionConfig",
@@ -80,6 +90,8 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          rooms=("dataio/detection", "formats/coco"), pack="dataio convert coco", bench="detection",
          fields="dataio.formats.coco.coco_fields:declared_coco_fields",
          check="",
+         verify="dataio.formats.coco.coco_verify:verify_targets",
+         packing="",
          source="dataio.detection.detection_batches:DetectionBatchSource",
          finish="dataio.detection.detection_finish:DetectionFinish",
          options="dataio.detection.detection_config:DetectionConfig",
@@ -91,6 +103,8 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          rooms=("dataio/text", "formats/text"), pack="dataio convert text", bench="text",
          fields="dataio.formats.dataset.sample_fields:declared_text_fields",
          check="",
+         verify="dataio.formats.text.token_verify:verify_tokens",
+         packing="",
          source="dataio.text.token_batches:TokenBatchSource",
          finish="dataio.pipeline.device_stage:FieldsFinish",
          options="dataio.text.config:TextLoaderConfig",
@@ -102,6 +116,8 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          rooms=("dataio/views", "formats/views"), pack="dataio convert images --kind views", bench="views",
          fields="dataio.formats.views.view_fields:declared_view_fields",
          check="",
+         verify="",
+         packing="dataio.formats.views.view_packing:VIEW_PACKING",
          source="dataio.views.view_batches:ViewBatchSource",
          finish="dataio.views.view_finish:ViewFinish",
          options="dataio.views.views_config:ViewsConfig",
@@ -110,7 +126,6 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          facts="dataio.images.image_facts:ImageFacts",
          task=""),
 )}
-assert tuple(KINDS) == SAMPLE_KINDS, "the table and the manifest's kinds name the same kinds"
 
 
 def kind_named(name: str) -> Kind:

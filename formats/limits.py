@@ -22,3 +22,11 @@ MAX_CLASSES_FILE_BYTES = 64 << 20
 # A ``manifest.json`` past this is refused unread: a million shards' entries take about 200 MB; a tampered one
 # (a 5 GB sparse file, a link to a ``/proc`` file that reads on for ever) was read whole, a MemoryError traceback.
 MAX_MANIFEST_BYTES = 256 << 20
+
+# Examples of each kind of skipped input a report keeps (``dataio convert text``'s ``rejected.json``, and the
+# merge of a multi-node conversion's: both keep the first ones).
+REPORT_EXAMPLES = 5
+
+# The longest caption packed, in UTF-8 bytes: dense captions of recaptioned data sets are 1-4 KB; a page of
+# scraped text pasted into an alt attribute is not a caption (and held in the table it costs every reader).
+MAX_CAPTION_BYTES = 16 << 10

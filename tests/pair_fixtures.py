@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dataio.formats.images.synthetic_pair_writers import write_img2dataset
-from dataio.formats.images.synthetic_pairs import SyntheticPairsConfig
+from dataio.formats.pairs.synthetic_pair_writers import write_img2dataset
+from dataio.formats.pairs.synthetic_pairs import SyntheticPairsConfig
 from dataio.formats.images.wds_index import IndexConfig, index_shards
 from dataio.formats.text.tokenizer_setup import TokenizerConfig
 

@@ -220,3 +220,44 @@ def test_every_library_folder_is_a_listed_package():
                for top in names for p in (ROOT / top).rglob("*.py")
                if "__pycache__" not in p.parts and "results" not in p.parts}  # results: scripts of a measurement
     assert folders - listed == set()
+
+
+def _formats_folder(module: str) -> str:
+    """The folder of ``formats/`` a library module lies in (``dataio.formats.dataset.manifest``: ``formats/dataset``);
+    the modules at its top (errors, files, limits, kinds...) are the folder ``formats``."""
+    parts = module.split(".")[2:]
+    return f"formats/{parts[0]}" if parts and (ROOT / "formats" / parts[0]).is_dir() else "formats"
+
+
+def test_no_import_circle_between_the_folders_of_formats():
+    """The folders of ``formats/`` as nodes, every import between their modules (lazy ones too; ``if TYPE_CHECKING:``
+    blocks never run) as an edge: no cycle. A folder stands on those below it; what two folders share lives in the
+    lower one (or at the top of ``formats/``), never in a circle (``formats.dataset`` <-> ``formats.remote`` was one,
+    and ``formats.dataset`` <-> ``formats.coco`` through verify, and ``formats.text`` <-> ``formats.ranks``)."""
+    files = {_module_name(p): p for p in python_files("formats")}
+    edges: dict[str, dict[str, str]] = {}  # folder -> {folder it imports: one import that makes the edge}
+    for name, path in files.items():
+        source = _formats_folder(name)
+        for imported in sorted(_imported_files(path, files)):
+            target = _formats_folder(imported)
+            if target != source:
+                edges.setdefault(source, {}).setdefault(target, f"{path.relative_to(ROOT)} imports {imported}")
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, {})):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(edges):
+        if node not in state and (cycle := visit(node)):
+            steps = [f"{a} -> {b} ({edges[a][b]})" for a, b in zip(cycle, cycle[1:])]
+            raise AssertionError("folder circle in formats/: " + " -> ".join(cycle) + "\n" + "\n".join(steps))

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dataio.formats.images.synthetic_pair_writers import write_img2dataset
-from dataio.formats.images.synthetic_pairs import BAD_PAIRS, SyntheticPairsConfig, make_pair
+from dataio.formats.pairs.synthetic_pair_writers import write_img2dataset
+from dataio.formats.pairs.synthetic_pairs import BAD_PAIRS, SyntheticPairsConfig, make_pair
 from dataio.formats.text.tokenizer_setup import TokenizerConfig, train_bpe
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from dataio.cli.flags import positive
-from dataio.formats.dataset.pair_fields import MAX_CAPTION_BYTES
+from dataio.formats.pairs.pair_fields import MAX_CAPTION_BYTES
 from dataio.formats.errors import UsageError
 
 

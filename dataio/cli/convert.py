@@ -18,11 +18,16 @@ def add(commands: argparse._SubParsersAction) -> None:
     convert = commands.add_parser("convert", help="pack a source folder or corpus into shards")
     kinds = convert.add_subparsers(dest="kind", required=True)
     images = kinds.add_parser("images", help="ImageNet-layout folder, or Hugging Face Parquet files -> shards")
-    images.add_argument("src", type=Path, help="an ImageNet-layout folder (SRC/<class>/<image>), or Hugging Face "
-                        "Parquet files: a .parquet file, a glob or a folder of them")
+    images.add_argument("src", type=Path, help="an ImageNet-layout folder (SRC/<class>/<image>; with --kind views "
+                        "any folder of images), or Hugging Face Parquet files: a .parquet file, a glob or a folder "
+                        "of them")
     add_output_flags(images)
     images.add_argument("--format", choices=["wds", "arrow"], default="wds",
                         help="wds: WebDataset tars; arrow: Arrow IPC in the Hugging Face image layout")
+    images.add_argument("--kind", dest="sample_kind", choices=["classification", "pairs", "views"],
+                        help="the kind of sample packed: classification (class folders, or a label column; the "
+                             "default), pairs (as --captions), views (every image of a folder of any layout, or a "
+                             "Parquet image column, without classes: for multi-crop self-supervised loaders)")
     images.add_argument("--classes", type=Path, help="class names, one per line (line i is label i); default: "
                         "the folder names, or a Parquet source's Hugging Face features")
     images.add_argument("--image-column", help="Parquet sources: the image column (default image)")
@@ -71,7 +76,8 @@ def run_images(args: argparse.Namespace) -> int:
 
     config = ConvertImagesConfig(
         src=args.src, format=args.format, classes_file=args.classes,
-        **given(image_column=args.image_column, label_column=args.label_column, caption_column=args.caption_column),
+        **given(image_column=args.image_column, label_column=args.label_column, caption_column=args.caption_column,
+                kind=args.sample_kind),
         captions=args.captions or args.caption_column is not None, tokenizer=tokenizer_config(args),
         max_caption_bytes=args.max_caption_bytes, **packing_options(args))
     return run_image_conversion(args, config, convert_images)

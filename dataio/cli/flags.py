@@ -161,7 +161,7 @@ def maybe_remote(args: argparse.Namespace, out: str | Path, run):
         if args.storage_option or args.staging:
             raise UsageError("--storage-option and --staging are for a remote OUT (an s3://... URL)")
         return run(out)
-    from dataio.formats.remote.remote_output import convert_to_remote, default_staging
+    from dataio.formats.dataset.remote_output import convert_to_remote, default_staging
 
     staging = args.staging or default_staging(out)
     summary, sent = convert_to_remote(out, run, storage_options=storage_options_of(args.storage_option),

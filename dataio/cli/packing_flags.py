@@ -47,7 +47,7 @@ def packing_options(args: argparse.Namespace) -> dict[str, Any]:
     """The config keywords of ``add_output_flags`` and ``add_packing_flags`` (a remote OUT is converted in its
     staging folder first)."""
     from dataio.formats.images.image_prepare import ImagePrepareConfig
-    from dataio.formats.remote.remote_output import default_staging
+    from dataio.formats.dataset.remote_output import default_staging
 
     return dict(
         out=args.out if isinstance(args.out, Path) else args.staging or default_staging(args.out),

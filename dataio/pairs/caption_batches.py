@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from dataio.formats.dataset.pair_fields import MAX_META_BYTES
+from dataio.formats.pairs.pair_fields import MAX_META_BYTES
 from dataio.formats.errors import ConfigError, ShardError, UsageError
 from dataio.formats.remote.secrets import redact
 from dataio.pairs.caption_config import CaptionConfig

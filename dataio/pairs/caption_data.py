@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dataio.formats.dataset.manifest import Manifest
-from dataio.formats.dataset.pair_fields import CAPTION, TOKENS, holds_pairs
+from dataio.formats.pairs.pair_fields import CAPTION, TOKENS, holds_pairs
 from dataio.formats.dataset.sample_fields import member_columns
 from dataio.formats.errors import ConfigError
 from dataio.images.image_shards import ImageShards

@@ -1,7 +1,7 @@
 """Token shards where they can be memory-mapped: a local folder as it is, a URL's shards copied whole first.
 
 Shared by ``TextLoader`` and ``TokenDataset``: the copy goes into ``cache_dir`` (one subfolder per data set,
-kept and re-used; each file's sha256 checked against the manifest, ``dataio.formats.remote.remote_copy``) or,
+kept and re-used; each file's sha256 checked against the manifest, ``dataio.formats.dataset.remote_copy``) or,
 without one, a temporary folder the caller keeps and removes.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from dataio.formats.dataset.manifest import open_dataset
-from dataio.formats.remote.remote_copy import copy_dataset
+from dataio.formats.dataset.remote_copy import copy_dataset
 from dataio.formats.remote.storage import DEFAULT_TIMEOUT, RetryPolicy
 
 

@@ -2,10 +2,11 @@
 
 The output is an image shard folder (``convert images``'s: tars with their DALI
 index, ``samples.arrow``, ``rejected.jsonl``, ``manifest.json`` last) whose
-manifest declares the COCO fields (``coco_fields``): each sample's boxes,
-labels, crowd flags and masks are columns of the sample table, so every image
-reader opens the folder, and the image loader with box targets reads them. The
-classes are the categories' names in the order of their ids.
+manifest declares the kind ``detection`` and the COCO fields (``coco_fields``):
+each sample's boxes, labels, crowd flags and masks are columns of the sample
+table (which has no single ``label`` column: a sample's classes are its
+objects'), so every image reader opens the folder, and the detection loader
+reads them. The classes are the categories' names in the order of their ids.
 
 Checks: the JSON as ``coco_json`` reads it (each bad image or annotation
 rejected with its reason), then each image as ``image_prepare`` checks any
@@ -30,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from dataio.formats.bounded_read import FileTooLarge
-from dataio.formats.coco.coco_fields import COLUMN_TYPES, coco_fields
+from dataio.formats.coco.coco_fields import COLUMN_TYPES
 from dataio.formats.coco.coco_json import MAX_ANNOTATIONS_BYTES, CocoImage, CocoIndex, read_coco_json
 from dataio.formats.coco.coco_targets import PreparedTargets, prepare_coco_image, pycocotools_mask
 from dataio.formats.dataset.convert_journal import Journal, JournalledShards, fingerprint
@@ -44,6 +45,7 @@ from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.images.image_convert import REJECTED_NAME
 from dataio.formats.images.image_prepare import WITHOUT_CODEC, ImagePrepareConfig, Rejection, add_restart_markers
 from dataio.formats.images.image_tree import NotRegularFile, errno_text, escape_path, read_regular_file
+from dataio.formats.kinds import kind_named
 from dataio.formats.progress import progress
 from dataio.formats.ranks.rank_merge import merge_if_complete
 from dataio.formats.ranks.rank_split import rank_folder, rank_range
@@ -177,7 +179,8 @@ def _options(config: ConvertCocoConfig, index: CocoIndex) -> dict:
     return {"source": "coco", "annotations": config.annotations.name,
             "annotations_sha256": sha256_file(config.annotations),
             "categories": [list(category) for category in index.categories],
-            "empty": "skip" if config.skip_empty else "keep", "sample_checksum": CHECKSUM_FIELD.name,
+            "empty": "skip" if config.skip_empty else "keep", "masks": index.has_segmentation,
+            "sample_checksum": CHECKSUM_FIELD.name,
             "max_side": p.max_side, "quality": p.quality, "max_pixels": p.max_pixels, "max_file_size": p.max_file_size,
             "shard_size": config.shard_size, "restart_interval": p.restart_interval if add_restart_markers else 0}
 
@@ -197,7 +200,8 @@ def _pack_locked(config: ConvertCocoConfig, index: CocoIndex, images: list[CocoI
     try:
         with writer:
             for position, (image, result) in enumerate(zip(images[start:], _prepared(config, images[start:],
-                                                                                       index.has_segmentation)), start):
+                                                                                       index.has_segmentation),
+                                                           strict=True), start):
                 bar.update()
                 pending = shards_log.pending
                 if isinstance(result, Rejection):
@@ -213,9 +217,9 @@ def _pack_locked(config: ConvertCocoConfig, index: CocoIndex, images: list[CocoI
                 if entry is not None:
                     shards_log.finished(writer.next_index - 1, entry, position)
                     pending = shards_log.pending  # the closed shard's successor: this sample's
-                row = [escape_path(image.file_name.encode()), _main_label(result), result.image.width,
-                       result.image.height, sample_checksum(result.image.jpeg), image.id, result.boxes,
-                       result.labels, [int(c) for c in result.iscrowd], result.masks]
+                row = [escape_path(image.file_name.encode()), result.image.width, result.image.height,
+                       sample_checksum(result.image.jpeg), image.id, result.boxes, result.labels,
+                       [int(c) for c in result.iscrowd], result.masks]
                 rows.append(row)
                 pending.rows.append(row)
                 pending.converted += result.image.converted
@@ -231,10 +235,11 @@ def _pack_locked(config: ConvertCocoConfig, index: CocoIndex, images: list[CocoI
     _write_table(config.out, locations, rows, index.has_segmentation)
     write_atomic(config.out / REJECTED_NAME, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rejected).encode())
     Manifest(kind="images", num_samples=len(rows), shards=tuple(shards), classes=index.classes,
-             num_rejected=len(rejected), options=options, fields=coco_fields(index.has_segmentation)).write(config.out)
+             num_rejected=len(rejected), options=options, fields=kind_named("detection").part("fields")(options),
+             sample_kind="detection").write(config.out)
     journal.finish()
-    boxes = sum(len(row[7]) for row in rows)
-    masks = sum(sum(bool(rle) for rle in row[9]) for row in rows)
+    boxes = sum(len(row[6]) for row in rows)
+    masks = sum(sum(bool(rle) for rle in row[8]) for row in rows)
     converted = shards_log.converted()
     return CocoSummary(len(rows), boxes, masks, len(shards), converted, empty, config.skip_empty, config.out,
                        tuple(rejected))
@@ -243,16 +248,6 @@ def _pack_locked(config: ConvertCocoConfig, index: CocoIndex, images: list[CocoI
 def _prepared(config: ConvertCocoConfig, images: list[CocoImage], masks: bool) -> Iterator[PreparedTargets | Rejection]:
     jobs = ((str(config.images), image, config.prepare, masks) for image in images)
     return ordered_map(_prepare_job, jobs, config.num_workers, what="convert")
-
-
-def _main_label(result: PreparedTargets) -> int:
-    """The label of the largest object that is not a crowd (or of the largest crowd), 0 with none: the table's
-    one label a sample."""
-    if not result.labels:
-        return 0
-    boxes = np.asarray(result.boxes, np.float64).reshape(-1, 4)
-    areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1]) - np.asarray(result.iscrowd) * 1e18
-    return int(result.labels[int(np.argmax(areas))])
 
 
 def _write_table(out: Path, locations: list, rows: list[list], masks: bool) -> None:
@@ -264,13 +259,13 @@ def _write_table(out: Path, locations: list, rows: list[list], masks: bool) -> N
             columns["shard"].append(shard_index)
             columns["offset"].append(image.offset)
             columns["size"].append(image.size)
-    names = ("path", "label", "width", "height", CHECKSUM_FIELD.name)
+    names = ("path", "width", "height", CHECKSUM_FIELD.name)  # no label: a sample's classes are its objects'
     for i, name in enumerate(names):
         columns[name] = [row[i] for row in rows]
-    columns["image_id"] = pa.array([row[5] for row in rows], COLUMN_TYPES["image_id"])
-    columns["boxes"] = pa.array([[v for box in row[6] for v in box] for row in rows], COLUMN_TYPES["boxes"])
-    columns["labels"] = pa.array([row[7] for row in rows], COLUMN_TYPES["labels"])
-    columns["iscrowd"] = pa.array([row[8] for row in rows], COLUMN_TYPES["iscrowd"])
+    columns["image_id"] = pa.array([row[4] for row in rows], COLUMN_TYPES["image_id"])
+    columns["boxes"] = pa.array([[v for box in row[5] for v in box] for row in rows], COLUMN_TYPES["boxes"])
+    columns["labels"] = pa.array([row[6] for row in rows], COLUMN_TYPES["labels"])
+    columns["iscrowd"] = pa.array([row[7] for row in rows], COLUMN_TYPES["iscrowd"])
     if masks:
-        columns["masks"] = pa.array([[rle.encode("ascii") for rle in row[9]] for row in rows], COLUMN_TYPES["masks"])
+        columns["masks"] = pa.array([[rle.encode("ascii") for rle in row[8]] for row in rows], COLUMN_TYPES["masks"])
     write_sample_table(out / SAMPLE_TABLE_NAME, columns)

@@ -6,9 +6,9 @@ the objects' x0, y0, x1, y1, flattened, in the packed image's pixels),
 ``labels`` (``list<int32>``, 0..K-1 in the order of the category ids),
 ``iscrowd`` (``list<uint8>``) and, when the JSON has segmentations, ``masks``
 (``list<large_binary>``: COCO's compressed RLE string per object, empty for an
-object without one). The table's own ``label`` column holds the label of the
-image's largest object (0 for an image without one), so classification readers
-of the folder still have one label a sample.
+object without one). The table has no ``label`` column: a sample's classes are
+its objects' (a folder packed before December 2026 has one, the label of the
+image's largest object, which readers pass over).
 
 ``TargetArrays`` reads them for a whole table at once, as numpy views of the
 Arrow buffers where the types allow (no Python object per box), and
@@ -22,11 +22,12 @@ their reason, as ``table_faults``'s, and ``verify`` lists them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from dataio.formats.dataset.sample_fields import IMAGE_FIELDS, FieldSpec
+from dataio.formats.dataset.sample_fields import FieldSpec, image_field
 from dataio.formats.limits import MAX_PIXELS
 
 BOX_COLUMNS = ("image_id", "boxes", "labels", "iscrowd")
@@ -38,13 +39,13 @@ EDGE = 1e-3  # pixels a stored box may pass its image's edge by (float32 roundin
 MAX_OBJECTS = 10_000
 
 
-def coco_fields(masks: bool) -> tuple[FieldSpec, ...]:
-    """The fields a COCO folder declares (``masks`` only when its JSON has segmentations)."""
-    return (*IMAGE_FIELDS, FieldSpec(name="image_id", kind="array", dtype="int64"),
+def declared_coco_fields(options: dict[str, Any]) -> tuple[FieldSpec, ...]:
+    """The fields a COCO folder declares, from its manifest's options (``masks``: its JSON has segmentations)."""
+    return (image_field(options), FieldSpec(name="image_id", kind="array", dtype="int64"),
             FieldSpec(name="boxes", kind="boxes", dtype="float32"),
             FieldSpec(name="labels", kind="class", dtype="int32"),
             FieldSpec(name="iscrowd", kind="array", dtype="uint8"),
-            *((FieldSpec(name="masks", kind="masks", dtype="coco_rle"),) if masks else ()))
+            *((FieldSpec(name="masks", kind="masks", dtype="coco_rle"),) if options.get("masks") else ()))
 
 
 def declares_boxes(fields: tuple[FieldSpec, ...]) -> bool:

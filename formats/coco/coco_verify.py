@@ -1,5 +1,6 @@
-"""What ``dataio verify`` checks of a folder with box targets (``convert coco``'s): each sample's targets against
-themselves and the manifest, and (``--deep``) each mask's RLE against its image's size."""
+"""What ``dataio verify`` checks of a folder with box targets (``convert coco``'s; its ``verify`` part in
+``dataio.formats.kinds``): each sample's targets against themselves and the manifest, and (``--deep``) each
+mask's RLE against its image's size."""
 
 from __future__ import annotations
 
@@ -10,6 +11,15 @@ from dataio.formats.coco.coco_rle import rle_counts
 
 from dataio.formats.dataset.manifest import Manifest
 from dataio.formats.dataset.sample_table import SampleTable
+from dataio.formats.dataset.verify_context import VerifyContext
+
+
+def verify_targets(context: VerifyContext) -> None:
+    """Every row whose targets are wrong, a problem each (one for the table when a column cannot be read)."""
+    if context.table is not None:
+        for row, reason in sorted(target_problems(context.manifest, context.table, context.deep).items()):
+            context.sample_problem(row, reason)
+
 
 def target_problems(manifest: Manifest, table: SampleTable, deep: bool) -> dict[int, str]:
     """Rows whose targets are wrong, with the reason ({} for a folder without box targets); row -1 for a
@@ -28,7 +38,7 @@ def target_problems(manifest: Manifest, table: SampleTable, deep: bool) -> dict[
         skip[list(faults)] = True
         found = targets.gather(np.arange(len(table)), skip=skip)
         owners = np.repeat(np.arange(len(table)), found.counts)
-        for row, owner in zip(found.mask_rows.tolist(), owners.tolist()):
+        for row, owner in zip(found.mask_rows.tolist(), owners.tolist(), strict=True):
             rle = targets.rle(row)
             if rle and owner not in faults:
                 try:

@@ -39,8 +39,19 @@ class FieldSpec:
         return asdict(self)
 
 
-IMAGE_FIELDS = (FieldSpec(name="image", kind="image", dtype="jpeg", stored="member"),
-                FieldSpec(name="label", kind="class", dtype="int32"))
+LABEL = FieldSpec(name="label", kind="class", dtype="int32")  # the class: a column of classification's tables only
+IMAGE_FIELDS = (FieldSpec(name="image", kind="image", dtype="jpeg", stored="member"), LABEL)
+
+
+def image_field(options: dict[str, Any]) -> FieldSpec:
+    """The image member, in the encoding the packer recorded (``image_encoding``: tars adopted by ``dataio index``
+    keep theirs), else JPEG (what the converters write)."""
+    return FieldSpec(name="image", kind="image", dtype=str(options.get("image_encoding", "jpeg")), stored="member")
+
+
+def classification_fields(options: dict[str, Any]) -> tuple[FieldSpec, ...]:
+    """The fields of a classification folder (``convert images``, ``index`` of ``.cls`` tars): the image, its class."""
+    return (image_field(options), LABEL)
 
 
 def text_fields(token_dtype: str) -> tuple[FieldSpec, ...]:
@@ -48,12 +59,17 @@ def text_fields(token_dtype: str) -> tuple[FieldSpec, ...]:
     return (FieldSpec(name="input_ids", kind="tokens", dtype=token_dtype),)
 
 
+def declared_text_fields(options: dict[str, Any]) -> tuple[FieldSpec, ...]:
+    """The fields of a token folder (``convert text``), from the token dtype its manifest records."""
+    return text_fields(str(options.get("token_dtype", "uint32")))
+
+
 def default_fields(kind: str, options: dict[str, Any]) -> tuple[FieldSpec, ...]:
     """What a folder of ``kind`` held before fields were declared (images: a JPEG member and a label)."""
     if kind == "images":
         return IMAGE_FIELDS
     if kind == "text":
-        return text_fields(str(options.get("token_dtype", "uint32")))
+        return declared_text_fields(options)
     return ()
 
 

@@ -11,9 +11,10 @@ kind here, once, from what it stores: its layout and its declared fields.
 from __future__ import annotations
 
 from dataio.formats.dataset.sample_fields import FieldSpec
+from dataio.formats.kinds import KINDS
 
-# The kinds of sample this dataio reads; the manifest's ``sample_kind`` is one of these.
-SAMPLE_KINDS = ("classification", "pairs", "detection", "tokens", "views")
+# The kinds of sample this dataio reads, as the table of kinds names them; the manifest's ``sample_kind`` is one.
+SAMPLE_KINDS = tuple(KINDS)
 
 
 def inferred_kind(layout: str, declared: str, fields: tuple[FieldSpec, ...]) -> str:

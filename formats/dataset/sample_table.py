@@ -125,9 +125,12 @@ def schema_problem(table: pa.Table, declared: frozenset[str] = frozenset()) -> s
     Before, the whole schema was printed (9 lines) and the reader had to find the column that differed. The
     table holds the columns of ``SCHEMA`` and may hold those the manifest declares (a superset, never an exact
     schema: one added field does not make every reader refuse the folder); any other column is refused, and so
-    is an Arrow extension type, whatever its name (pyarrow once unpickled one: CVE-2023-47248).
+    is an Arrow extension type, whatever its name (pyarrow once unpickled one: CVE-2023-47248). The ``label``
+    column is one of its own where the fields declare a class label (classification) or the table holds one
+    (folders of other kinds packed before December 2026).
     """
-    expected = SCHEMA_WITH_CHECKSUM if CHECKSUM_FIELD.name in table.schema.names else SCHEMA
+    names = set(table.schema.names)  # the label when the fields declare one (or it is there), the checksum since 1.1
+    expected = table_schema({CHECKSUM_FIELD.name} & names | {LABEL_FIELD.name} & (names | declared))
     for field in expected:
         found = table.schema.get_all_field_indices(field.name)
         if not found:

@@ -5,10 +5,16 @@ readable with the recorded sample count (tar members, or Arrow rows). The
 sample table: its rows against the manifest, against each other (no two
 read the same bytes) and against the shards' members (each row points at its
 own image member), and the class list against its labels. With
-``deep``, every image is decoded (through the sample table) and every token
-id checked against the vocabulary. Nothing is extracted or unpickled: tar
-members are only listed, whatever their names, and only ``.cls`` members
-are read (``dataio.formats.dataset.shard_members``).
+``deep``, every image is decoded (through the sample table). Nothing is
+extracted or unpickled: tar members are only listed, whatever their names.
+
+What only a kind of sample has is checked by that kind, found by name in the
+table of kinds (``dataio.formats.kinds``, from the kind the manifest declares):
+its ``check`` part says whether its own columns read as declared (a pair
+folder's captions, ids and tokenizer record: also what the loaders ask when a
+folder is opened), its ``verify`` part checks its rows and members
+(``verify_context``: the classes' ``.cls`` members, the caption ids against the
+vocabulary, COCO's box targets, a token folder's ids with ``deep``).
 """
 
 from __future__ import annotations
@@ -17,45 +23,26 @@ import io
 import tempfile
 import tarfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from PIL import Image
 
-from dataio.formats.coco.coco_verify import target_problems
 from dataio.formats.errors import DataioError, ShardError
+from dataio.formats.kinds import kind_of
 from dataio.formats.limits import MAX_PIXELS
 from dataio.formats.dataset.class_list import class_list_problem
 from dataio.formats.dataset.manifest import MANIFEST_NAME, Manifest, check_shard_file, open_dataset
-from dataio.formats.remote.remote_copy import copy_dataset
+from dataio.formats.dataset.remote_copy import copy_dataset
+from dataio.formats.dataset.verify_context import VerifyContext, VerifyReport, arrow_batches
 from dataio.formats.remote.storage import DEFAULT_TIMEOUT, Location, RetryPolicy
 from dataio.formats.files import sha256_file
-from dataio.formats.dataset.shard_members import LABEL_MEMBER, MAX_LABEL_BYTES, decode_label, member_extension
-from dataio.formats.dataset.pair_table import pair_table_problem
-from dataio.formats.dataset.sample_fields import holds_labels
-from dataio.formats.dataset.sample_table import SampleTable, read_sample_table, sample_checksum, table_faults
+from dataio.formats.dataset.sample_table import (LABEL_FIELD, SampleTable, read_sample_table, sample_checksum,
+                                                 table_faults)
 from dataio.formats.dataset.table_members import member_faults
 
-
-@dataclass
-class VerifyReport:
-    """Problems found, each naming its shard (and sample), plus counts of what was checked."""
-
-    folder: Path | str
-    problems: list[str] = field(default_factory=list)
-    shards_checked: int = 0
-    samples_checked: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def line(self) -> str:
-        verdict = "OK" if self.ok else f"{len(self.problems)} problem(s)"
-        return f"verify {self.folder}: {self.shards_checked} shards, {self.samples_checked} samples decoded: {verdict}"
+__all__ = ["VerifyReport", "count_tar_samples", "verify"]
 
 
 def count_tar_samples(path: Path) -> int:
@@ -71,21 +58,10 @@ def count_tar_samples(path: Path) -> int:
     return len(keys)
 
 
-def _arrow_batches(path: Path):
-    """The record batches of an Arrow IPC file (text shards) or stream (image shards, HF's layout)."""
-    source = pa.memory_map(str(path), "r")
-    try:
-        reader = pa.ipc.open_file(source)
-        return [reader.get_batch(i) for i in range(reader.num_record_batches)]
-    except pa.ArrowInvalid:
-        source.seek(0)
-        return list(pa.ipc.open_stream(source))
-
-
 def _count_arrow_rows(path: Path) -> int:
     try:
         rows = 0
-        for batch in _arrow_batches(path):
+        for batch in arrow_batches(path):
             batch.validate(full=True)
             rows += batch.num_rows
         return rows
@@ -123,19 +99,15 @@ def _check_table(folder: Path, manifest: Manifest, report: VerifyReport) -> tupl
         return None, {}
     if len(table) != manifest.num_samples:
         report.problems.append(f"{manifest.sample_table}: {len(table)} rows, manifest says {manifest.num_samples}")
-    labelled = holds_labels(manifest.sample_fields())  # image-text pairs have no class list to check
+    labelled = table.label is not None and LABEL_FIELD.name in manifest.table_columns()  # a declared class label
     short = labelled and class_list_problem(manifest.classes, table.label, str(folder / MANIFEST_NAME))
     if short:  # one line for the manifest, not one per row past its class list
         report.problems.append(short)
     faults = table_faults(table, [s.bytes for s in manifest.shards], 0 if short else len(manifest.classes))
-    pair_problem = pair_table_problem(manifest, table.table)  # image-text pairs: text columns, tokenizer record
-    if pair_problem:
-        report.problems.append(f"{manifest.sample_table}: {pair_problem}")
-    vocab = 0 if pair_problem else int(manifest.options.get("tokenizer", {}).get("vocab_size", 0))
-    if vocab and "input_ids" in table.table.schema.names:  # image-text pairs' caption ids
-        largest = pc.max(pc.list_flatten(table.table.column("input_ids"))).as_py()
-        if largest is not None and largest >= vocab:
-            report.problems.append(f"{manifest.sample_table}: caption token id {largest} >= vocabulary size {vocab}")
+    check = kind_of(manifest).part("check")  # the kind's own columns (pairs: text, ids, tokenizer record)
+    problem = check(manifest, table.table) if check is not None else None
+    if problem:
+        report.problems.append(f"{manifest.sample_table}: {problem}")
     for row, reason in sorted(faults.items()):
         report.problems.append(f"sample {table.key(row)!r} in {manifest.sample_table}: {reason}")
     return table, faults
@@ -161,17 +133,9 @@ def _check_tokenizer(folder: Path, manifest: Manifest, report: VerifyReport) -> 
         report.problems.append(f"tokenizer {path}: sha256 does not match the manifest")
 
 
-def _label_of(data: bytes) -> int | None:
-    try:
-        return decode_label(data)
-    except ValueError:
-        return None
-
-
 def _decode_images(folder: Path, manifest: Manifest, table: SampleTable, faults: dict[int, str],
                    bad_shards: set[int], report: VerifyReport) -> None:
-    """Decode every image, check its checksum, and its ``.cls`` member against the table's label."""
-    labels = _cls_members(folder, manifest, bad_shards)
+    """Decode every image and check its checksum and its size against the table's."""
     files = {}
     try:
         for sample in range(len(table)):
@@ -187,10 +151,6 @@ def _decode_images(folder: Path, manifest: Manifest, table: SampleTable, faults:
             key = table.key(sample)
             if table.checksum is not None and sample_checksum(data) != int(table.checksum[sample]):
                 report.problems.append(f"sample {key!r} in shard {name}: checksum mismatch (damaged bytes)")
-            stored = labels.get((shard, key))
-            if stored is not None and stored != int(table.label[sample]):
-                report.problems.append(f"sample {key!r} in shard {name}: .cls says {stored}, "
-                                       f"the sample table {int(table.label[sample])}")
             try:
                 with Image.open(io.BytesIO(data)) as image:
                     if image.size[0] * image.size[1] > MAX_PIXELS:
@@ -208,40 +168,6 @@ def _decode_images(folder: Path, manifest: Manifest, table: SampleTable, faults:
     finally:
         for handle in files.values():
             handle.close()
-
-
-def _cls_members(folder: Path, manifest: Manifest, bad_shards: set[int]) -> dict[tuple[int, str], int | None]:
-    """``(shard, key) -> label`` from every tar's ``.cls`` members (listed and read; nothing is extracted)
-    and every Arrow image shard's label column."""
-    labels: dict[tuple[int, str], int | None] = {}
-    for index, entry in enumerate(manifest.shards):
-        if index in bad_shards:
-            continue
-        if entry.file.endswith(".arrow"):  # image shards in HF's layout: the label column
-            for batch in _arrow_batches(folder / entry.file):
-                for key, label in zip(batch.column("key").to_pylist(), batch.column("label").to_pylist()):
-                    labels[(index, key)] = label
-            continue
-        with tarfile.open(folder / entry.file, "r:") as tar:
-            for member in tar:
-                if member.isreg() and member_extension(member.name) == LABEL_MEMBER and member.size <= MAX_LABEL_BYTES:
-                    handle = tar.extractfile(member)
-                    if (index, member.name[:-4]) not in labels:  # a repeated KEY.cls: the first counts
-                        labels[(index, member.name[:-4])] = _label_of(handle.read()) if handle else None
-    return labels
-
-
-def _check_tokens(folder: Path, manifest: Manifest, bad_shards: set[int], report: VerifyReport) -> None:
-    vocab = int(manifest.options.get("tokenizer", {}).get("vocab_size", 0))
-    for index, entry in enumerate(manifest.shards):
-        if index in bad_shards or not entry.file.endswith(".arrow"):
-            continue
-        table = pa.ipc.open_file(pa.memory_map(str(folder / entry.file), "r")).read_all()
-        ids = pc.list_flatten(table.column("input_ids"))
-        largest = pc.max(ids).as_py()
-        if vocab and largest is not None and largest >= vocab:
-            report.problems.append(f"shard {entry.file}: token id {largest} >= vocabulary size {vocab}")
-        report.samples_checked += table.num_rows
 
 
 def verify(folder: str | Path, *, deep: bool = False, storage_options: Mapping[str, Any] | None = None,
@@ -286,16 +212,14 @@ def _verify_local(folder: Path, manifest: Manifest, deep: bool) -> VerifyReport:
             report.problems.append(problem)
         if not decodable:
             bad.add(index)
+    # the layout: image shards have a sample table (token shards have none)
     table, faults = _check_table(folder, manifest, report) if manifest.kind == "images" else (None, {})
     if table is not None:
         _check_members(folder, manifest, table, faults, bad, report)
-        for row, reason in sorted(target_problems(manifest, table, deep).items()):  # box targets (convert coco)
-            report.problems.append(f"{manifest.sample_table}: {reason}" if row < 0 else
-                                   f"sample {table.key(row)!r} in {manifest.sample_table}: {reason}")
+    own = kind_of(manifest).part("verify")  # the kind's rows and members: box targets, caption ids, .cls, tokens
+    if own is not None:
+        own(VerifyContext(folder, manifest, table, faults, bad, deep, report))
     _check_tokenizer(folder, manifest, report)  # text, and image-text pairs packed with a tokenizer
-    if deep:
-        if manifest.kind == "images" and table is not None:
-            _decode_images(folder, manifest, table, faults, bad, report)
-        elif manifest.kind == "text":
-            _check_tokens(folder, manifest, bad, report)
+    if deep and table is not None:
+        _decode_images(folder, manifest, table, faults, bad, report)
     return report

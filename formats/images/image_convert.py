@@ -13,11 +13,12 @@ point, the same command resumes from the last finished shard
 Images are prepared in ``num_workers`` processes with an ordered map, so the
 output is byte-identical whatever the worker count.
 
-With ``captions=True`` the source is image-text pairs (``caption_sources``: a folder of images with
-sidecar ``NAME.txt`` captions, or Parquet with a caption column): each sample's members are ``KEY.jpg``,
-``KEY.txt`` (the caption) and ``KEY.json`` (path and size), the table holds each caption and where its
-``.json`` lies (``pair_fields``) and, with a ``tokenizer``, each caption's token ids (``caption_tokens``),
-and there are no classes.
+This is the engine of every kind of sample packed from images; what differs by kind (``kind``: classification,
+the default; ``pairs``, which ``captions=True`` asks for; ``views``) is the kind's packing
+(``packing_kind``, found by name in ``dataio.formats.kinds``): which files or rows are inputs and their classes,
+what each input reads beside its image in the worker (a pair's caption), the members, ``.json`` metadata and
+table columns of a sample, and the options and last columns (a pair's token ids) of the manifest, which declares
+the kind (``sample_kind``) and the fields its ``fields`` part reads off those options.
 """
 
 from __future__ import annotations
@@ -35,26 +36,24 @@ import numpy as np
 
 from dataio.formats.bounded_read import FileTooLarge
 from dataio.formats.dataset.arrow_image_shards import ArrowImageWriter, image_locations
-from dataio.formats.images.class_names import read_class_names
 from dataio.formats.progress import progress
-from dataio.formats.errors import NothingConverted, UsageError
+from dataio.formats.errors import NothingConverted
 from dataio.formats.fallback_log import warn_once
 from dataio.formats.images.image_prepare import (WITHOUT_CODEC, ImagePrepareConfig, PreparedImage, Rejection,
                                           add_restart_markers, prepare_image)
-from dataio.formats.images.caption_sources import (CaptionInput, read_caption, scan_parquet_pairs, sidecar_of,
-                                                   walk_caption_folder)
-from dataio.formats.images.caption_tokens import caption_ids, checked_tokenizer, token_dtype_name
-from dataio.formats.images.image_tree import NotRegularFile, errno_text, read_regular_file, source_path, walk_image_tree
+from dataio.formats.images.image_tree import NotRegularFile, errno_text, read_regular_file, source_path
+from dataio.formats.images.packing_kind import ConvertKind, asked_kind, convert_kind
 from dataio.formats.images.skipped_folders import refuse_output_inside_source
 from dataio.formats.dataset.convert_journal import Journal, JournalledShards, fingerprint
 from dataio.formats.files import write_atomic
+from dataio.formats.kinds import kind_named
+from dataio.formats.limits import MAX_CAPTION_BYTES
 from dataio.formats.ranks.rank_merge import merge_if_complete
 from dataio.formats.ranks.rank_split import rank_folder, rank_range
-from dataio.formats.images.parquet_images import LocalFile, ParquetImages, parquet_files, scan_parquet_images
+from dataio.formats.images.parquet_images import LocalFile, ParquetImages, parquet_files
 from dataio.formats.dataset.out_lock import locked_output
 from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
-from dataio.formats.dataset.pair_fields import MAX_CAPTION_BYTES, pair_fields
-from dataio.formats.dataset.sample_fields import IMAGE_FIELDS, member_columns
+from dataio.formats.dataset.sample_fields import member_columns
 from dataio.formats.dataset.sample_table import CHECKSUM_FIELD, sample_checksum, write_sample_table
 from dataio.formats.sizes import parse_size
 from dataio.formats.dataset.wds_shards import ShardWriter, scan_tar
@@ -62,6 +61,8 @@ from dataio.formats.text.tokenizer_setup import TokenizerConfig
 from dataio.formats.worker_pool import ordered_map
 
 REJECTED_NAME = "rejected.jsonl"
+# What the journal and the table are made from, per accepted input (then its kind's ``extra``: a pair's caption).
+ROW = ("path", "label", "width", "height", CHECKSUM_FIELD.name)
 _OUTPUT_PATTERNS = ("shard-*.tar", "shard-*.idx", "shard-*.arrow", ".shard-*", MANIFEST_NAME, SAMPLE_TABLE_NAME, REJECTED_NAME)
 
 
@@ -84,12 +85,14 @@ class ConvertImagesConfig:
     image_column: str = "image"  # Parquet sources (the Hugging Face image layout)
     label_column: str = "label"
     classes_file: Path | None = None  # class names, one per line; default: folder names, or the Parquet metadata
-    captions: bool = False  # image-text pairs: a caption folder, or Parquet's caption_column (caption_sources)
+    kind: str = ""  # the kind of sample packed: "classification" (the default), "pairs" or "views"
+    captions: bool = False  # kind "pairs", image-text pairs: a caption folder, or Parquet's caption_column
     caption_column: str = "caption"
     max_caption_bytes: int = MAX_CAPTION_BYTES  # a longer caption is rejected with its pair
     tokenizer: TokenizerConfig | None = None  # pairs: each caption's token ids stored too (caption_tokens)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", asked_kind(self.kind, self.captions) or "classification")
         object.__setattr__(self, "src", Path(self.src))
         object.__setattr__(self, "out", Path(self.out))
         object.__setattr__(self, "shard_size", parse_size(self.shard_size))
@@ -101,17 +104,9 @@ class ConvertImagesConfig:
             raise ValueError(f"format must be 'wds' or 'arrow', got {self.format!r}")
         if self.max_shard_samples is not None and self.max_shard_samples < 1:
             raise ValueError("max_shard_samples must be >= 1")
-        if not self.captions and self.tokenizer is not None:
-            raise ValueError("tokenizer is for image-text pairs: give captions=True (--captions) too")
-        if self.captions and self.classes_file is not None:
-            raise ValueError("classes_file is for classes; image-text pairs have captions instead")
-        if self.captions and self.format != "wds":
-            raise ValueError("image-text pairs are packed as WebDataset tars (format 'wds')")
-        if self.tokenizer is not None and self.tokenizer.train and self.world_size > 1:
-            raise ValueError("a tokenizer trained by each rank would differ: give every rank one tokenizer file "
-                             "(--tokenizer FILE)")
         if self.max_caption_bytes < 1:
             raise ValueError(f"max_caption_bytes must be >= 1, got {self.max_caption_bytes}")
+        convert_kind(self.kind).check(self)  # the options its kind does not take
 
 
 @dataclass(frozen=True)
@@ -124,12 +119,11 @@ class ConvertSummary:
     num_shards: int
     out: Path
     rejected: tuple[dict[str, str], ...]
-    pairs: bool = False
+    what: str = "images"  # the samples, as the kind names them ("image-text pairs")
 
     def line(self) -> str:
         return (
-            f"packed {self.num_samples} {'image-text pairs' if self.pairs else 'images'} into {self.num_shards} "
-            f"shards in {self.out} "
+            f"packed {self.num_samples} {self.what} into {self.num_shards} shards in {self.out} "
             f"({self.num_converted} re-encoded, {self.num_rejected} rejected"
             + (f", listed in {self.out / REJECTED_NAME})" if self.num_rejected else ")")
         )
@@ -139,19 +133,16 @@ class ConvertSummary:
 _OBJECT_REPR = re.compile(r" ?<[^<>]* object at 0x[0-9a-fA-F]+>")
 
 
-def _prepare_job(job: tuple[str | None, str | bytes | LocalFile | Rejection, ImagePrepareConfig, CaptionInput | None]
-                 ) -> PreparedImage | Rejection:
-    """In a worker: a source file (``src`` and its relative path), image bytes or the file a Parquet row names
-    (``src`` None), prepared; an image-text pair's caption read and checked first."""
-    src, item, config, caption = job
+def _prepare_job(job: tuple) -> PreparedImage | Rejection:
+    """In a worker: ``(src, item, config, beside)``: a source file (``src`` and its relative path), image bytes or
+    the file a Parquet row names (``src`` None), prepared; what its kind reads beside it (``packing_kind.Beside``:
+    a pair's caption) read and checked first."""
+    src, item, config, beside = job
     if isinstance(item, Rejection):
         return item
-    if caption is not None:
-        text = read_caption(src, caption)
-        if isinstance(text, tuple):
-            return Rejection(text[0])
-        result = _prepare_job((src, item, config, None))
-        return result if isinstance(result, Rejection) else replace(result, caption=text)
+    value = beside.read(src)
+    if isinstance(value, Rejection):
+        return value
     if src is None and not isinstance(item, LocalFile):
         data = item
         if len(data) > config.max_file_size:  # a Parquet row's bytes, held to the limit of a file's
@@ -168,36 +159,29 @@ def _prepare_job(job: tuple[str | None, str | bytes | LocalFile | Rejection, Ima
     result = prepare_image(data, config)
     if isinstance(result, Rejection):
         return Rejection(_OBJECT_REPR.sub("", result.reason))  # rejected.jsonl: the same bytes on every run
-    return result
+    return replace(result, beside=value)
 
 
 def _prepare_chunk(jobs: list) -> list[PreparedImage | Rejection]:
     return [_prepare_job(job) for job in jobs]
 
 
-def _jobs(config: ConvertImagesConfig, inputs: "_Inputs", start: int) -> Iterator[tuple[str, tuple]]:
+def _jobs(config: ConvertImagesConfig, kind: ConvertKind, inputs: "_Inputs", start: int
+          ) -> Iterator[tuple[str, tuple]]:
     """``(path stored in the table, job)`` for inputs ``start`` on: files are read by the workers, Parquet rows
     are streamed here (one record batch at a time) and their bytes sent along (or the file a path-only row
     names, read by the workers)."""
-    limit = config.max_caption_bytes
     if inputs.parquet is None:
         for relative, _ in inputs.files[start:]:
-            caption = CaptionInput(sidecar=sidecar_of(relative), limit=limit) if config.captions else None
-            yield relative, (str(config.src), relative, config.prepare, caption)
+            yield relative, (str(config.src), relative, config.prepare, kind.file_beside(config, relative))
         return
     count = len(inputs.files) - start
     for row in islice(inputs.parquet.stream(inputs.first + start), count):
         item: bytes | LocalFile | Rejection = row.data if row.data else Rejection(row.missing)
-        if row.damaged:
-            item = Rejection(row.damaged)
-        elif config.captions:
-            pass  # no label: the caption is checked with the image
-        elif row.label is None:
-            item = Rejection("no label in the row")
-        elif not 0 <= row.label < len(inputs.classes):
-            item = Rejection(f"label {row.label} is not in 0..{len(inputs.classes) - 1}")
-        caption = CaptionInput(value=row.value, limit=limit) if config.captions else None
-        yield row.path, (None, item, config.prepare, caption)
+        problem = row.damaged or kind.row_problem(row, inputs.classes)  # a label outside the classes...
+        if problem:
+            item = Rejection(problem)
+        yield row.path, (None, item, config.prepare, kind.row_beside(config, row))
 
 
 def _prepared(config: ConvertImagesConfig, jobs: Iterator[tuple[str, tuple]]) -> Iterator[tuple[str, PreparedImage | Rejection]]:
@@ -233,24 +217,16 @@ class _Inputs:
                        first=self.first + start)
 
 
-def _inputs(config: ConvertImagesConfig) -> tuple[_Inputs, np.ndarray | None]:
-    """The conversion's inputs, and (for a multi-node conversion) each input's size in bytes."""
+def _inputs(config: ConvertImagesConfig, kind: ConvertKind) -> tuple[_Inputs, np.ndarray | None]:
+    """The conversion's inputs, as its kind lists them, and (for a multi-node conversion) each input's size."""
     files = parquet_files(config.src)
-    if files is not None and config.captions:
-        source = scan_parquet_pairs(files, image_column=config.image_column, caption_column=config.caption_column)
-    elif files is not None:
-        source = scan_parquet_images(files, image_column=config.image_column, label_column=config.label_column,
-                                     classes_file=config.classes_file)
     if files is not None:
+        source = kind.parquet(files, config)
         inputs = _Inputs(list(source.classes), list(source.rows), [], source)
         return inputs, source.row_sizes() if config.world_size > 1 else None
     refuse_output_inside_source(config.src, config.out)
-    tree = walk_caption_folder(config.src) if config.captions else walk_image_tree(config.src)
-    classes = list(read_class_names(config.classes_file)) if config.classes_file else tree.classes
-    if len(classes) != len(tree.classes):
-        raise UsageError(f"classes file {config.classes_file} names {len(classes)} classes, "
-                         f"{config.src} has {len(tree.classes)} class folders")
-    inputs = _Inputs(classes, tree.files, tree.rejected)
+    tree = kind.folder(config)
+    inputs = _Inputs(list(tree.classes), tree.files, tree.rejected)
     if config.world_size == 1:
         return inputs, None
     return inputs, np.array([os.stat(source_path(config.src, relative)).st_size for relative, _ in tree.files],
@@ -263,10 +239,11 @@ def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
     With ``world_size`` > 1, only this rank's share of the files (``rank_split``), into
     ``OUT/rank-R-of-N``; the last rank to finish merges the ranks' outputs (``rank_merge``).
     """
-    checked_tokenizer(config.tokenizer)  # a bad tokenizer file is named before anything is read or written
-    inputs, sizes = _inputs(config)
+    kind = convert_kind(config.kind)
+    kind.start(config)  # what is checked before anything is read or written (a pair's tokenizer file)
+    inputs, sizes = _inputs(config, kind)
     if config.world_size == 1:
-        summary = _pack(config, inputs)
+        summary = _pack(config, kind, inputs)
         if summary.num_samples == 0:  # a rank with no share is fine; a whole conversion of nothing is not
             raise NothingConverted(
                 f"no image converted from {config.src}: " + (
@@ -277,33 +254,37 @@ def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
     part = replace(config, out=config.out / rank_folder(config.rank, config.world_size), rank=0, world_size=1)
     part.out.mkdir(parents=True, exist_ok=True)
     # what the walk rejected (loops, unreadable folders) is listed once, by rank 0
-    summary = _pack(part, inputs.part(start, stop, with_rejected=config.rank == 0))
+    summary = _pack(part, kind, inputs.part(start, stop, with_rejected=config.rank == 0))
     merge_if_complete(config.out)
     return summary
 
 
-def _pack(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary:
+def _pack(config: ConvertImagesConfig, kind: ConvertKind, inputs: _Inputs) -> ConvertSummary:
     """The conversion of ``inputs`` into ``config.out``, holding its lock."""
     with locked_output(config.out):
-        return _pack_locked(config, inputs)
+        return _pack_locked(config, kind, inputs)
 
 
-def _pack_locked(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary:
+def _options(config: ConvertImagesConfig, kind: ConvertKind, inputs: _Inputs) -> dict:
+    """The manifest's options: how the images were prepared and sharded, and what the kind adds."""
+    return {"sample_checksum": CHECKSUM_FIELD.name, "max_side": config.prepare.max_side,
+            "quality": config.prepare.quality, "max_pixels": config.prepare.max_pixels,
+            "max_file_size": config.prepare.max_file_size, "shard_size": config.shard_size,
+            "restart_interval": config.prepare.restart_interval if add_restart_markers else 0,
+            **({"format": "arrow"} if config.format == "arrow" else {}),
+            **kind.options(config, inputs.parquet is not None)}
+
+
+def _pack_locked(config: ConvertImagesConfig, kind: ConvertKind, inputs: _Inputs) -> ConvertSummary:
     classes, files = inputs.classes, inputs.files
     if add_restart_markers is None:  # said here, in the parent: the workers would each say it
         warn_once("jpeg-codec-pack", WITHOUT_CODEC)
-    options = {"sample_checksum": CHECKSUM_FIELD.name, "max_side": config.prepare.max_side, "quality": config.prepare.quality,
-               "max_pixels": config.prepare.max_pixels, "max_file_size": config.prepare.max_file_size,
-               "shard_size": config.shard_size,
-               "restart_interval": config.prepare.restart_interval if add_restart_markers else 0,
-               **({"format": "arrow"} if config.format == "arrow" else {}),
-               **({"captions": config.caption_column if inputs.parquet else "sidecar",
-                   "max_caption_bytes": config.max_caption_bytes} if config.captions else {})}
+    options = _options(config, kind, inputs)
     journal = Journal(config.out, fingerprint({**options, "max_shard_samples": config.max_shard_samples,
                                                "classes": classes}, files))
     shards_log = JournalledShards(journal, journal.start(config.out, config.overwrite, _OUTPUT_PATTERNS))
     done, start = shards_log.done, shards_log.start
-    accepted = [tuple(row) for record in done for row in record.rows]  # (path, label, width, height, xxh3)
+    accepted = [tuple(row) for record in done for row in record.rows]  # ROW, then the kind's extra
     if config.format == "arrow":
         writer = ArrowImageWriter(config.out, config.shard_size, config.max_shard_samples, first_index=len(done),
                                   classes=tuple(classes))
@@ -313,24 +294,19 @@ def _pack_locked(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary
     try:
         with writer:
             for position, ((identity, label), (relative, result)) in enumerate(
-                    zip(files[start:], _prepared(config, _jobs(config, inputs, start))), start):
+                    zip(files[start:], _prepared(config, _jobs(config, kind, inputs, start)), strict=True), start):
                 bar.update()
                 pending = shards_log.pending
                 if isinstance(result, Rejection):
                     pending.rejected.append({"path": identity, "reason": result.reason})
                     continue
-                key = f"{len(accepted):09d}"
-                meta = {"path": relative, "label": label, "width": result.width, "height": result.height}
-                text = {"cls": str(label)}
-                if result.caption is not None:  # an image-text pair: its caption instead of a label
-                    meta.pop("label")
-                    text = {"txt": result.caption}
-                entry = writer.write({"__key__": key, "jpg": result.jpeg, **text, "json": json.dumps(meta)})
+                sample = kind.sample(relative, label, result)
+                entry = writer.write({"__key__": f"{len(accepted):09d}", "jpg": result.jpeg, **sample.members,
+                                      "json": json.dumps(sample.meta)})
                 if entry is not None:
                     shards_log.finished(writer.next_index - 1, entry, position)
                     pending = shards_log.pending  # the closed shard's successor: this sample's
-                row = (relative, label, result.width, result.height, sample_checksum(result.jpeg))
-                row += (result.caption,) if result.caption is not None else ()
+                row = (relative, label, result.width, result.height, sample_checksum(result.jpeg), *sample.extra)
                 accepted.append(row)
                 pending.rows.append(list(row))
                 pending.converted += result.converted
@@ -345,30 +321,26 @@ def _pack_locked(config: ConvertImagesConfig, inputs: _Inputs) -> ConvertSummary
     shards = [ShardEntry(**record.entry) for record in done] + writer.entries
     locate = image_locations if config.format == "arrow" else scan_tar
     locations = [locate(config.out / e.file) for e in shards[:len(done)]] + writer.locations
-    fields = IMAGE_FIELDS
-    columns = _table_columns(locations, accepted, config.captions)
-    if config.captions:
-        token_dtype = None
-        if config.tokenizer is not None:
-            columns["input_ids"], options["tokenizer"] = caption_ids(columns["caption"], config.tokenizer, config.out)
-            token_dtype = token_dtype_name(options["tokenizer"])
-        fields = pair_fields("jpeg", token_dtype)
+    columns = _table_columns(locations, accepted, kind)
+    kind.finish(columns, options, config.tokenizer, config.out)  # last columns: a pair's token ids
     write_sample_table(config.out / SAMPLE_TABLE_NAME, columns)
     lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rejected)
     write_atomic(config.out / REJECTED_NAME, lines.encode())
     Manifest(kind="images", num_samples=len(accepted), shards=tuple(shards), classes=tuple(classes),
-             num_rejected=len(rejected), options=options, fields=fields).write(config.out)
+             num_rejected=len(rejected), options=options, fields=kind_named(kind.name).part("fields")(options),
+             sample_kind=kind.name).write(config.out)
     journal.finish()
     return ConvertSummary(len(accepted), len(rejected), converted, len(shards), config.out, tuple(rejected),
-                          config.captions)
+                          kind.what)
 
 
-def _table_columns(locations: list, accepted: list[tuple], captions: bool) -> dict[str, list]:
-    """The sample table's columns: where each image (and a pair's ``.json``) lies, then the accepted rows'
-    ``(path, label, width, height, xxh3[, caption])``."""
-    meta_offset, meta_size = member_columns("json")
-    columns: dict[str, list] = {name: [] for name in ("key", "shard", "offset", "size")
-                                + ((meta_offset, meta_size) if captions else ())}
+def _table_columns(locations: list, accepted: list[tuple], kind: ConvertKind) -> dict[str, list]:
+    """The sample table's columns: where each image (and each member the kind locates: a pair's ``.json``) lies,
+    then the accepted rows' path, size and checksum, and the kind's columns of them (a class's label, a pair's
+    caption)."""
+    located = {name: member_columns(name) for name in kind.located}
+    columns: dict[str, list] = {name: [] for name in ("key", "shard", "offset", "size")}
+    columns.update({column: [] for pair in located.values() for column in pair})
     for shard_index, samples in enumerate(locations):
         for components in samples:
             image = next(c for c in components if c.extension == "jpg")
@@ -376,11 +348,12 @@ def _table_columns(locations: list, accepted: list[tuple], captions: bool) -> di
             columns["shard"].append(shard_index)
             columns["offset"].append(image.offset)
             columns["size"].append(image.size)
-            if captions:
-                meta = next(c for c in components if c.extension == "json")
-                columns[meta_offset].append(meta.offset)
-                columns[meta_size].append(meta.size)
-    names = ("path", "label", "width", "height", CHECKSUM_FIELD.name) + (("caption",) if captions else ())
-    for name, values in zip(names, zip(*accepted) if accepted else ([],) * len(names)):
-        columns[name] = list(values)
+            for name, (offset, size) in located.items():
+                member = next(c for c in components if c.extension == name)
+                columns[offset].append(member.offset)
+                columns[size].append(member.size)
+    names = (*ROW, *kind.extra)
+    rows = dict(zip(names, zip(*accepted) if accepted else ([],) * len(names), strict=True))
+    for name in ("path", "width", "height", CHECKSUM_FIELD.name, *kind.columns):
+        columns[name] = list(rows[name])
     return columns

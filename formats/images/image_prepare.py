@@ -23,6 +23,7 @@ from __future__ import annotations
 import io
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageOps
@@ -92,7 +93,7 @@ class PreparedImage:
     width: int
     height: int
     converted: bool  # re-encoded rather than kept as is
-    caption: str | None = None  # an image-text pair's caption, checked beside the image (caption_sources)
+    beside: Any = None  # what its kind read beside the image (packing_kind.Beside: a pair's caption)
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,7 @@ class ParquetImages:
     root: Path
     files: tuple[Path, ...]
     image_column: str
-    label_column: str
+    label_column: str  # the second column streamed (labels, or an image-text pair's captions); "": none
     classes: tuple[str, ...]
     rows: tuple[tuple[str, int], ...]  # (id, label or -1 when missing), in file and row order
 
@@ -146,6 +146,10 @@ class ParquetImages:
                 yield from self._file_rows(reader, file, start - first)
             first += count
 
+    def _columns(self) -> list[str]:
+        """The columns streamed: the image's, and the second one (labels, captions) unless there is none."""
+        return [self.image_column, self.label_column] if self.label_column else [self.image_column]
+
     def _file_rows(self, reader: pq.ParquetFile, file: Path, skip: int) -> Iterator[ParquetRow]:
         name, row = _name(self.root, file), 0
         for group in range(reader.metadata.num_row_groups):
@@ -156,8 +160,10 @@ class ParquetImages:
                 continue
             try:  # one row group at a time, so a damaged one costs only its own rows
                 for batch in reader.iter_batches(batch_size=_batch_rows(reader.metadata, [group]), row_groups=[group],
-                                                 columns=[self.image_column, self.label_column]):
-                    for image, label in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                                                 columns=self._columns()):
+                    images = batch.column(0).to_pylist()
+                    values = batch.column(1).to_pylist() if batch.num_columns > 1 else [None] * len(images)
+                    for image, label in zip(images, values, strict=True):
                         if row >= skip:
                             yield _row(f"{name}#{row}", image, label, file.parent)
                         row += 1

@@ -8,11 +8,12 @@ with the same output contract; the restart-marker splicing simply does not apply
 originals), so a region decode reads the file up to the crop's last row.
 
 Tars of image-text pairs as img2dataset writes them (``KEY.jpg``/``.png``/``.webp`` plus ``KEY.txt``
-and ``KEY.json``, no ``.cls``) are adopted as a pair folder (``dataio.formats.dataset.pair_fields``):
-their captions go into the sample table, and with a tokenizer their token ids too
-(``caption_tokens``); ``caption_index`` reads them and says what becomes of an awkward pair. A folder is
-a pair folder when no key has a ``.cls`` and some have a ``.txt`` (``captions=True`` says so whatever
-the tars hold).
+and ``KEY.json``, no ``.cls``) are adopted as a pair folder (``dataio.formats.pairs``): their captions go
+into the sample table, and with a tokenizer their token ids too. What a key needs beside its image and how
+it reads is its kind's (``packing_kind.IndexKind``: classification's ``.cls``, the pairs' ``.txt`` and
+``.json``), found by name in ``dataio.formats.kinds``; the folder's kind is the one asked
+(``captions=True``: pairs, whatever the tars hold), else the one whose members the tars hold (pairs when no
+key has a ``.cls`` and some have a ``.txt``), and the manifest declares it.
 
 Members are read as bytes and only images (header only: size and pixel limit), labels (ASCII
 integers), captions (UTF-8) and metadata (JSON) are looked at; nothing is unpickled or decoded with a
@@ -32,28 +33,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from dataio.formats.images.class_names import label_outside, numbered_classes, read_class_names
 from dataio.formats.errors import NothingConverted, ShardError, UsageError
 from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.images.image_headers import image_size
+from dataio.formats.images.packing_kind import IndexKind, asked_kind, check_index_options, index_kind
+from dataio.formats.kinds import kind_named
+from dataio.formats.limits import MAX_CAPTION_BYTES
 from dataio.formats.progress import progress
 from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
-from dataio.formats.dataset.pair_fields import MAX_CAPTION_BYTES, NO_LABEL, pair_fields
-from dataio.formats.dataset.sample_fields import IMAGE_FIELDS, member_columns
 from dataio.formats.dataset.sample_table import CHECKSUM_FIELD, MAX_MEMBER_BYTES, sample_checksum, write_sample_table
-from dataio.formats.dataset.shard_members import CAPTION_MEMBER, IMAGE_MEMBERS, LABEL_MEMBER, MAX_LABEL_BYTES
+from dataio.formats.dataset.shard_members import IMAGE_MEMBERS
 from dataio.formats.dataset.wds_shards import MemberLocation, dali_index_text, duplicate_members, scan_tar
-from dataio.formats.images.caption_index import CAPTION_NEEDED, pair_text
-from dataio.formats.images.caption_tokens import caption_ids, checked_tokenizer, token_dtype_name
 from dataio.formats.text.tokenizer_setup import TokenizerConfig
 
 JOURNAL_DIR = ".index-journal"
 REJECTED_NAME = "rejected.jsonl"
-# What each key of a tar needs to be adopted: the one place that says so (each sample's rejection and the
-# error when nothing was indexed name these).
+# The kinds whose tars ``index`` adopts, in the table's order (what a key needs is said in this order).
+INDEXED = ("classification", "pairs")
+# What each key of a tar needs to be adopted, beside what its kind needs: the one place that says so (each
+# sample's rejection and the error when nothing was indexed name it).
 IMAGE_NEEDED = f"an image member ({', '.join('.' + e for e in IMAGE_MEMBERS)})"
-LABEL_NEEDED = f"a .{LABEL_MEMBER} member"
-MEMBERS_NEEDED = f"{IMAGE_NEEDED} and {LABEL_NEEDED} (classes) or {CAPTION_NEEDED} (image-text pairs) per key"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,11 +64,13 @@ class IndexConfig:
     num_workers: int = field(default_factory=lambda: min(8, os.cpu_count() or 1))
     overwrite: bool = False
     progress: bool = True
-    captions: bool | None = None  # image-text pairs; None: when no key has a .cls and some a .txt
+    captions: bool | None = None  # image-text pairs (False: classes); None: as the tars' members say (INDEXED)
     tokenizer: TokenizerConfig | None = None  # pairs: store each caption's token ids too
     max_caption_bytes: int = MAX_CAPTION_BYTES  # pairs: a longer caption is listed, its pair not indexed
+    kind: str = ""  # "classification" or "pairs" (what captions says); "": as the tars' members say
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", asked_kind(self.kind, self.captions))
         object.__setattr__(self, "shards", tuple(Path(s) for s in self.shards))
         if not self.shards:
             raise ValueError("shards must name at least one tar file or folder")
@@ -77,8 +78,7 @@ class IndexConfig:
             raise ValueError(f"num_workers must be >= 1, got {self.num_workers}")
         if self.max_caption_bytes < 1:
             raise ValueError(f"max_caption_bytes must be >= 1, got {self.max_caption_bytes}")
-        if self.captions is False and self.tokenizer is not None:
-            raise ValueError("tokenizer is for image-text pairs (captions), not classes")
+        check_index_options(self)  # the options the kind asked for does not take
 
 
 @dataclass(frozen=True)
@@ -87,11 +87,10 @@ class IndexSummary:
     num_rejected: int
     num_shards: int
     folder: Path
-    pairs: bool = False
+    what: str = "images"  # the samples, as their kind names them ("image-text pairs")
 
     def line(self) -> str:
-        what = "image-text pairs" if self.pairs else "images"
-        return (f"indexed {self.num_samples} {what} in {self.num_shards} tars in {self.folder}"
+        return (f"indexed {self.num_samples} {self.what} in {self.num_shards} tars in {self.folder}"
                 + (f" ({self.num_rejected} rejected, listed in {self.folder / REJECTED_NAME})"
                    if self.num_rejected else ""))
 
@@ -116,21 +115,10 @@ def tar_files(shards: tuple[Path, ...]) -> tuple[Path, list[Path]]:
     return folders.pop(), sorted(tars, key=lambda t: t.name)
 
 
-def _label(handle, member: MemberLocation) -> int | None:
-    """The ``.cls`` member's non-negative integer, or None; a member too long to be one is not read."""
-    if member.size > MAX_LABEL_BYTES:
-        return None
-    try:
-        text = _read(handle, member).decode("ascii").strip()
-    except UnicodeDecodeError:
-        return None
-    return int(text) if text.isdigit() and len(text) < 10 else None
-
-
-def _index_tar(path: Path, pairs: bool, max_caption: int) -> dict:
+def _index_tar(path: Path, kind: IndexKind, config: IndexConfig) -> dict:
     """One tar's manifest entry (less the DALI index name), its rows and its rejected samples: a row is
-    ``[key, offset, size, label, width, height, path, xxh3]``, a pair's label its ``[caption, json_offset,
-    json_size]``."""
+    ``[key, offset, size, value, width, height, path, xxh3]``, ``value`` what the kind read beside the image
+    (a label; a pair's ``[caption, json_offset, json_size]``)."""
     try:
         samples = scan_tar(path)
     except (tarfile.TarError, EOFError, OSError) as e:  # the tars indexed before it keep their journal
@@ -150,16 +138,11 @@ def _index_tar(path: Path, pairs: bool, max_caption: int) -> dict:
                           "reason": f"{r.key}.{r.extension} appears again at byte {r.offset}: the first one "
                                     "(the tar's earlier member) is kept"} for r in repeats]
             image = next((by_ext[e] for e in IMAGE_MEMBERS if e in by_ext), None)
-            if image is None or (LABEL_MEMBER not in by_ext and not pairs):
-                missing = IMAGE_NEEDED if image is None else LABEL_NEEDED
-                rejected.append({"path": where, "reason": f"lacks {missing}"})
+            if image is None:
+                rejected.append({"path": where, "reason": f"lacks {IMAGE_NEEDED}"})
                 continue
-            if pairs:
-                label, reason, notes = pair_text(handle, by_ext, where, max_caption)
-                rejected += notes
-            else:
-                label = _label(handle, by_ext[LABEL_MEMBER])
-                reason = None if label is not None else ".cls is not a non-negative integer"
+            value, reason, notes = kind.read(handle, by_ext, where, config)
+            rejected += notes
             if reason is not None:
                 rejected.append({"path": where, "reason": reason})
                 continue
@@ -172,7 +155,7 @@ def _index_tar(path: Path, pairs: bool, max_caption: int) -> dict:
             if isinstance(size, str):
                 rejected.append({"path": where, "reason": size})
                 continue
-            rows.append([key, image.offset, image.size, label, size[0], size[1],
+            rows.append([key, image.offset, image.size, value, size[0], size[1],
                          f"{path.name}/{key}.{image.extension}", sample_checksum(data)])
     extensions = Counter(c.extension.lower() for components in samples for c in components)
     return {"file": path.name, "bytes": path.stat().st_size, "sha256": sha256_file(path),
@@ -184,10 +167,10 @@ def _read(handle, member: MemberLocation) -> bytes:
     return os.pread(handle.fileno(), member.size, member.offset)
 
 
-def _journaled(folder: Path, path: Path, pairs: bool, max_caption: int) -> dict:
+def _journaled(folder: Path, path: Path, kind: IndexKind, config: IndexConfig) -> dict:
     """``_index_tar(path, ...)``, from its journal when the tar (and how it is read) is unchanged since."""
     stat = path.stat()
-    stamp = [stat.st_size, stat.st_mtime_ns, pairs, max_caption]
+    stamp = [stat.st_size, stat.st_mtime_ns, kind.name, *kind.stamp(config)]
     journal = folder / JOURNAL_DIR / f"{path.name}.json"
     try:
         saved = json.loads(journal.read_text())
@@ -195,13 +178,9 @@ def _journaled(folder: Path, path: Path, pairs: bool, max_caption: int) -> dict:
             return saved
     except (OSError, ValueError):
         pass
-    result = {**_index_tar(path, pairs, max_caption), "stamp": stamp}
+    result = {**_index_tar(path, kind, config), "stamp": stamp}
     write_atomic(journal, json.dumps(result).encode())
     return result
-
-
-def _classes(config: IndexConfig, labels: list[int]) -> tuple[str, ...]:
-    return numbered_classes(labels) if config.classes_file is None else read_class_names(config.classes_file)
 
 
 def index_shards(config: IndexConfig) -> IndexSummary:
@@ -209,37 +188,32 @@ def index_shards(config: IndexConfig) -> IndexSummary:
     folder, tars = tar_files(config.shards)
     if (folder / MANIFEST_NAME).exists() and not config.overwrite:
         raise UsageError(f"{folder / MANIFEST_NAME} exists; pass --overwrite to index {folder} again")
-    checked_tokenizer(config.tokenizer)
     (folder / JOURNAL_DIR).mkdir(exist_ok=True)
     with ThreadPoolExecutor(config.num_workers) as pool:  # pread, sha256 and xxh3 release the GIL
-        pairs = config.captions if config.captions is not None else _holds_pairs(pool, tars)
+        kind = index_kind(config.kind or _held_kind(pool, tars))
+        kind.start(config)  # a pair's tokenizer file, loaded once before any tar is read
         bar = progress(total=len(tars), unit="tar", desc="index", enabled=config.progress)
         results = []
-        for result in pool.map(lambda t: _journaled(folder, t, pairs, config.max_caption_bytes), tars):
+        for result in pool.map(lambda t: _journaled(folder, t, kind, config), tars):
             results.append(result)
             bar.update()
         bar.close()
-    classes = () if pairs else _classes(config, [row[3] for r in results for row in r["rows"]])
-    text_columns = ("caption", *member_columns("json")) if pairs else ("label",)
-    columns: dict[str, list] = {n: [] for n in ("key", "shard", "offset", "size", *text_columns, "label", "width",
-                                                "height", "path", CHECKSUM_FIELD.name)}
+    classes = kind.classes(config, [row[3] for r in results for row in r["rows"]])
+    own = ("key", "shard", "offset", "size", "width", "height", "path", CHECKSUM_FIELD.name)
+    columns: dict[str, list] = {n: [] for n in ("key", "shard", "offset", "size", *kind.index_columns, *own[4:])}
     rejected, entries, indexes = [], [], {}
     for shard, result in enumerate(results):
         kept = []
-        for row in result["rows"]:
-            outside = not pairs and label_outside(row[3], classes, named=config.classes_file is not None)
+        for key, offset, size, value, width, height, path, checksum in result["rows"]:
+            outside = kind.outside(value, classes, config)
             if outside:
-                rejected.append({"path": f"{result['file']}/{row[0]}", "reason": outside})
+                rejected.append({"path": f"{result['file']}/{key}", "reason": outside})
                 continue
-            kept.append(row)
-            for name, value in zip(("key", "offset", "size", "label", "width", "height", "path",
-                                    CHECKSUM_FIELD.name), row):
-                if name == "label" and pairs:  # [caption, json_offset, json_size]
-                    for text_name, text_value in zip(text_columns, value):
-                        columns[text_name].append(text_value)
-                    value = NO_LABEL
-                columns[name].append(value)
-            columns["shard"].append(shard)
+            kept.append(key)
+            for name, own_value in zip(own, (key, shard, offset, size, width, height, path, checksum), strict=True):
+                columns[name].append(own_value)
+            for name, kind_value in zip(kind.index_columns, kind.values(value), strict=True):
+                columns[name].append(kind_value)
         rejected += result["rejected"]
         index_name = result["file"][: -len(".tar")] + ".idx"
         indexes[index_name] = result["index_text"]
@@ -253,24 +227,20 @@ def index_shards(config: IndexConfig) -> IndexSummary:
         raise NothingConverted(_nothing_indexed(folder, results))
     for index_name, text in indexes.items():
         write_atomic(folder / index_name, text.encode())
-    options: dict = {"adopted": "webdataset", "sample_checksum": CHECKSUM_FIELD.name, "restart_interval": 0}
-    fields = IMAGE_FIELDS
-    if pairs:
-        token_dtype = None
-        if config.tokenizer is not None:
-            columns["input_ids"], options["tokenizer"] = caption_ids(columns["caption"], config.tokenizer, folder)
-            token_dtype = token_dtype_name(options["tokenizer"])
-        fields = pair_fields(_image_dtype(columns["path"]), token_dtype)
+    options: dict = {"adopted": "webdataset", "sample_checksum": CHECKSUM_FIELD.name, "restart_interval": 0,
+                     **kind.index_options(columns["path"])}
+    kind.finish(columns, options, config.tokenizer, folder)  # last columns: a pair's token ids
     write_sample_table(folder / SAMPLE_TABLE_NAME, columns)
     Manifest(kind="images", num_samples=len(columns["key"]), shards=tuple(entries), classes=classes,
-             num_rejected=len(rejected), options=options, fields=fields).write(folder)
+             num_rejected=len(rejected), options=options, fields=kind_named(kind.name).part("fields")(options),
+             sample_kind=kind.name).write(folder)
     _remove_journal(folder)
-    return IndexSummary(len(columns["key"]), len(rejected), len(entries), folder, pairs)
+    return IndexSummary(len(columns["key"]), len(rejected), len(entries), folder, kind.what)
 
 
-def _holds_pairs(pool: ThreadPoolExecutor, tars: list[Path]) -> bool:
-    """Whether the tars are image-text pairs: no key has a ``.cls`` member and some have a ``.txt`` (member
-    names only; a tar that cannot be listed is named when it is indexed)."""
+def _held_kind(pool: ThreadPoolExecutor, tars: list[Path]) -> str:
+    """The kind the tars hold, by their members' extensions (member names only; a tar that cannot be listed is
+    named when it is indexed): the first of ``INDEXED`` that claims them."""
     found: set[str] = set()
 
     def extensions(path: Path) -> set[str]:
@@ -281,13 +251,7 @@ def _holds_pairs(pool: ThreadPoolExecutor, tars: list[Path]) -> bool:
 
     for names in pool.map(extensions, tars):
         found |= names
-    return LABEL_MEMBER not in found and CAPTION_MEMBER in found
-
-
-def _image_dtype(paths: list[str]) -> str:
-    """The images' encoding as the image field declares it: ``jpeg``, ``png``, ``webp``, or ``mixed``."""
-    kinds = {path.rsplit(".", 1)[-1].lower().replace("jpg", "jpeg") for path in paths}
-    return kinds.pop() if len(kinds) == 1 else "mixed"
+    return next(name for name in INDEXED if index_kind(name).claims(found))
 
 
 def _remove_journal(folder: Path) -> None:
@@ -304,5 +268,7 @@ def _nothing_indexed(folder: Path, results: list[dict]) -> str:
         found.update(result.get("extensions", {}))
     held = ", ".join(f".{ext} ({count})" for ext, count in sorted(found.items())) or "no members"
     listed = f"; each key is listed with the reason in {folder / REJECTED_NAME}" if keys else ""
-    return (f"nothing indexed in {folder}: dataio index needs {MEMBERS_NEEDED}; the {len(results)} tar(s) hold "
+    needed = " or ".join(f"{kind.needed} ({kind.named})" for kind in map(index_kind, INDEXED))
+    return (f"nothing indexed in {folder}: dataio index needs {IMAGE_NEEDED} and {needed} per key; the "
+            f"{len(results)} tar(s) hold "
             f"{keys} key(s) with {held}{listed}")

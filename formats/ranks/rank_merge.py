@@ -25,7 +25,7 @@ from dataio.formats.errors import DataioError, ShardError, UsageError
 from dataio.formats.files import write_atomic
 from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, check_shard_file, read_manifest
 from dataio.formats.dataset.sample_table import read_sample_table, write_sample_table
-from dataio.formats.text.text_sources import EXAMPLES
+from dataio.formats.limits import REPORT_EXAMPLES
 
 RANK_FOLDER = re.compile(r"rank-(\d{5})-of-(\d{5})")
 MERGE_LOCK = ".merge.lock"
@@ -65,12 +65,12 @@ def merge_ranks(out: str | Path, *, verify: bool = False) -> Manifest:
     parts = [read_manifest(folder)[1] for folder in folders]
     _check_rank_files(out, folders, parts, verify)
     first = parts[0]
-    for folder, part in zip(folders, parts):
-        if (part.kind != first.kind or part.classes != first.classes or part.fields != first.fields
-                or _identity(part) != _identity(first)):
+    for folder, part in zip(folders, parts, strict=True):
+        if (part.kind != first.kind or part.sample_kind != first.sample_kind or part.classes != first.classes
+                or part.fields != first.fields or _identity(part) != _identity(first)):
             raise DataioError(f"{folder}: converted with other options or classes than {folders[0].name}")
     shards = tuple(replace(s, file=f"{f.name}/{s.file}", index=f"{f.name}/{s.index}" if s.index else "")
-                   for f, part in zip(folders, parts) for s in part.shards)
+                   for f, part in zip(folders, parts, strict=True) for s in part.shards)
     if first.kind == "images":
         options = dict(first.options)
         _merge_tables(out, folders, parts)
@@ -83,7 +83,7 @@ def merge_ranks(out: str | Path, *, verify: bool = False) -> Manifest:
     manifest = Manifest(kind=first.kind, num_samples=sum(p.num_samples for p in parts), shards=shards,
                         classes=first.classes, num_rejected=sum(p.num_rejected for p in parts),
                         sample_table=SAMPLE_TABLE_NAME if first.kind == "images" else "", options=options,
-                        fields=first.fields)
+                        fields=first.fields, sample_kind=first.sample_kind)
     manifest.write(out)
     return manifest
 
@@ -91,7 +91,7 @@ def merge_ranks(out: str | Path, *, verify: bool = False) -> Manifest:
 def _check_rank_files(out: Path, folders: list[Path], parts: list[Manifest], verify: bool) -> None:
     """Every shard (size as recorded; sha256 with ``verify``), index and table each rank's manifest names."""
     problems: list[tuple[int, str]] = []
-    for rank, (folder, part) in enumerate(zip(folders, parts)):
+    for rank, (folder, part) in enumerate(zip(folders, parts, strict=True)):
         for entry in part.shards:
             try:
                 check_shard_file(folder / entry.file, entry, verify_checksum=verify)
@@ -125,7 +125,7 @@ def _identity(manifest: Manifest) -> str:
 
 def _merge_tables(out: Path, folders: list[Path], parts: list[Manifest]) -> None:
     tables, base = [], 0
-    for folder, part in zip(folders, parts):
+    for folder, part in zip(folders, parts, strict=True):
         table = read_sample_table(folder / part.sample_table, declared=part.table_columns()).table
         shard = pa.array(table.column("shard").to_numpy() + base, pa.int32())
         tables.append(table.set_column(table.schema.get_field_index("shard"), "shard", shard))
@@ -154,7 +154,7 @@ def _merge_text(out: Path, folders: list[Path], parts: list[Manifest]) -> dict:
     for folder in folders:
         if (folder / "rejected.json").is_file():
             for kind, found in json.loads((folder / "rejected.json").read_text()).get("examples", {}).items():
-                examples.setdefault(kind, []).extend(found[:max(0, EXAMPLES - len(examples.get(kind, [])))])
+                examples.setdefault(kind, []).extend(found[:max(0, REPORT_EXAMPLES - len(examples.get(kind, [])))])
     merged = {"skipped": options["skipped"], "examples": examples}
     write_atomic(out / "rejected.json", (json.dumps(merged, indent=1, sort_keys=True) + "\n").encode())
     return options

@@ -32,8 +32,8 @@ from dataio.formats.progress import progress
 from dataio.formats.errors import ConfigError, NothingConverted, UsageError
 from dataio.formats.dataset.convert_journal import Journal, ShardRecord, fingerprint
 from dataio.formats.files import sha256_file, write_atomic
-from dataio.formats.dataset.sample_fields import text_fields
 from dataio.formats.dataset.manifest import MANIFEST_NAME, Manifest, ShardEntry
+from dataio.formats.kinds import kind_named
 from dataio.formats.dataset.out_lock import locked_output
 from dataio.formats.ranks.rank_merge import merge_if_complete
 from dataio.formats.ranks.rank_split import rank_folder, rank_range
@@ -165,7 +165,8 @@ def encode_documents(tokenizer, texts: list[str]) -> list[np.ndarray]:
             size += len(pieces[stop][1])
             stop += 1
         batch = pieces[start:stop]
-        for (owner, _), encoding in zip(batch, tokenizer.encode_batch([p for _, p in batch], add_special_tokens=False)):
+        encodings = tokenizer.encode_batch([p for _, p in batch], add_special_tokens=False)
+        for (owner, _), encoding in zip(batch, encodings, strict=True):
             ids[owner].append(np.array(encoding.ids, dtype=np.int64))
         start = stop
     return [parts[0] if len(parts) == 1 else np.concatenate(parts) for parts in ids]
@@ -374,24 +375,19 @@ def _write_reports(config: ConvertTextConfig, stats: SourceStats, shards: list[S
     write_atomic(config.out / REJECTED_TEXT_NAME,
                  (json.dumps({"skipped": stats.skipped, "examples": stats.examples}, indent=1, sort_keys=True)
                   + "\n").encode())
-    Manifest(
-        kind="text",
-        num_samples=totals.rows,
-        shards=tuple(shards),
-        num_rejected=sum(stats.skipped.values()),
-        sample_table="",
-        options={
-            "format": config.format,
-            "num_documents": totals.next_doc,
-            "num_tokens": totals.tokens,
-            "max_length": config.max_length,
-            "split_documents": totals.split,
-            "skipped": stats.skipped,
-            "length_histogram": length_histogram(totals.bins),
-            "token_dtype": dtype.name,
-            "tokenizer": {"file": info.file, "sha256": info.sha256, "vocab_size": info.vocab_size,
-                          "bos_id": info.bos_id, "eos_id": info.eos_id, "pad_id": info.pad_id},
-            "doc_sep": config.doc_sep,
-        },
-        fields=text_fields(dtype.name),
-    ).write(config.out)
+    options = {
+        "format": config.format,
+        "num_documents": totals.next_doc,
+        "num_tokens": totals.tokens,
+        "max_length": config.max_length,
+        "split_documents": totals.split,
+        "skipped": stats.skipped,
+        "length_histogram": length_histogram(totals.bins),
+        "token_dtype": dtype.name,
+        "tokenizer": {"file": info.file, "sha256": info.sha256, "vocab_size": info.vocab_size,
+                      "bos_id": info.bos_id, "eos_id": info.eos_id, "pad_id": info.pad_id},
+        "doc_sep": config.doc_sep,
+    }
+    Manifest(kind="text", num_samples=totals.rows, shards=tuple(shards), num_rejected=sum(stats.skipped.values()),
+             sample_table="", options=options, fields=kind_named("tokens").part("fields")(options),
+             sample_kind="tokens").write(config.out)

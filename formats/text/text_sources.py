@@ -22,9 +22,9 @@ from typing import Literal
 import pyarrow.parquet as pq
 
 from dataio.formats.errors import UsageError
+from dataio.formats.limits import REPORT_EXAMPLES
 
 SUFFIXES = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
-EXAMPLES = 5  # problems kept per kind for the report
 _SCAN = 1 << 16  # bytes read at a time looking for a document boundary or counting lines
 BLOCKS_PER_RANK = 16  # .txt/.jsonl files are cut into about this many pieces per rank: loads within ~6%
 _WHITESPACE = b" \t\n\r\x0b\x0c"  # what bytes.strip() strips: a line of only these is blank
@@ -74,7 +74,7 @@ class SourceStats:
         """Count one; keep ``where`` as an example (called only then: it may count a file's lines)."""
         self.skipped[kind] = self.skipped.get(kind, 0) + 1
         examples = self.examples.setdefault(kind, [])
-        if len(examples) < EXAMPLES:
+        if len(examples) < REPORT_EXAMPLES:
             examples.append(where if isinstance(where, str) else where())
 
 

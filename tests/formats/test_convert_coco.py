@@ -70,9 +70,8 @@ def test_boxes_labels_and_masks_are_packed_as_drawn(coco_folder, coco_shards) ->
         masks = stored_masks(table, targets, sample)
         for mask, annotation in zip(masks, annotations):
             assert (mask == json_mask(annotation["segmentation"], *mask.shape)).all()
-        if annotations:  # the table's one label: the largest object's
-            areas = [a["bbox"][2] * a["bbox"][3] for a in annotations]
-            assert table.label[sample] == ids.index(annotations[int(np.argmax(areas))]["category_id"])
+    assert table.label is None and "label" not in table.table.schema.names  # a sample's classes are its objects'
+    assert read_manifest(coco_shards)[1].sample_kind == "detection"
     assert (coco_shards / "rejected.jsonl").read_text() == ""
     assert verify(coco_shards, deep=True).ok
 
@@ -234,7 +233,7 @@ def test_two_ranks_merge_to_the_targets_of_one_process(coco_folder, coco_shards,
                                        max_shard_samples=4, num_workers=1, progress=False, rank=rank, world_size=2))
     assert verify(tmp_path / "out", deep=True).ok
     (_, one, a), (_, merged, b) = table_and_targets(coco_shards), table_and_targets(tmp_path / "out")
-    for name in ("image_id", "boxes", "labels", "iscrowd", "masks", "label", "width", "xxh3"):
+    for name in ("image_id", "boxes", "labels", "iscrowd", "masks", "path", "width", "xxh3"):
         assert one.table.column(name).to_pylist() == merged.table.column(name).to_pylist(), name
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from dataio.formats.dataset.verify import verify
-from dataio.formats.images.synthetic_pair_writers import write_caption_folder
-from dataio.formats.images.synthetic_pairs import SyntheticPairsConfig
+from dataio.formats.pairs.synthetic_pair_writers import write_caption_folder
+from dataio.formats.pairs.synthetic_pairs import SyntheticPairsConfig
 from tests.pair_tamper import tampered
 
 SECRET = "s3cr3tPASSWORD42"

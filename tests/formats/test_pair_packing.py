@@ -14,13 +14,13 @@ import pytest
 from tokenizers import Tokenizer
 
 from dataio.formats.dataset.manifest import read_manifest
-from dataio.formats.dataset.pair_fields import NO_LABEL, holds_pairs
+from dataio.formats.pairs.pair_fields import holds_pairs
 from dataio.formats.dataset.sample_fields import holds_labels
 from dataio.formats.dataset.sample_table import read_sample_table
 from dataio.formats.dataset.verify import verify
 from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
-from dataio.formats.images.synthetic_pair_writers import write_caption_folder, write_hub_parquet, write_img2dataset
-from dataio.formats.images.synthetic_pairs import BAD_PAIRS, SyntheticPairsConfig, make_pair
+from dataio.formats.pairs.synthetic_pair_writers import write_caption_folder, write_hub_parquet, write_img2dataset
+from dataio.formats.pairs.synthetic_pairs import BAD_PAIRS, SyntheticPairsConfig, make_pair
 from dataio.formats.text.tokenizer_setup import TokenizerConfig, train_bpe
 from tests.formats.journal_stop import Interrupted, interrupt_after
 
@@ -70,7 +70,7 @@ def test_index_adopts_img2dataset_tars_and_lists_each_bad_pair(tmp_path):
     assert set(rows) == set(written.captions) | kept  # nothing else lost: no failed download, no other bad pair
     for key, caption in written.captions.items():
         row = rows[key]
-        assert row["caption"] == caption and row["label"] == NO_LABEL and decoded(tmp_path / "tars", row["input_ids"]) == caption
+        assert row["caption"] == caption and "label" not in row and decoded(tmp_path / "tars", row["input_ids"]) == caption
         with open(tmp_path / "tars" / f"{int(key) // 10:05d}.tar", "rb") as tar:
             meta = json.loads(os.pread(tar.fileno(), row["json_size"], row["json_offset"]))
         assert meta["key"] == key and meta["caption"] == caption and meta["status"] == "success"

@@ -12,9 +12,9 @@ import pytest
 from PIL import Image
 
 from dataio.formats.errors import ConfigError
-from dataio.formats.images.synthetic_pair_writers import (META_SCHEMA, write_caption_folder, write_hub_parquet,
+from dataio.formats.pairs.synthetic_pair_writers import (META_SCHEMA, write_caption_folder, write_hub_parquet,
                                                           write_img2dataset)
-from dataio.formats.images.synthetic_pairs import (BAD_PAIRS, COLOURS, HUGE_CAPTION_BYTES, SyntheticPairsConfig,
+from dataio.formats.pairs.synthetic_pairs import (BAD_PAIRS, COLOURS, HUGE_CAPTION_BYTES, SyntheticPairsConfig,
                                                    make_pair)
 
 NAMES = list(COLOURS)

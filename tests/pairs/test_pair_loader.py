@@ -17,8 +17,8 @@ from dataio import ImageLoader, ShardDataset
 from dataio.errors import ConfigError, SampleError
 from dataio.formats.dataset.manifest import read_manifest
 from dataio.formats.dataset.sample_table import read_sample_table
-from dataio.formats.images.synthetic_pair_writers import write_img2dataset
-from dataio.formats.images.synthetic_pairs import SyntheticPairsConfig
+from dataio.formats.pairs.synthetic_pair_writers import write_img2dataset
+from dataio.formats.pairs.synthetic_pairs import SyntheticPairsConfig
 from dataio.formats.text.tokenizer_setup import TokenizerConfig
 from dataio.pairs.caption_batches import cut_rows
 from dataio.pairs.caption_config import CaptionConfig

@@ -9,7 +9,7 @@ from dataio import ImageLoader, TextLoader
 from dataio.cli import _storage_options, main
 from dataio.formats.errors import UsageError
 from dataio.formats.dataset.manifest import MANIFEST_NAME, read_manifest
-from dataio.formats.remote.remote_output import upload_dataset
+from dataio.formats.dataset.remote_output import upload_dataset
 from dataio.formats.remote.storage import Location, RetryPolicy, open_location
 from dataio.formats.text.synthetic_text import synthetic_documents
 from dataio.formats.text.tokenizer_setup import TokenizerConfig

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from dataio.formats.errors import DataioError
 from dataio.formats.dataset.manifest import MANIFEST_NAME, read_manifest
-from dataio.formats.remote.remote_copy import dataset_files
+from dataio.formats.dataset.remote_copy import dataset_files
 from dataio.formats.remote.storage import Location, RetryPolicy, describe, open_location, remote_errors
 
 Summary = TypeVar("Summary")

@@ -5,22 +5,22 @@ samples have no class: the manifest declares ``caption`` (a UTF-8 string column 
 instead of ``label``, the ``json`` member (img2dataset's metadata, or the converter's; where it lies in
 ``json_offset``/``json_size``, -1 where a sample has none) and, when a tokenizer was given at pack time,
 ``input_ids`` (a list column of each caption's ids, BOS and EOS included: their lengths are the lists').
-The table's own ``label`` column holds ``NO_LABEL`` for every row.
+The table has no ``label`` column (a pair folder packed before December 2026 has one, ``NO_LABEL`` in every row,
+which readers pass over).
 """
 
 from __future__ import annotations
 
 import unicodedata
+from typing import Any
 
-from dataio.formats.dataset.sample_fields import FieldSpec
+from dataio.formats.dataset.sample_fields import FieldSpec, image_field
+from dataio.formats.limits import MAX_CAPTION_BYTES
 
-NO_LABEL = -1  # the label column of a folder without classes
+NO_LABEL = -1  # the label of an input without a class (the walk's), and of older pair tables' label column
 CAPTION = FieldSpec(name="caption", kind="text", dtype="utf-8")
 META = FieldSpec(name="json", kind="json", dtype="json", stored="member")
 TOKENS = "input_ids"
-# The longest caption packed, in UTF-8 bytes: dense captions of recaptioned data sets are 1-4 KB; a page of
-# scraped text pasted into an alt attribute is not a caption (and held in the table it costs every reader).
-MAX_CAPTION_BYTES = 16 << 10
 MAX_META_BYTES = 1 << 20  # a .json member larger than this is not img2dataset's metadata: not read
 
 
@@ -30,6 +30,13 @@ def pair_fields(image_dtype: str = "jpeg", token_dtype: str | None = None) -> tu
     if token_dtype is not None:
         fields += (FieldSpec(name=TOKENS, kind="tokens", dtype=token_dtype),)
     return fields
+
+
+def declared_pair_fields(options: dict[str, Any]) -> tuple[FieldSpec, ...]:
+    """The fields of a pair folder from its manifest's options: its images' encoding (``image_encoding``, JPEG when
+    converted) and its stored ids' dtype (``token_dtype``, recorded with the tokenizer; none without one)."""
+    token_dtype = options.get("token_dtype")
+    return pair_fields(image_field(options).dtype, None if token_dtype is None else str(token_dtype))
 
 
 def holds_pairs(fields: tuple[FieldSpec, ...]) -> bool:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 
-from dataio.formats.dataset.pair_fields import MAX_META_BYTES, caption_problem, caption_too_long
+from dataio.formats.pairs.pair_fields import MAX_META_BYTES, caption_problem, caption_too_long
 from dataio.formats.dataset.shard_members import CAPTION_MEMBER, META_MEMBER
 from dataio.formats.dataset.wds_shards import MemberLocation
 

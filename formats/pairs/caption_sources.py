@@ -26,8 +26,9 @@ from typing import Any
 import pyarrow as pa
 
 from dataio.formats.bounded_read import FileTooLarge
-from dataio.formats.dataset.pair_fields import MAX_CAPTION_BYTES, NO_LABEL, caption_problem, caption_too_long
+from dataio.formats.pairs.pair_fields import MAX_CAPTION_BYTES, NO_LABEL, caption_problem, caption_too_long
 from dataio.formats.errors import UsageError
+from dataio.formats.images.image_prepare import Rejection
 from dataio.formats.images.image_tree import (ImageTree, NotRegularFile, _Walk, errno_text, escape_path, read_regular_file,
                                               source_path, unescape_path)
 from dataio.formats.images.parquet_images import ParquetImages, _common_root, _name, open_parquet_source
@@ -43,6 +44,12 @@ class CaptionInput:
     sidecar: str | None = None
     value: Any = None
     limit: int = MAX_CAPTION_BYTES
+
+    def read(self, src: str | None) -> str | Rejection:
+        """The caption, read in the worker that prepares its image (``packing_kind.Beside``), or why the pair is
+        rejected."""
+        text = read_caption(src, self)
+        return Rejection(text[0]) if isinstance(text, tuple) else text
 
 
 def sidecar_of(relative: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from dataio.formats.dataset.manifest import Manifest
-from dataio.formats.dataset.pair_fields import CAPTION, META, TOKENS, holds_pairs
+from dataio.formats.pairs.pair_fields import CAPTION, META, TOKENS, holds_pairs
 from dataio.formats.dataset.sample_fields import member_columns
 
 ID_TYPES = (pa.uint8(), pa.uint16(), pa.uint32())  # what the text path's C collate pads from

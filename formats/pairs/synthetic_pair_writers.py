@@ -30,7 +30,7 @@ import webdataset as wds
 
 from dataio.formats.errors import ConfigError, UsageError
 from dataio.formats.files import atomic_writer, write_atomic
-from dataio.formats.images.synthetic_pairs import Pair, SyntheticPairsConfig, huge_caption, make_pair, not_utf8
+from dataio.formats.pairs.synthetic_pairs import Pair, SyntheticPairsConfig, huge_caption, make_pair, not_utf8
 
 OOM_SHARD_COUNT = 5  # img2dataset's default: shard names of five digits
 TAR_MTIME = 1_700_000_000  # fixed member times: the same seed writes the same bytes
