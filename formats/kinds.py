@@ -35,7 +35,7 @@ class Kind:
     name: str  # the manifest's sample_kind
     layout: str  # "images" (tar or Arrow shards and a sample table) or "text" (token shards)
     what: str  # what a sample is, for messages ("image-text pairs")
-    rooms: tuple[str, ...]  # the repository folders holding the kind's own code
+    rooms: tuple[str, ...]  # the repository folders (and files of shared folders) holding the kind's own code
     pack: str  # the command that packs it
     bench: str  # its `dataio bench` command
     fields: str  # (options: dict) -> the declared fields of a folder packed with these manifest options
@@ -61,7 +61,8 @@ class Kind:
 
 KINDS: dict[str, Kind] = {kind.name: kind for kind in (
     Kind(name="classification", layout="images", what="images with classes",
-         rooms=("dataio/images", "formats/images"), pack="dataio convert images", bench="images",
+         rooms=("dataio/images", "formats/images", "dataio/train/image_task.py"), pack="dataio convert images",
+         bench="images",
          fields="dataio.formats.dataset.sample_fields:classification_fields",
          check="",
          verify="dataio.formats.images.class_verify:verify_labels",
@@ -74,7 +75,10 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          facts="dataio.images.image_facts:ImageFacts",
          task="dataio.train.image_task:ImageTask"),
     Kind(name="pairs", layout="images", what="image-text pairs",
-         rooms=("dataio/pairs", "formats/pairs"), pack="dataio convert images --captions, dataio index", bench="pairs",
+         rooms=("dataio/pairs", "formats/pairs", "dataio/train/clip_task.py", "dataio/train/clip_loss.py",
+                "dataio/train/clip_metrics.py", "dataio/train/pair_loaders.py", "dataio/cli/caption_flags.py",
+                "bench/pair_bench.py", "bench/pair_baselines.py"),
+         pack="dataio convert images --captions, dataio index", bench="pairs",
          fields="dataio.formats.pairs.pair_fields:declared_pair_fields",
          check="dataio.formats.pairs.pair_table:pair_table_problem",
          verify="dataio.formats.pairs.pair_verify:verify_pairs",
@@ -87,7 +91,9 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          facts="dataio.pairs.pair_facts:PairFacts",
          task="dataio.train.clip_task:ClipTask"),
     Kind(name="detection", layout="images", what="images with box targets",
-         rooms=("dataio/detection", "formats/coco"), pack="dataio convert coco", bench="detection",
+         rooms=("dataio/detection", "formats/coco", "dataio/train/segment_task.py", "dataio/cli/convert_coco.py",
+                "bench/detection_bench.py", "bench/detection_baseline.py"),
+         pack="dataio convert coco", bench="detection",
          fields="dataio.formats.coco.coco_fields:declared_coco_fields",
          check="",
          verify="dataio.formats.coco.coco_verify:verify_targets",
@@ -100,7 +106,9 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          facts="dataio.detection.detection_facts:DetectionFacts",
          task="dataio.train.segment_task:SegmentTask"),
     Kind(name="tokens", layout="text", what="token documents",
-         rooms=("dataio/text", "formats/text"), pack="dataio convert text", bench="text",
+         rooms=("dataio/text", "formats/text", "dataio/train/text_task.py", "bench/text_bench.py",
+                "bench/text_reference.py"),
+         pack="dataio convert text", bench="text",
          fields="dataio.formats.dataset.sample_fields:declared_text_fields",
          check="",
          verify="dataio.formats.text.token_verify:verify_tokens",
@@ -113,7 +121,9 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          facts="dataio.text.token_facts:TokenFacts",
          task="dataio.train.text_task:TextTask"),
     Kind(name="views", layout="images", what="images for multi-crop views",
-         rooms=("dataio/views", "formats/views"), pack="dataio convert images --kind views", bench="views",
+         rooms=("dataio/views", "formats/views", "bench/views_bench.py", "bench/views_baseline.py",
+                "bench/views_transforms.py", "bench/views_profile.py"),
+         pack="dataio convert images --kind views", bench="views",
          fields="dataio.formats.views.view_fields:declared_view_fields",
          check="",
          verify="",
