@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import ast
 import json
 import subprocess
@@ -259,5 +261,5 @@ def test_no_import_circle_between_the_folders_of_formats():
 
     for node in sorted(edges):
         if node not in state and (cycle := visit(node)):
-            steps = [f"{a} -> {b} ({edges[a][b]})" for a, b in zip(cycle, cycle[1:])]
+            steps = [f"{a} -> {b} ({edges[a][b]})" for a, b in pairwise(cycle)]
             raise AssertionError("folder circle in formats/: " + " -> ".join(cycle) + "\n" + "\n".join(steps))

@@ -100,7 +100,7 @@ def shape_photo(width: int, height: int, rng: np.random.Generator,
             elif kind == "rect":
                 target.rectangle((round(x0), round(y0), round(x0 + w) - 1, round(y0 + h) - 1), fill=fill)
             else:
-                target.polygon(list(zip(polygon[::2], polygon[1::2])), fill=fill)
+                target.polygon(list(zip(polygon[::2], polygon[1::2], strict=True)), fill=fill)
         shapes.append((colour, kind, np.asarray(mask), polygon if kind != "ellipse" else None))
     return np.asarray(image), shapes
 
@@ -124,7 +124,8 @@ def _outline(kind: str, box: tuple[float, float, float, float], rng: np.random.G
     angles = np.sort(rng.uniform(0, 2 * np.pi, 7))
     radii = rng.uniform(0.7, 1.0, 7)
     cx, cy, rx, ry = (x0 + x1) / 2, (y0 + y1) / 2, (x1 - x0) / 2, (y1 - y0) / 2
-    return [float(v) for a, r in zip(angles, radii) for v in (cx + rx * r * np.cos(a), cy + ry * r * np.sin(a))]
+    return [float(v) for a, r in zip(angles, radii, strict=True)
+            for v in (cx + rx * r * np.cos(a), cy + ry * r * np.sin(a))]
 
 
 def _annotation(ann_id: int, image_id: int, colour: int, kind: str, mask: np.ndarray,

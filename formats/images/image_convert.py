@@ -353,7 +353,7 @@ def _table_columns(locations: list, accepted: list[tuple], kind: ConvertKind) ->
                 columns[offset].append(member.offset)
                 columns[size].append(member.size)
     names = (*ROW, *kind.extra)
-    rows = dict(zip(names, zip(*accepted) if accepted else ([],) * len(names), strict=True))
+    rows = dict(zip(names, zip(*accepted, strict=True) if accepted else ([],) * len(names), strict=True))
     for name in ("path", "width", "height", CHECKSUM_FIELD.name, *kind.columns):
         columns[name] = list(rows[name])
     return columns

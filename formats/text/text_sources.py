@@ -11,6 +11,8 @@ the converter can report them.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import json
 import math
 import os
@@ -270,7 +272,7 @@ def text_pieces(files: Sequence[Path], world_size: int, *, doc_sep: Literal["lin
     block = max(1, math.ceil(sum(sizes) / (world_size * BLOCKS_PER_RANK)))
     pieces: list[TextPiece] = []
     weights: list[int] = []
-    for path, size in zip(files, sizes):
+    for path, size in zip(files, sizes, strict=True):
         if source_kind(path) == "parquet":
             metadata = _open_parquet(path, field_name).metadata
             groups = [metadata.row_group(g).total_byte_size for g in range(metadata.num_row_groups)]
@@ -286,8 +288,8 @@ def text_pieces(files: Sequence[Path], world_size: int, *, doc_sep: Literal["lin
                     cuts.add(last)
         cuts = sorted(cuts)
         cuts = cuts if len(cuts) > 1 else [0, 0]
-        pieces += [TextPiece(path, a, b) for a, b in zip(cuts, cuts[1:])]
-        weights += [b - a for a, b in zip(cuts, cuts[1:])]
+        pieces += [TextPiece(path, a, b) for a, b in pairwise(cuts)]
+        weights += [b - a for a, b in pairwise(cuts)]
     return pieces, weights
 
 

@@ -35,7 +35,8 @@ def test_a_folder_packed_before_fields_were_declared_reads_bit_for_bit():
     read = {shards.table.path(i): hashlib.sha256(shards.read(i)).hexdigest() for i in range(len(shards))}
     assert read == expected["images"]  # every image member's bytes, checked against its xxh3 too
     loader = dataio.ImageLoader(FIXTURE / "images", batch_size=4, image_size=16, train=False, num_workers=1)
-    labels = [(int(s), int(label)) for batch in loader.batches() for s, label in zip(batch.samples, batch.labels)]
+    labels = [(int(s), int(label)) for batch in loader.batches()
+              for s, label in zip(batch.samples, batch.labels, strict=True)]
     assert [label for _, label in sorted(labels)] == [loader.classes.index(shards.table.path(s).split("/")[0])
                                                       for s, _ in sorted(labels)]
     tokens = dataio.TokenDataset(FIXTURE / "text")

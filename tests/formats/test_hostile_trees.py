@@ -227,7 +227,7 @@ def test_names_that_are_not_utf8_are_packed_losslessly_and_read_back(odd_names):
     table = read_sample_table(folder / manifest.sample_table)
     with ImageLoader(out, batch_size=8, image_size=16, train=False, num_workers=1) as loader:
         for batch in loader.batches():
-            for image, label, sample in zip(batch.images, batch.labels, batch.samples):
+            for image, label, sample in zip(batch.images, batch.labels, batch.samples, strict=True):
                 assert index_of(image.numpy()) == int(label) == int(table.label[sample])
                 assert table.path(int(sample)).startswith(manifest.classes[int(label)] + "/")
 

@@ -43,7 +43,7 @@ def rejected_of(out: Path) -> dict[str, str]:
 def packed(out: Path) -> tuple[tuple[str, ...], dict[str, int]]:
     folder, manifest = read_manifest(out)
     table = read_sample_table(folder / manifest.sample_table).table
-    return manifest.classes, dict(zip(table.column("path").to_pylist(), table.column("label").to_pylist()))
+    return manifest.classes, dict(zip(table.column("path").to_pylist(), table.column("label").to_pylist(), strict=True))
 
 
 def test_a_hidden_class_folder_with_images_is_said_in_one_line_and_strict_fails(tmp_path):

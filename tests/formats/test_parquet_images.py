@@ -222,7 +222,8 @@ def test_path_only_rows_written_by_hf_datasets_are_read_from_their_files(real_ph
         "(absolute, or relative to the Parquet file's folder or the current folder)"]
     assert [json.loads(line)["path"] for line in (tmp_path / "out" / "rejected.jsonl").read_text().splitlines()] \
         == ["b-pyarrow.parquet#1"]
-    _write(tmp_path / "embedded.parquet", [(p.read_bytes(), label, p.name) for p, label in zip(photos, [0, 1, 0])])
+    _write(tmp_path / "embedded.parquet",
+           [(p.read_bytes(), label, p.name) for p, label in zip(photos, [0, 1, 0], strict=True)])
     convert_images(ConvertImagesConfig(src=tmp_path / "embedded.parquet", out=tmp_path / "embedded", num_workers=1,
                                        progress=False))
     got, expected = read_sample_table(tmp_path / "out" / "samples.arrow"), read_sample_table(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -15,7 +17,7 @@ WORLD_SIZES = [1, 2, 3, 4, 5, 7, 8, 16, 33, 64]
 
 def _loads(sizes, bounds) -> np.ndarray:
     weights = np.maximum(sizes, 1)
-    return np.array([weights[a:b].sum() for a, b in zip(bounds, bounds[1:])])
+    return np.array([weights[a:b].sum() for a, b in pairwise(bounds)])
 
 
 @pytest.mark.parametrize("world_size", WORLD_SIZES)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import io
 import json
 import subprocess
@@ -33,7 +35,7 @@ def doc_rows(folder: Path) -> list[tuple[int, int]]:
         path = root / entry.file
         if path.suffix == ".arrow":
             table = pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
-            rows += list(zip(table.column("doc").to_pylist(), table.column("part").to_pylist()))
+            rows += list(zip(table.column("doc").to_pylist(), table.column("part").to_pylist(), strict=True))
             continue
         with tarfile.open(path) as tar:
             for member in tar:
@@ -60,6 +62,6 @@ def test_merged_doc_ids_are_unique_and_in_corpus_order(text_corpus, tmp_path, ki
     documents_of = [doc for doc, part in merged if part == 0]
     assert len(set(documents_of)) == len(documents_of) == len({doc for doc, _ in single})  # one id per document
     assert documents_of == sorted(documents_of)  # in corpus order, as the rows are
-    assert all(doc == previous for (doc, part), (previous, _) in zip(merged[1:], merged) if part > 0)  # chunks
+    assert all(doc == previous for (previous, _), (doc, part) in pairwise(merged) if part > 0)  # chunks
     rank0 = read_manifest(tmp_path / "two" / "rank-00000-of-00002")[1].num_samples
     assert merged[:rank0] == single[:rank0]  # rank 0 numbers as a one-process conversion does
