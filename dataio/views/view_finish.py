@@ -9,7 +9,10 @@ there, batched, one call per view size (``augment.view_ops.apply_views``, or on 
   DINOv2's collate stacks them (``dataio.views.views_config``);
 - ``views``: the list of the ``G + L`` views, each ``(N, 3, S, S)``, globals first (DINO's ``images``; slices of
   the two tensors above);
-- ``label`` (when the folder has classes), ``sample_ids`` and ``repeated`` ``(N,)``.
+- ``label`` (when the folder has classes), ``sample_ids`` and ``repeated`` ``(N,)``;
+- with ``ViewsConfig.masks``, iBOT's masks of the global crops (``augment.ibot_masks``): ``collated_masks``
+  ``(G * N, tokens)`` bool, ``mask_indices_list``, ``masks_weight``, ``upperbound`` (an int) and
+  ``n_masked_patches`` ``(1,)``, as DINOv2's collate gives them.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from dataio.augment.ibot_masks import ibot_masks
+from dataio.augment.seeding import derive_seed
 from dataio.augment.view_ops import apply_views
 from dataio.augment.views_kernel import apply_views_cpu
 from dataio.images.config import ImageLoaderConfig
@@ -27,7 +32,10 @@ from dataio.pipeline.host_batch import HostBatch
 from dataio.views.view_batches import GLOBAL, LOCAL
 from dataio.views.view_stack import ViewStack
 
-STACKED = frozenset({GLOBAL, LOCAL, "views"})  # fields of views * N rows (or a list): not the batch's N
+MASKS_STREAM = 6  # augment.seeding streams: ..., 5 the views' draws, 6 iBOT's masks
+# fields of views * N rows (or a list), or of the batch as a whole: not the batch's N
+STACKED = frozenset({GLOBAL, LOCAL, "views", "collated_masks", "mask_indices_list", "masks_weight", "upperbound",
+                     "n_masked_patches"})
 
 
 class ViewFinish:
@@ -41,6 +49,7 @@ class ViewFinish:
         self.normalization = {"mean": c.mean, "std": c.std} if c.normalize else {}
         self.memory_format = torch.channels_last if c.channels_last else torch.contiguous_format
         self.planar = c.normalize and not c.channels_last  # how the decode threads lay out what they normalise
+        self.views = options
 
     def fields(self, host: HostBatch) -> dict[str, Any]:
         kept = {name: value for name, value in host.fields.items() if name not in (GLOBAL, LOCAL)}
@@ -56,6 +65,11 @@ class ViewFinish:
                 continue
             out[name] = images = self._finished(stack)
             views += list(images.split(n))
+        if self.views.masks is not None:  # after the error policy's drops: the batch's own global crops
+            rng = np.random.default_rng(derive_seed(host.key, MASKS_STREAM))
+            masks = ibot_masks(self.views.masks, self.views.global_crops * n, self.views.global_size, rng)
+            out.update({name: torch.from_numpy(value).to(self.device) if isinstance(value, np.ndarray) else value
+                        for name, value in masks.items()})
         return {**out, "views": views, **moved}
 
     def _finished(self, stack: ViewStack) -> torch.Tensor:

@@ -11,7 +11,10 @@ colour jitter, grayscale, Gaussian blur, solarize, with the recipe's probabiliti
 The batch (``dataio.views.view_finish``) holds the views as DINOv2's collate lays them out: ``collated_global_crops``
 ``(global_crops * N, 3, global_size, global_size)`` and ``collated_local_crops``, view-major (rows ``v * N`` to
 ``(v + 1) * N - 1`` are view ``v`` of every sample), and ``views``, the list of each view's ``(N, 3, S, S)`` (views of
-those two tensors, no copy) in the order DINO's loss takes them: the global views, then the local ones.
+those two tensors, no copy) in the order DINO's loss takes them: the global views, then the local ones. With
+``masks`` (``augment.ibot_masks.IbotMasks``) the batch also holds iBOT's patch masks of the global views and what
+DINOv2's loss reads beside them (``collated_masks``, ``mask_indices_list``, ``masks_weight``, ``upperbound``,
+``n_masked_patches``), drawn from the batch's key.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from dataio.augment.ibot_masks import IbotMasks
 from dataio.augment.view_params import ViewRecipe
 from dataio.formats.errors import ConfigError
 
@@ -41,6 +45,7 @@ class ViewsConfig:
     hflip: float = 0.5  # each view's own flip
     global_recipes: tuple[ViewRecipe, ...] = field(default_factory=_dino_globals)
     local_recipe: ViewRecipe = field(default_factory=ViewRecipe.dino_local)
+    masks: IbotMasks | None = None  # iBOT's patch masks of the global views, as DINOv2's collate makes them
 
     def __post_init__(self) -> None:
         for name, least in (("global_crops", 1), ("local_crops", 0), ("global_size", 8), ("local_size", 8)):
@@ -64,6 +69,11 @@ class ViewsConfig:
             raise ConfigError(f"{{0}} must be a ViewRecipe, got {type(self.local_recipe).__name__}", "local_recipe")
         if len({(r.blur_kernel, r.solarize_threshold) for r in recipes}) > 1:  # one batch of draws per group
             raise ConfigError("{0} must share one blur_kernel and one solarize_threshold", "global_recipes")
+        if self.masks is not None and not isinstance(self.masks, IbotMasks):
+            raise ConfigError(f"{{0}} must be an IbotMasks or None, got {type(self.masks).__name__}", "masks")
+        if self.masks is not None and self.masks.side(self.global_size) < 1:
+            raise ConfigError(f"{{0}}.patch_size {self.masks.patch_size} is larger than global_size "
+                              f"{self.global_size}", "masks")
 
     @property
     def views(self) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 import dataio
+from dataio.augment.ibot_masks import IbotMasks
 from dataio.loader.sample_loader import SampleLoader
 from tests.pipeline.array_source import ArraySource
 from tests.pipeline.resume_harness import check_elastic_resume, check_exact_resume
@@ -32,7 +33,8 @@ def _kinds(coloured_shards, pair_tars, coco_shards, text_shards) -> dict:
                                                           batch_size=2, image_size=64, world_size=w, rank=r, **image),
                       None),
         "views": (lambda w, r: dataio.ViewsLoader(coloured_shards, views=dataio.ViewsConfig(
-            global_size=24, local_size=16, local_crops=3), batch_size=8, world_size=w, rank=r, **image), None),
+            global_size=24, local_size=16, local_crops=3, masks=IbotMasks(patch_size=4)), batch_size=8, world_size=w,
+            rank=r, **image), None),
         "tokens": (lambda w, r: dataio.TextLoader(text_shards, mode="fixed", batch_size=8, seed=2, world_size=w,
                                                   rank=r), None),
     }

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import dataio
+from dataio.augment.ibot_masks import IbotMasks
 from dataio.augment.view_ops import apply_views
 from dataio.augment.view_params import ViewRecipe
 from dataio.errors import ConfigError, SampleError
@@ -173,3 +174,14 @@ def test_the_dali_decoder_decodes_each_image_once_into_its_views(real_photo_shar
         assert dali.decodes == len(a["sample_ids"])
     for name in (view_finish.GLOBAL, view_finish.LOCAL):  # other decoders and resizers: close, not equal
         assert a[name].shape == b[name].shape and (a[name].float() - b[name].float()).abs().mean() < 12
+
+
+def test_ibot_masks_come_with_the_global_views_and_follow_a_skipped_sample(coloured_shards):
+    config = dataio.ViewsConfig(masks=IbotMasks(patch_size=4), **SMALL)
+    with _views(coloured_shards, views=config) as loader:
+        batch = next(iter(loader))
+    n = len(batch["sample_ids"])
+    masks = batch["collated_masks"]
+    assert masks.shape == (2 * n, (32 // 4) ** 2) and int((masks.sum(1) > 0).sum()) == n  # half the global crops
+    assert batch["n_masked_patches"].tolist() == [int(masks.sum())] and batch["upperbound"] > 0
+    assert torch.equal(batch["mask_indices_list"], masks.flatten().nonzero().flatten())
