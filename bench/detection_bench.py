@@ -4,7 +4,7 @@ Both rows read the same images (those ``dataio convert coco`` packed, in the
 shards' order) at the same thread count, in one run: the standard recipe
 (``detection_baseline``: a ``Dataset`` over the files, PIL, SSD's box-aware crop,
 flip and resize per sample, ``DataLoader`` worker processes) and
-``dataio.ImageLoader`` over the shards with ``DetectionConfig(crop="bbox")`` (the
+``dataio.DetectionLoader`` over the shards with ``DetectionConfig(crop="bbox")`` (the
 same crop distribution, its flip and resize, decode threads), both to padded
 batches of uint8 images and xyxy boxes. Each row is warmed up, then the two are
 timed one epoch of each in turn (a shared machine's load drifts and hits both
@@ -31,10 +31,10 @@ from dataio.formats.coco.coco_convert import ConvertCocoConfig, convert_coco
 from dataio.formats.dataset.manifest import read_manifest
 from dataio.formats.dataset.sample_table import read_sample_table
 from dataio.detection.detection_config import DetectionConfig
-from dataio.images.loader import ImageLoader
+from dataio.detection.loader import DetectionLoader
 
 ROWS = {"standard": "(a) standard: COCO Dataset + PIL + per-sample box-aware crop/flip/resize + DataLoader",
-        "dataio": "(d) dataio.ImageLoader, DetectionConfig(crop='bbox')"}
+        "dataio": "(d) dataio.DetectionLoader, DetectionConfig(crop='bbox')"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,9 +60,9 @@ class BenchDetectionConfig:
             raise ValueError("epochs, batch_size and num_workers must be >= 1, warmup >= 0, image_size >= 8")
 
 
-def _dataio_epoch(shards: Path, c: BenchDetectionConfig) -> tuple[Epoch, ImageLoader]:
-    loader = ImageLoader(shards, batch_size=c.batch_size, image_size=c.image_size, train=True,
-                         num_workers=c.num_workers, targets=DetectionConfig(crop="bbox"))
+def _dataio_epoch(shards: Path, c: BenchDetectionConfig) -> tuple[Epoch, DetectionLoader]:
+    loader = DetectionLoader(shards, batch_size=c.batch_size, image_size=c.image_size, train=True,
+                             num_workers=c.num_workers, targets=DetectionConfig(crop="bbox"))
     return Epoch(lambda: loader, lambda batch: len(batch["image"]), loader.close, stats=loader.stats), loader
 
 

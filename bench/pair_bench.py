@@ -9,7 +9,7 @@ size, crop size and context length, in one process:
 - open_clip's pipeline shape (``pair_baselines.make_open_clip_style``): webdataset, PIL decode,
   RandomResizedCrop(0.9-1.0, bicubic), normalisation and per-sample tokenisation in ``--workers``
   ``DataLoader`` worker processes;
-- dataio, stored ids: ``ImageLoader`` with ``--workers`` decode threads, the same crop scale and
+- dataio, stored ids: ``PairLoader`` with ``--workers`` decode threads, the same crop scale and
   normalisation, no flip, the ids stored at index time padded to the context length;
 - dataio, tokenised as read: the same with the tokenizer run on the decode threads.
 
@@ -35,14 +35,14 @@ from dataio.formats.pairs.synthetic_pairs import PAIR_PHOTO_CLASSES, SyntheticPa
 from dataio.formats.images.wds_index import IndexConfig, index_shards
 from dataio.formats.text.tokenizer_setup import TokenizerConfig
 from dataio.pairs.caption_config import CaptionConfig
-from dataio.images.loader import ImageLoader
+from dataio.pairs.loader import PairLoader
 
 from dataio.bench.image_baselines import Epoch
 from dataio.bench.pair_baselines import OPENAI_MEAN, OPENAI_STD, img2dataset_tars, make_open_clip_style
 from dataio.bench.report import format_table, load_average, machine_description, write_results
 
 ROWS = {"open_clip": "open_clip: webdataset + PIL + per-sample tokenizer, DataLoader workers",
-        "dataio": "dataio ImageLoader, stored ids", "dataio_tokenize": "dataio ImageLoader, tokenised as read"}
+        "dataio": "dataio PairLoader, stored ids", "dataio_tokenize": "dataio PairLoader, tokenised as read"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,9 +96,9 @@ def prepare(config: BenchPairsConfig, log=print) -> Path:
 
 def _dataio(src: Path, config: BenchPairsConfig, tokenizer: Path | None) -> Epoch:
     captions = CaptionConfig(tokenizer=tokenizer, max_length=config.context_length, pad_to_max_length=True)
-    loader = ImageLoader(src, batch_size=config.batch_size, image_size=config.image_size, num_workers=config.num_workers,
-                         normalize=True, mean=OPENAI_MEAN, std=OPENAI_STD, crop_scale=(0.9, 1.0), hflip=0.0,
-                         captions=captions)
+    loader = PairLoader(src, batch_size=config.batch_size, image_size=config.image_size, num_workers=config.num_workers,
+                        normalize=True, mean=OPENAI_MEAN, std=OPENAI_STD, crop_scale=(0.9, 1.0), hflip=0.0,
+                        captions=captions)
     loader.stats.stages.clock = time.thread_time  # its stage times in CPU seconds, as the image bench's
     return Epoch(lambda: loader, lambda batch: len(batch["sample_ids"]), loader.close, loader.stats)
 
