@@ -184,7 +184,7 @@ def render_scene(scene: Scene, rng: np.random.Generator, photo_class: PhotoClass
     pixels = np.asarray(COLOURS[scene.background], dtype=np.float32) + variation
     masks = _shape_mask((field.shape[1], field.shape[0]), len(scene.shapes), rng,
                         tuple(shape.kind for shape in scene.shapes))
-    for shape, mask in zip(scene.shapes, masks):
+    for shape, mask in zip(scene.shapes, masks, strict=True):
         alpha = np.asarray(mask, dtype=np.float32)[..., None] / 255.0
         pixels = pixels * (1.0 - alpha) + (np.asarray(COLOURS[shape.colour], dtype=np.float32) + variation) * alpha
     pixels += rng.normal(0.0, photo_class.grain, size=pixels.shape).astype(np.float32)  # the grain's colour back

@@ -270,7 +270,7 @@ def text_pieces(files: Sequence[Path], world_size: int, *, doc_sep: Literal["lin
     block = max(1, math.ceil(sum(sizes) / (world_size * BLOCKS_PER_RANK)))
     pieces: list[TextPiece] = []
     weights: list[int] = []
-    for path, size in zip(files, sizes):
+    for path, size in zip(files, sizes, strict=True):
         if source_kind(path) == "parquet":
             metadata = _open_parquet(path, field_name).metadata
             groups = [metadata.row_group(g).total_byte_size for g in range(metadata.num_row_groups)]

@@ -68,7 +68,7 @@ def test_boxes_labels_and_masks_are_packed_as_drawn(coco_folder, coco_shards) ->
         assert found.boxes.tolist() == expected.reshape(-1, 4).tolist()
         assert found.labels.tolist() == [ids.index(a["category_id"]) for a in annotations]
         masks = stored_masks(table, targets, sample)
-        for mask, annotation in zip(masks, annotations):
+        for mask, annotation in zip(masks, annotations, strict=True):
             assert (mask == json_mask(annotation["segmentation"], *mask.shape)).all()
     assert table.label is None and "label" not in table.table.schema.names  # a sample's classes are its objects'
     assert read_manifest(coco_shards)[1].sample_kind == "detection"
@@ -200,7 +200,7 @@ def test_exif_turns_and_max_side_move_boxes_and_masks_with_the_pixels(tmp_path) 
         portrait = table.path(sample) in ("p60.jpg", "p80.jpg")  # raw-frame annotations, turned upright with it
         assert pixels.shape[:2] == ((200, 133) if portrait else (133, 200))
         found = targets.gather(np.array([sample]))
-        for box, label, mask in zip(found.boxes, found.labels, stored_masks(table, targets, sample)):
+        for box, label, mask in zip(found.boxes, found.labels, stored_masks(table, targets, sample), strict=True):
             shape = shape_pixels(pixels, int(label))
             ys, xs = np.nonzero(shape)
             bounds = np.array([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1])

@@ -66,7 +66,7 @@ def test_index_adopts_img2dataset_tars_and_lists_each_bad_pair(tmp_path):
     assert len(lines) == 6
     manifest, table = table_of(tmp_path / "tars")
     assert holds_pairs(manifest.sample_fields()) and not holds_labels(manifest.sample_fields()) and not manifest.classes
-    rows = dict(zip(table.column("key").to_pylist(), table.to_pylist()))
+    rows = dict(zip(table.column("key").to_pylist(), table.to_pylist(), strict=True))
     assert set(rows) == set(written.captions) | kept  # nothing else lost: no failed download, no other bad pair
     for key, caption in written.captions.items():
         row = rows[key]
@@ -133,7 +133,8 @@ def test_a_caption_folder_and_hub_parquet_pack_the_same_pairs_with_restart_marke
     assert folder.column("input_ids").to_pylist() == hub.column("input_ids").to_pylist()
     assert folder.column("xxh3").to_pylist() == hub.column("xxh3").to_pylist()  # the same pictures, byte for byte
     ids = folder.column("input_ids").to_pylist()
-    assert all(decoded(outs["folder"], row) == caption for row, caption in zip(ids, written.captions.values()))
+    assert all(decoded(outs["folder"], row) == caption
+               for row, caption in zip(ids, written.captions.values(), strict=True))
     assert (outs["folder"] / "tokenizer.json").read_bytes() == (outs["hub"] / "tokenizer.json").read_bytes()
 
 

@@ -25,7 +25,7 @@ def colour_shares(data: bytes) -> dict[str, float]:
     """The share of the picture's pixels nearest to each named colour."""
     pixels = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"), dtype=np.float64).reshape(-1, 3)
     nearest = np.argmin(((pixels[:, None, :] - PALETTE[None]) ** 2).sum(-1), axis=1)
-    return dict(zip(NAMES, np.bincount(nearest, minlength=len(NAMES)) / len(nearest)))
+    return dict(zip(NAMES, np.bincount(nearest, minlength=len(NAMES)) / len(nearest), strict=True))
 
 
 def test_captions_name_the_colours_drawn():

@@ -31,7 +31,7 @@ def test_text_loader_from_s3_gives_the_local_batches(s3, text_shards, tmp_path):
         with TextLoader(url, storage_options=s3.options(), cache_dir=cache, **options) as remote:
             got = _batches(remote)
         assert len(got) == len(expected)
-        for a, b in zip(got, expected):
+        for a, b in zip(got, expected, strict=True):
             assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
     copies = list((tmp_path / "cache").iterdir())
     assert len(copies) == 1 and (copies[0] / MANIFEST_NAME).is_file()  # kept for the next run
@@ -51,7 +51,7 @@ def test_a_mixture_of_a_local_and_an_s3_source_reads_as_two_local_ones(s3, text_
         got = _batches(mixed)
         assert dict(mixed.stats.sources) == counts and mixed.mixture_passes()["code"] == 1
     assert len(got) == len(expected) > 10
-    for a, b in zip(got, expected):
+    for a, b in zip(got, expected, strict=True):
         assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
     assert counts["code"]["samples"] == len(TextLoader(local_code).shards)  # the epoch ended with code's pass
 
