@@ -245,7 +245,23 @@ class SourceLoader(RebuiltOnUnpickle, ResumableLoader):
         Lightning counts a resumed epoch's steps from its checkpoint and ends
         the epoch at ``len``, as torchdata's ``StatefulDataLoader`` keeps it.
         """
-        return self.position.before + len(self.pass_plan())
+        resumed = self.position.before + len(self.pass_plan())
+        saved = self.position.saved_world
+        if saved is None or saved == self.world_size:
+            return resumed
+        # A state saved on another world size: its _num_yielded counts the old ranks' batches, so before + rest is
+        # this epoch's count as a framework restores it (Lightning ends the epoch there), while the epochs after
+        # have this world's count; Lightning caches len once for all of them, so it is the larger of the two.
+        return max(resumed, self._whole_epoch_batches())
+
+    def _whole_epoch_batches(self) -> int:
+        """This rank's batches in the whole current epoch on this world (its plan from the epoch's start)."""
+        p = self.position
+        consumed, p.consumed = p.consumed, 0
+        try:
+            return len(self._make_plan())
+        finally:
+            p.consumed = consumed
 
     def close(self) -> None:
         """Stop the decode threads and release the source's files, in bounded time; iterating again raises."""

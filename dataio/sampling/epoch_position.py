@@ -37,6 +37,7 @@ class EpochPosition:
         self.total: int | None = None  # positions in the epoch, known once a pass begins
         self.yielded = 0  # batches this rank handed out in this epoch (torchdata's ``_num_yielded``)
         self.before = 0  # of which before this pass (a loaded state's ``_num_yielded``)
+        self.saved_world: int | None = None  # the world a loaded state's ``_num_yielded`` counts batches of
         self.loaded = False  # a loaded state waits for its pass: set_epoch of its epoch keeps it
 
     def set_epoch(self, epoch: int) -> None:
@@ -50,7 +51,7 @@ class EpochPosition:
             return
         self.epoch = int(epoch)
         self.consumed = self.dealt = self.yielded = self.before = 0
-        self.loaded = False
+        self.saved_world, self.loaded = None, False
 
     def begin(self, total: int) -> int:
         """Start a pass over an epoch of ``total`` positions; returns the positions already consumed."""
@@ -67,6 +68,7 @@ class EpochPosition:
     def end(self) -> None:
         self.epoch += 1
         self.consumed = self.dealt = self.yielded = self.before = 0
+        self.saved_world = None
 
     def consumed_now(self) -> int:
         """Global positions consumed, by all ranks together, once each is where this rank is."""
@@ -97,6 +99,7 @@ class EpochPosition:
         self.epoch = int(state["epoch"])
         self.consumed, self.dealt, self.total = int(state["samples_consumed"]), 0, None
         self.yielded = self.before = int(state.get("_num_yielded", 0))
+        self.saved_world = int(state.get("world_size", self.world_size))
         self.loaded = True
 
 
