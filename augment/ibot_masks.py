@@ -31,6 +31,8 @@ class IbotMasks:
     min_aspect: float = 0.3
 
     def __post_init__(self) -> None:
+        if not isinstance(self.ratio, (str, bytes)) and hasattr(self.ratio, "__len__"):
+            object.__setattr__(self, "ratio", tuple(self.ratio))  # a list from argparse or OmegaConf
         if isinstance(self.patch_size, bool) or not isinstance(self.patch_size, int) or self.patch_size < 1:
             raise ConfigError(f"{{0}} must be an int >= 1, got {self.patch_size!r:.20}", "patch_size")
         lo, hi = self.ratio if isinstance(self.ratio, tuple) and len(self.ratio) == 2 else (-1.0, -1.0)

@@ -53,6 +53,8 @@ class ViewRecipe:
                 raise ConfigError(f"{{0}} must be a finite number >= 0, got {value!r:.20}", name)
         if not (_real(self.hue) and 0 <= self.hue <= 0.5):
             raise ConfigError(f"{{0}} must be a number in [0, 0.5], got {self.hue!r:.20}", "hue")
+        if not isinstance(self.blur_sigma, (str, bytes)) and hasattr(self.blur_sigma, "__len__"):
+            object.__setattr__(self, "blur_sigma", tuple(self.blur_sigma))  # a list from argparse or OmegaConf
         sigma = self.blur_sigma
         if not (isinstance(sigma, tuple) and len(sigma) == 2 and all(_real(v) and math.isfinite(v) for v in sigma)
                 and 0 < sigma[0] <= sigma[1]):

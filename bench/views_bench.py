@@ -131,7 +131,8 @@ def bench_views(config: BenchViewsConfig, log=print) -> dict[str, Any]:
         for name, epoch in epochs.items():
             for _ in range(config.warmup):
                 epoch()
-            log(f"  {name} warmed up")
+            if config.warmup:
+                log(f"  {name} warmed up ({config.warmup} epoch{'s' if config.warmup > 1 else ''})")
         for _ in range(config.epochs):
             for name, epoch in epochs.items():
                 before, workers = counted[name](), epoch.worker_cpu()

@@ -32,7 +32,7 @@ import torch
 from dataio.formats.errors import ConfigError, UsageError
 from dataio.formats.images.image_tree import IMAGE_EXTENSIONS
 from dataio.formats.dataset.manifest import MANIFEST_NAME, Manifest, open_dataset
-from dataio.formats.kinds import kind_of
+from dataio.formats.kinds import KINDS, kind_of
 from dataio.formats.remote.storage import is_remote, redact
 from dataio.images.kind_loader import ImageKindLoader
 from dataio.images.shard_dataset import ShardDataset
@@ -59,16 +59,20 @@ def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = 
     (``channels_last=True``: channels_last memory format); training
     transforms when shuffled, else evaluation ones, unless ``train=`` is given.
 
-    A ``dataio.ShardDataset`` or ``TokenDataset`` is read as its source, with
-    its options (``DataLoader(ShardDataset(src), sampler=DistributedSampler(dataset))``);
+    A face's own keyword picks that face whatever the folder (``views=`` reads a classification folder as
+    multi-crop views). A ``dataio.ShardDataset`` or ``TokenDataset`` is read as its source, with
+    its options and as its items are (``DataLoader(ShardDataset(src), sampler=DistributedSampler(dataset))``);
     a ShardDataset with a transform of its own (or ``to_pil``) is read by
     ``torch.utils.data.DataLoader`` instead, with the same keywords.
     """
+    read_as = None  # a kind the call asks for: a face's keyword (views=), or a data set's items
     if callable(getattr(dataset, "loader_source", None)):  # a dataio map-style data set (ShardDataset, TokenDataset)
         if getattr(dataset, "custom_transform", False):
             return _torch_dataloader(dataset, batch_size, shuffle, options)
         options = {**dataset.loader_options(), **options}
+        read_as = getattr(dataset, "item_kind", lambda: None)()
         dataset = dataset.loader_source()
+    read_as = next((kind.name for kind in KINDS.values() if kind.keyword and kind.keyword in options), read_as)
     sampler = options.get("sampler")
     if shuffle is not None or sampler is None:
         options["shuffle"] = bool(shuffle)
@@ -84,7 +88,7 @@ def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = 
     else:
         source = _shard_folder(dataset)
         manifest = _manifest(source, options)
-    face = kind_of(manifest).part("face")  # the loader of the folder's declared kind
+    face = (KINDS[read_as] if read_as else kind_of(manifest)).part("face")  # else the folder's declared kind's
     face.dropin_defaults(options, where=_where(source), shuffles=bool(shuffle) or sampler_shuffles(sampler))
     return face(source, batch_size=batch_size, **options)
 

@@ -46,6 +46,8 @@ class Kind:
     finish: str  # the device finish (``dataio.pipeline.device_stage.Finish``)
     options: str  # the kind's own options (a frozen config), or "" for none
     face: str  # the loader ``dataio.DataLoader`` builds for a folder of the kind
+    keyword: str  # the face's keyword for the kind's options ("captions=" for pairs), "" when it takes none
+    plain: bool  # its samples are images alone (no text, no targets): ``ImageLoader`` reads them too, labels -1
     item: str  # ``ShardDataset``'s map-style item of the kind (images) or its data set (text)
     facts: str  # what a loader says about its samples (classes, vocabulary, category ids, views)
     task: str  # the trainer's task (``dataio.train.task.Task``), or "" when the trainer has none
@@ -70,7 +72,7 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          source="dataio.images.image_batches:ClassBatchSource",
          finish="dataio.images.image_finish:ClassFinish",
          options="",
-         face="dataio.images.loader:ImageLoader",
+         face="dataio.images.loader:ImageLoader", keyword="", plain=True,
          item="dataio.images.image_item:ClassItem",
          facts="dataio.images.image_facts:ImageFacts",
          task="dataio.train.image_task:ImageTask"),
@@ -86,7 +88,7 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          source="dataio.pairs.pair_batches:PairBatchSource",
          finish="dataio.pairs.pair_finish:PairFinish",
          options="dataio.pairs.caption_config:CaptionConfig",
-         face="dataio.pairs.loader:PairLoader",
+         face="dataio.pairs.loader:PairLoader", keyword="captions", plain=False,
          item="dataio.pairs.pair_item:PairItem",
          facts="dataio.pairs.pair_facts:PairFacts",
          task="dataio.train.clip_task:ClipTask"),
@@ -101,7 +103,7 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          source="dataio.detection.detection_batches:DetectionBatchSource",
          finish="dataio.detection.detection_finish:DetectionFinish",
          options="dataio.detection.detection_config:DetectionConfig",
-         face="dataio.detection.loader:DetectionLoader",
+         face="dataio.detection.loader:DetectionLoader", keyword="targets", plain=False,
          item="dataio.detection.detection_sample:DetectionItem",
          facts="dataio.detection.detection_facts:DetectionFacts",
          task="dataio.train.segment_task:SegmentTask"),
@@ -116,7 +118,7 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          source="dataio.text.token_batches:TokenBatchSource",
          finish="dataio.pipeline.device_stage:FieldsFinish",
          options="dataio.text.config:TextLoaderConfig",
-         face="dataio.text.loader:TextLoader",
+         face="dataio.text.loader:TextLoader", keyword="", plain=False,
          item="dataio.text.token_dataset:TokenDataset",
          facts="dataio.text.token_facts:TokenFacts",
          task="dataio.train.text_task:TextTask"),
@@ -131,8 +133,8 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          source="dataio.views.view_batches:ViewBatchSource",
          finish="dataio.views.view_finish:ViewFinish",
          options="dataio.views.views_config:ViewsConfig",
-         face="dataio.views.loader:ViewsLoader",
-         item="dataio.views.view_item:ViewItem",
+         face="dataio.views.loader:ViewsLoader", keyword="views", plain=True,
+         item="dataio.images.image_item:ClassItem",
          facts="dataio.images.image_facts:ImageFacts",
          task=""),
 )}

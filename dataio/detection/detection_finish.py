@@ -73,9 +73,9 @@ class DetectionFinish:
                    repeated=torch.from_numpy(host.repeated))
         return out
 
-    def checked(self, out: Any, rows: int) -> dict:
+    def checked(self, out: Any, rows: int, given: Any = None) -> dict:
         """``batch_transform(dict)``'s result; ``masks`` has a row per box, the other fields a row per sample."""
-        return checked_dict(out, rows, per_object=frozenset({"masks"}))
+        return checked_dict(out, rows, per_object=frozenset({"masks"}), given=given)
 
     def _augment(self, images: torch.Tensor, targets: BatchTargets, masks: torch.Tensor | None,
                  batch: HostBatch) -> tuple:

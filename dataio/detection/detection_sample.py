@@ -74,6 +74,7 @@ class DetectionItem:
     whole dict (torchvision v2's way), and there is no ``target_transform`` (the targets are in the dict)."""
 
     takes_target_transform = False
+    kind = "detection"
 
     def __init__(self, reader: ImageShards, config: Any, options: DetectionConfig | None) -> None:
         self.reader, self.config, self.targets = reader, config, options or DetectionConfig()

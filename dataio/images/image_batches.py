@@ -247,9 +247,9 @@ class ClassBatchSource(ImageBatchSource):
 
     def start_batch(self, index: int, keys: np.ndarray, key: SeedKey) -> BatchStart:
         labels = self.shards.table.label
-        assert labels is not None  # a classification table declares its labels (image_source checks)
         begun = super().start_batch(index, keys, key)
-        begun.fields["label"] = torch.from_numpy(labels[keys].astype(np.int64))  # faulty rows: dropped
+        begun.fields["label"] = (torch.full((len(keys),), -1, dtype=torch.int64) if labels is None  # images alone
+                                 else torch.from_numpy(labels[keys].astype(np.int64)))  # faulty rows: dropped
         return begun
 
 

@@ -90,7 +90,7 @@ class ClassFinish:
         """The batch with its sample ids and padding flags (``ImageLoader.batches()``)."""
         return ImageBatch(out[0], out[1], host.samples, host.repeated)
 
-    def checked(self, out: Any, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def checked(self, out: Any, rows: int, given: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``batch_transform(images, labels)``'s result: two tensors keeping the batch's rows (``hook_sizes``)."""
         images, labels = check_batch_output(out)
         check_rows("batch_transform", {"images": images, "labels": labels}, rows, "samples")

@@ -24,6 +24,7 @@ class ClassItem:
     """Classification's item: ``(image, label)``; ``transform`` takes the image, ``target_transform`` the label."""
 
     takes_target_transform = True  # a label of its own (a sample with boxes is one dict instead)
+    kind = "classification"  # the kind whose loader reads the data set as its items are (dataio.DataLoader)
 
     def __init__(self, reader: ImageShards, config: Any, options: Any) -> None:
         self.reader, self.config, self.options = reader, config, options
@@ -51,8 +52,7 @@ class ClassItem:
 
     def __call__(self, index: int) -> Any:
         labels = self.reader.table.label
-        assert labels is not None  # a classification table declares its labels
-        return self.image(index), int(labels[index])
+        return self.image(index), -1 if labels is None else int(labels[index])  # -1: images alone (views)
 
     def transformed(self, sample: Any, dataset: Any) -> Any:
         """``sample`` through the data set's ``transform`` (the image) and ``target_transform`` (the label)."""

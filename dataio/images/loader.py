@@ -135,8 +135,8 @@ class ImageLoader(ImageKindLoader):
         asked = next((kind for kind, keyword in MOVED.items() if getattr(config, keyword) is not None), None)
         kind = KINDS[asked] if asked else kind_of(shards.manifest)
         face = kind.part("face")
-        if face is ImageLoader:
-            return kind, None
+        if face is ImageLoader or kind.plain:  # images alone (a views folder: its labels -1), as classification
+            return KINDS["classification"], None
         keyword = MOVED.get(kind.name)
         if keyword is None:
             raise ConfigError(f"{{0}} {shards.folder} holds {kind.what}, which ImageLoader does not read: read it "
@@ -145,8 +145,10 @@ class ImageLoader(ImageKindLoader):
         expected = kind.part("options")
         if options is not None and not isinstance(options, expected):
             raise ConfigError(f"{{0}} must be a {expected.__name__}, got {type(options).__name__}", keyword)
+        # FutureWarning, not DeprecationWarning: Python shows the latter only for calls made from __main__, and a
+        # script's own modules (a DataModule) would never see it
         warnings.warn(f"ImageLoader over {kind.what} is deprecated: read {shards.folder} with "
-                      f"dataio.{face.__name__}(..., {keyword}=...)", DeprecationWarning, stacklevel=5)
+                      f"dataio.{face.__name__}(..., {keyword}=...)", FutureWarning, stacklevel=5)
         return kind, options
 
     def batches(self) -> Iterator[ImageBatch]:  # type: ignore[override]

@@ -290,6 +290,11 @@ class ShardDataset(torch.utils.data.Dataset):
         """What ``ImageLoader`` reads for this data set."""
         return self.source
 
+    def item_kind(self) -> str:
+        """The kind whose loader reads this data set as its items are (a views folder's: classification's eval
+        view, labels -1), for ``dataio.DataLoader(ShardDataset(...))``."""
+        return self._item_of(self._reader()).kind
+
     def loader_options(self) -> dict[str, Any]:
         """This data set's options that are ``ImageLoader``'s too, where they differ from the defaults
         (storage options, error policy, checks, image size and normalisation)."""

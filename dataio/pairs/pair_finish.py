@@ -38,5 +38,5 @@ class PairFinish:
         return {"image": images, **{name: value for name, value in moved.items() if isinstance(value, torch.Tensor)},
                 **lists}
 
-    def checked(self, out: Any, rows: int) -> dict:
-        return checked_dict(out, rows)
+    def checked(self, out: Any, rows: int, given: Any = None) -> dict:
+        return checked_dict(out, rows, given=given)

@@ -13,6 +13,8 @@ from dataio.pairs.caption_data import caption_of
 class PairItem(ClassItem):
     """An image-text pair's item."""
 
+    kind = "pairs"
+
     def __call__(self, index: int) -> Any:
         return self.image(index), {"caption": caption_of(self.reader, index), "key": self.reader.table.key(index)}
 

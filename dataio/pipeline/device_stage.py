@@ -39,8 +39,9 @@ class Finish(Protocol):
     def __call__(self, moved: dict[str, Any], host: HostBatch) -> Any:
         """The batch as the loader yields it, from its fields on the device."""
 
-    def checked(self, out: Any, rows: int) -> Any:
-        """What ``batch_transform`` returned, if it is a batch of this kind with ``rows`` rows; else ConfigError."""
+    def checked(self, out: Any, rows: int, given: Any) -> Any:
+        """What ``batch_transform`` returned (given ``given``), if it is a batch of this kind with ``rows`` rows;
+        else ConfigError."""
 
 
 class FieldsFinish:
@@ -59,7 +60,7 @@ class FieldsFinish:
     def __call__(self, moved: dict[str, Any], host: HostBatch) -> dict[str, Any]:
         return moved
 
-    def checked(self, out: Any, rows: int) -> dict:
+    def checked(self, out: Any, rows: int, given: Any) -> dict:
         return self.check(out, rows)
 
 
@@ -111,7 +112,7 @@ class DeviceStage:
         if self.batch_transform is None:
             return out
         with self.times.range("batch_transform", self.device):
-            return finish.checked(self._hook(out, host), rows)
+            return finish.checked(self._hook(out, host), rows, out)
 
     def _hook(self, out: Any, host: HostBatch) -> Any:
         """``batch_transform`` on the finished batch: ``(images, labels)`` as two arguments, a dict as one."""

@@ -47,11 +47,15 @@ def checked_text_batch(out: object, rows: int) -> dict:
     return out
 
 
-def checked_dict(out: object, rows: int, *, per_object: frozenset[str] = frozenset()) -> dict:
+def checked_dict(out: object, rows: int, *, per_object: frozenset[str] = frozenset(),
+                 given: object = None) -> dict:
     """A dict ``batch_transform`` returned (image-text pairs, boxes, views), whose per-sample fields keep the batch's
-    ``rows`` (``per_object`` fields, a row per box, have rows of their own)."""
+    ``rows``: those the loader made (the keys of ``given``, the dict the hook got; every field without it), save
+    ``per_object`` ones (a row per box, per view). A field the hook adds has a size of its own (iBOT's masks)."""
     if not isinstance(out, dict):
         raise ConfigError(f"{{0}} must return the batch dict, got {type(out).__name__}", "batch_transform")
+    made = given if isinstance(given, dict) else out
     check_rows("batch_transform", {name: value for name, value in out.items()
-                                   if name not in per_object and hasattr(value, "shape")}, rows, "samples")
+                                   if name in made and name not in per_object and hasattr(value, "shape")}, rows,
+               "samples")
     return out

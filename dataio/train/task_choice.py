@@ -148,8 +148,8 @@ def _task_of(data: DataSet) -> type[Task]:
     task = kind.part("task")
     if task is None:
         face = kind.face.rpartition(":")[2]  # named, not imported: the room may need what this machine lacks
-        raise ConfigError(f"{{0}} {data.folder} holds {kind.what}, which dataio train has no task for (read it with "
-                          f"dataio.{face} in your own loop)", "task")
+        raise ConfigError(f"{{0}}: {data.folder} holds {kind.what}, which dataio train has no task for (read it "
+                          f"with dataio.{face} in your own loop)", "task")
     if task.not_auto:
         raise ConfigError(f"{{0}}: {data.folder} {task.not_auto}", "task")
     return task

@@ -40,6 +40,10 @@ from dataio.views.views_config import ViewsConfig
 VIEWS_STREAM = 5  # augment.seeding streams: 1 RandAugment, 2 mix, 3 crop, 4 batch_transform, 5 the views' draws
 GLOBAL, LOCAL = "collated_global_crops", "collated_local_crops"  # DINOv2's collate's names
 REFUSED = ("randaugment", "mix", "crop_on_device", "schedule", "transform")  # views have their own crops and ops
+# The image loader's crop options, which views take from ViewsConfig instead: given, they would be ignored
+INSTEAD = {"image_size": "global_size and local_size", "crop_scale": "global_scale and local_scale",
+           "crop_ratio": "ratio", "hflip": "hflip", "val_crop_ratio": "global_scale", "decode_size": "global_size",
+           "fast_resize": None, "region_decode": None}
 _scratch = threading.local()  # each decode thread's uint8 views, put through the photometric ops from there
 
 
@@ -63,6 +67,12 @@ class ViewBatchSource(ImageBatchSource):
         if given:
             raise ConfigError("{0} is not for multi-crop views, which crop, flip and colour each view themselves "
                               "(dataio.ViewsConfig)", given[0])
+        defaults = ImageLoaderConfig()
+        ignored = [name for name in INSTEAD if getattr(config, name) != getattr(defaults, name)]
+        if ignored:
+            field = INSTEAD[ignored[0]]
+            raise ConfigError(f"{{0}} is not for multi-crop views, whose crops ViewsConfig sets"
+                              f"{f' (its {field})' if field else ''}", ignored[0])
         options = options or ViewsConfig()
         super().__init__(shards, config, options, times, dali=dali, threads=threads)
         self.views = options

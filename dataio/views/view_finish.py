@@ -83,6 +83,6 @@ class ViewFinish:
         images = colour(images, stack.params, **self.normalization)
         return images.contiguous(memory_format=self.memory_format)
 
-    def checked(self, out: Any, rows: int) -> dict:
+    def checked(self, out: Any, rows: int, given: Any = None) -> dict:
         """``batch_transform(dict)``'s result: the view fields have ``views * N`` rows, the others ``N``."""
-        return checked_dict(out, rows, per_object=STACKED)
+        return checked_dict(out, rows, per_object=STACKED, given=given)

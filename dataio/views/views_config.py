@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 from dataio.augment.ibot_masks import IbotMasks
 from dataio.augment.view_params import ViewRecipe
@@ -46,8 +47,13 @@ class ViewsConfig:
     global_recipes: tuple[ViewRecipe, ...] = field(default_factory=_dino_globals)
     local_recipe: ViewRecipe = field(default_factory=ViewRecipe.dino_local)
     masks: IbotMasks | None = None  # iBOT's patch masks of the global views, as DINOv2's collate makes them
+    output: Literal["dict", "tuple"] | None = None  # batches as dicts, or DINO's (views, labels); None: the face's
 
     def __post_init__(self) -> None:
+        for name in ("global_scale", "local_scale", "ratio", "global_recipes"):  # lists from argparse or OmegaConf
+            value = getattr(self, name)
+            if not isinstance(value, (str, bytes, dict)) and hasattr(value, "__len__") and hasattr(value, "__iter__"):
+                object.__setattr__(self, name, tuple(value))
         for name, least in (("global_crops", 1), ("local_crops", 0), ("global_size", 8), ("local_size", 8)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
@@ -69,6 +75,8 @@ class ViewsConfig:
             raise ConfigError(f"{{0}} must be a ViewRecipe, got {type(self.local_recipe).__name__}", "local_recipe")
         if len({(r.blur_kernel, r.solarize_threshold) for r in recipes}) > 1:  # one batch of draws per group
             raise ConfigError("{0} must share one blur_kernel and one solarize_threshold", "global_recipes")
+        if self.output not in (None, "dict", "tuple"):
+            raise ConfigError(f"{{0}} must be 'dict', 'tuple' or None, got {self.output!r:.20}", "output")
         if self.masks is not None and not isinstance(self.masks, IbotMasks):
             raise ConfigError(f"{{0}} must be an IbotMasks or None, got {type(self.masks).__name__}", "masks")
         if self.masks is not None and self.masks.side(self.global_size) < 1:
@@ -90,5 +98,5 @@ class ViewsConfig:
 def _pair(value: object, name: str) -> tuple[float, float]:
     if not (isinstance(value, tuple) and len(value) == 2
             and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)):
-        raise ConfigError(f"{{0}} must be a (lo, hi) tuple of finite numbers, got {value!r:.40}", name)
+        raise ConfigError(f"{{0}} must be two finite numbers (lo, hi), got {value!r:.40}", name)
     return float(value[0]), float(value[1])

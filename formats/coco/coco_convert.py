@@ -35,7 +35,7 @@ from dataio.formats.coco.coco_fields import COLUMN_TYPES
 from dataio.formats.coco.coco_json import MAX_ANNOTATIONS_BYTES, CocoImage, CocoIndex, read_coco_json
 from dataio.formats.coco.coco_targets import PreparedTargets, prepare_coco_image, pycocotools_mask
 from dataio.formats.dataset.convert_journal import Journal, JournalledShards, fingerprint
-from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
+from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry, version_for
 from dataio.formats.dataset.out_lock import locked_output
 from dataio.formats.dataset.sample_table import CHECKSUM_FIELD, sample_checksum, write_sample_table
 from dataio.formats.dataset.wds_shards import ShardWriter, scan_tar
@@ -234,9 +234,10 @@ def _pack_locked(config: ConvertCocoConfig, index: CocoIndex, images: list[CocoI
     locations = [scan_tar(config.out / e.file) for e in shards[:len(done)]] + writer.locations
     _write_table(config.out, locations, rows, index.has_segmentation)
     write_atomic(config.out / REJECTED_NAME, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rejected).encode())
+    fields = kind_named("detection").part("fields")(options)
     Manifest(kind="images", num_samples=len(rows), shards=tuple(shards), classes=index.classes,
-             num_rejected=len(rejected), options=options, fields=kind_named("detection").part("fields")(options),
-             sample_kind="detection").write(config.out)
+             num_rejected=len(rejected), options=options, fields=fields, sample_kind="detection",
+             version=version_for("images", fields)).write(config.out)
     journal.finish()
     boxes = sum(len(row[6]) for row in rows)
     masks = sum(sum(bool(rle) for rle in row[8]) for row in rows)

@@ -26,6 +26,16 @@ from dataio.formats.remote.storage import DEFAULT_TIMEOUT, Location, RetryPolicy
 MANIFEST_NAME = "manifest.json"
 SAMPLE_TABLE_NAME = "samples.arrow"
 FORMAT_VERSION = 1
+# 2: an image folder's sample table may lack the label column (samples without a class: image-text pairs, boxes,
+# views, packed since kinds were declared). A dataio from before reads version 1 only, so it refuses such a folder
+# by its version in one line rather than as a damaged table ("column 'label' is missing").
+VERSIONS = (1, 2)
+
+
+def version_for(layout: str, fields: tuple[FieldSpec, ...]) -> int:
+    """The format version a folder of ``layout`` declaring ``fields`` is written with: 2 when its sample table holds
+    no label, else 1 (what every dataio reads)."""
+    return 2 if layout == "images" and "label" not in declared_columns(fields) else FORMAT_VERSION
 
 
 class ManifestError(DataioError):
@@ -133,8 +143,9 @@ def parse_manifest(text: str, where: str = MANIFEST_NAME) -> Manifest:
     if not isinstance(data, dict):
         raise ManifestError(f"{where}: top level is not an object")
     version = _field(data, "version", int, where)
-    if version != FORMAT_VERSION:
-        raise ManifestError(f"{where}: unsupported version {version} (this dataio reads {FORMAT_VERSION})")
+    if version not in VERSIONS:
+        raise ManifestError(f"{where}: unsupported version {version} (this dataio reads "
+                            f"{' and '.join(map(str, VERSIONS))}; written by a newer dataio?)")
     shards = []
     for i, raw in enumerate(_field(data, "shards", list, where)):
         at = f"{where}: shards[{i}]"
@@ -165,6 +176,7 @@ def parse_manifest(text: str, where: str = MANIFEST_NAME) -> Manifest:
         options=data["options"] if isinstance(data.get("options"), dict) else {},
         fields=_fields(data, where),
         sample_kind=_sample_kind(data, where),
+        version=version,
     )
     if sum(s.num_samples for s in manifest.shards) != manifest.num_samples:
         raise ManifestError(f"{where}: num_samples {manifest.num_samples} != sum over shards")

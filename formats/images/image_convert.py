@@ -52,7 +52,7 @@ from dataio.formats.ranks.rank_merge import merge_if_complete
 from dataio.formats.ranks.rank_split import rank_folder, rank_range
 from dataio.formats.images.parquet_images import LocalFile, ParquetImages, parquet_files
 from dataio.formats.dataset.out_lock import locked_output
-from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
+from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry, version_for
 from dataio.formats.dataset.sample_fields import member_columns
 from dataio.formats.dataset.sample_table import CHECKSUM_FIELD, sample_checksum, write_sample_table
 from dataio.formats.sizes import parse_size
@@ -326,9 +326,10 @@ def _pack_locked(config: ConvertImagesConfig, kind: ConvertKind, inputs: _Inputs
     write_sample_table(config.out / SAMPLE_TABLE_NAME, columns)
     lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rejected)
     write_atomic(config.out / REJECTED_NAME, lines.encode())
+    fields = kind_named(kind.name).part("fields")(options)
     Manifest(kind="images", num_samples=len(accepted), shards=tuple(shards), classes=tuple(classes),
-             num_rejected=len(rejected), options=options, fields=kind_named(kind.name).part("fields")(options),
-             sample_kind=kind.name).write(config.out)
+             num_rejected=len(rejected), options=options, fields=fields, sample_kind=kind.name,
+             version=version_for("images", fields)).write(config.out)
     journal.finish()
     return ConvertSummary(len(accepted), len(rejected), converted, len(shards), config.out, tuple(rejected),
                           kind.what)

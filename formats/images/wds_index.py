@@ -40,7 +40,7 @@ from dataio.formats.images.packing_kind import IndexKind, asked_kind, check_inde
 from dataio.formats.kinds import kind_named
 from dataio.formats.limits import MAX_CAPTION_BYTES
 from dataio.formats.progress import progress
-from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry
+from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry, version_for
 from dataio.formats.dataset.sample_table import CHECKSUM_FIELD, MAX_MEMBER_BYTES, sample_checksum, write_sample_table
 from dataio.formats.dataset.shard_members import IMAGE_MEMBERS
 from dataio.formats.dataset.wds_shards import MemberLocation, dali_index_text, duplicate_members, scan_tar
@@ -231,9 +231,10 @@ def index_shards(config: IndexConfig) -> IndexSummary:
                      **kind.index_options(columns["path"])}
     kind.finish(columns, options, config.tokenizer, folder)  # last columns: a pair's token ids
     write_sample_table(folder / SAMPLE_TABLE_NAME, columns)
+    fields = kind_named(kind.name).part("fields")(options)
     Manifest(kind="images", num_samples=len(columns["key"]), shards=tuple(entries), classes=classes,
-             num_rejected=len(rejected), options=options, fields=kind_named(kind.name).part("fields")(options),
-             sample_kind=kind.name).write(folder)
+             num_rejected=len(rejected), options=options, fields=fields, sample_kind=kind.name,
+             version=version_for("images", fields)).write(folder)
     _remove_journal(folder)
     return IndexSummary(len(columns["key"]), len(rejected), len(entries), folder, kind.what)
 

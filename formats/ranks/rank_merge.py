@@ -83,7 +83,7 @@ def merge_ranks(out: str | Path, *, verify: bool = False) -> Manifest:
     manifest = Manifest(kind=first.kind, num_samples=sum(p.num_samples for p in parts), shards=shards,
                         classes=first.classes, num_rejected=sum(p.num_rejected for p in parts),
                         sample_table=SAMPLE_TABLE_NAME if first.kind == "images" else "", options=options,
-                        fields=first.fields, sample_kind=first.sample_kind)
+                        fields=first.fields, sample_kind=first.sample_kind, version=first.version)
     manifest.write(out)
     return manifest
 

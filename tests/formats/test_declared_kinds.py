@@ -33,6 +33,8 @@ def check_declared(folder: Path, kind: str) -> None:
     if manifest.kind == "images":
         table = read_sample_table(folder / manifest.sample_table, declared=manifest.table_columns())
         assert (table.label is not None) == (kind in LABELLED)
+    # a table without labels is format 2: a dataio from before reads 1 only, and refuses it by its version
+    assert manifest.version == (1 if kind in LABELLED or manifest.kind == "text" else 2)
 
 
 @pytest.mark.parametrize("fixture, kind", [("image_shards", "classification"), ("coloured_shards", "classification"),
@@ -96,3 +98,13 @@ def test_the_packing_parts_of_the_table_resolve_in_the_kinds_rooms():
                 room = "/".join(module[1:3]) if module[:2] == ["dataio", "formats"] else ""
                 assert room in (*kind.rooms, "formats/dataset"), (kind.name, part, reference)
     assert [name for name, kind in KINDS.items() if kind.packing] == ["classification", "pairs", "views"]
+
+
+def test_a_version_this_dataio_does_not_read_is_named_as_such(image_shards, tmp_path):
+    out = tmp_path / "newer"
+    shutil.copytree(image_shards, out)
+    data = json.loads((out / "manifest.json").read_text())
+    data["version"] = 3
+    (out / "manifest.json").write_text(json.dumps(data))
+    with pytest.raises(DataioError, match=r"unsupported version 3 \(this dataio reads 1 and 2; written by a newer"):
+        read_manifest(out)

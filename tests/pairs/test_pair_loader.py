@@ -262,3 +262,16 @@ def test_batch_transform_gets_the_dict(pair_tars):
     with pytest.raises(ConfigError, match="batch_transform returned input_ids with 7 rows for a batch of 8"):
         list(ImageLoader(pair_tars, batch_size=8, image_size=32,
                          batch_transform=lambda b: {**b, "input_ids": b["input_ids"][1:]}))
+
+
+def test_imageloader_over_pairs_still_reads_them_with_a_future_warning_from_any_module(pair_tars, coco_shards):
+    """The faces moved (PairLoader, DetectionLoader); a script's ImageLoader(captions=/targets=) keeps working, and
+    says so in one line wherever it is called (a DeprecationWarning shows only for calls from __main__)."""
+    with pytest.warns(FutureWarning, match="ImageLoader over image-text pairs is deprecated: read .* with "
+                                           r"dataio.PairLoader\(\.\.\., captions=\.\.\.\)"):
+        old = ImageLoader(pair_tars, batch_size=8, image_size=32, seed=1, captions=CaptionConfig(max_length=12))
+    new = dataio.PairLoader(pair_tars, batch_size=8, image_size=32, seed=1, captions=CaptionConfig(max_length=12))
+    for a, b in zip(old, new, strict=True):
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a if isinstance(a[k], torch.Tensor))
+    with pytest.warns(FutureWarning, match=r"dataio.DetectionLoader\(\.\.\., targets=\.\.\.\)"):
+        ImageLoader(coco_shards, batch_size=2, image_size=32).close()

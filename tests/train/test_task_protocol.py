@@ -87,7 +87,7 @@ def test_each_task_started_for_its_kind_satisfies_the_protocol_and_reads_with_th
     kinds = {"classify": "classification", "clip": "pairs", "segment": "detection", "lm": "tokens"}
     for name, config in runs.items():
         with warnings.catch_warnings():
-            warnings.simplefilter("error", DeprecationWarning)  # ImageLoader over pairs or boxes would warn
+            warnings.simplefilter("error", FutureWarning)  # ImageLoader over pairs or boxes would warn
             task = start_task(config, CPU)
         try:
             assert isinstance(task, Task) and isinstance(task.train_loader, TrainLoader) and task.name == name, name
