@@ -52,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run ``dataio ARGV``; the exit code: 0, 2 for a bad invocation, 1 for bad data, 130 on Ctrl-C."""
     args = _parser().parse_args(argv)
+    # the flags given, for a command whose options differ by what they are for (dataio train's tasks)
+    args.flags_given = frozenset(token.split("=", 1)[0] for token in (sys.argv[1:] if argv is None else argv)
+                                 if token.startswith("--"))
     handler = _HANDLERS[(args.command, getattr(args, "kind", None))]
     try:
         return handler(args)

@@ -197,6 +197,17 @@ def _val_data(values: list[str] | None) -> str | Path | dict[str, str | Path] | 
     return {name: source(path) for name, path in named}
 
 
+# The flags whose TrainConfig field is not the flag's name with underscores.
+FIELD_OF_FLAG = {"--workers": "num_workers", "--no-channels-last": "channels_last", "--profile": "profile_steps",
+                 "--storage-option": "storage_options"}
+
+
+def _fields_given(args: argparse.Namespace) -> frozenset[str]:
+    """The TrainConfig fields whose flags the command line gave (a task refuses those it does not honour)."""
+    flags = getattr(args, "flags_given", frozenset())
+    return frozenset(FIELD_OF_FLAG.get(flag, flag[2:].replace("-", "_")) for flag in flags)
+
+
 def run(args: argparse.Namespace) -> int:
     from dataio.train.config import TrainConfig
 
@@ -212,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
         profile_steps=args.profile, seed=args.seed,
         checkpoint_every=args.checkpoint_every, resume=args.resume, halt_after_steps=args.halt_after_steps,
         progress_every=args.progress_every, tensorboard=args.tensorboard,
-        storage_options=storage_options_of(args.storage_option),
+        storage_options=storage_options_of(args.storage_option), given=_fields_given(args),
         **_world_from_environment())
     from dataio.train.trainer import train  # lazy: torch loads only once the options are valid
 

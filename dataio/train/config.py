@@ -96,6 +96,9 @@ class TrainConfig:
     weights: Any = None  # a mixture's blend or schedule (above); held as a RunSchedule
     epoch_length: int | None = None  # a mixture's epoch in the loader's units (default: one pass of every source)
     epoch_until: str | None = None  # or: the epoch ends when this source (or "all") finishes a pass
+    # The options set explicitly (the command's flags given): a task refuses one it does not honour even at its
+    # default value (--image-size 224 to a text model); empty, an option counts as set when it is not its default
+    given: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if isinstance(self.train, Mapping):

@@ -29,7 +29,7 @@ COMMON_OPTIONS = frozenset({
     "train", "val", "model", "task", "storage_options", "weights", "epoch_length", "epoch_until",
     "out", "epochs", "batch_size", "seed", "optimizer", "lr", "momentum", "weight_decay", "warmup",
     "amp", "compile", "device", "profile_steps", "checkpoint_every", "resume", "progress_every", "tensorboard",
-    "halt_after_steps", "world_size", "rank", "local_rank",
+    "halt_after_steps", "world_size", "rank", "local_rank", "given",
 })
 
 

@@ -156,10 +156,12 @@ def _task_of(data: DataSet) -> type[Task]:
 
 
 def _refuse_unhonoured(task: type[Task], config: TrainConfig, tasks: dict[str, type[Task]]) -> None:
-    """An option ``task`` does not honour, set to another value than its default: one line naming it and the
-    tasks that honour it (or the task's own reason)."""
+    """An option ``task`` does not honour, set (given on the command line, or to another value than its default):
+    one line naming it and the tasks that honour it (or the task's own reason)."""
     for name in DEFAULTS:
-        if name in COMMON_OPTIONS or name in task.options or getattr(config, name) == DEFAULTS[name]:
+        if name in COMMON_OPTIONS or name in task.options:
+            continue
+        if name not in config.given and getattr(config, name) == DEFAULTS[name]:
             continue
         flag = FLAG_VALUES.get(name, name)
         if name in task.refused:

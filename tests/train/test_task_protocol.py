@@ -166,6 +166,9 @@ OPTION_CASES = [  # (id, data, args, the one line's words)
      ["--cutmix (MixUp/CutMix) has no rule for masks"]),
     ("lm-mixup", "text", ["--model", "tiny_gpt", "--mixup", "0.2"],
      ["--mixup mixes the images and their labels of --task classify; this run is lm"]),
+    # given on the command line at its default value: still a flag the user set for nothing (a new user's report)
+    ("lm-image-size-default", "text", ["--model", "tiny_gpt", "--image-size", "224"],
+     ["--image-size sizes the images of --task classify, --task clip or --task segment; this run is lm"]),
     ("lm-no-channels-last", "text", ["--model", "tiny_gpt", "--no-channels-last"],
      ["--no-channels-last lays out the images and the model of --task classify, --task clip or --task segment; "
       "this run is lm"]),
@@ -188,7 +191,8 @@ def test_an_option_the_task_does_not_honour_is_one_line_and_exit_2(data, args, w
 
 
 def test_an_option_at_its_default_is_not_refused(pair_tars):
-    """The rule sees values, not flags: a default given explicitly (``--max-tokens 16384`` to clip) changes nothing."""
+    """In Python the rule sees values (the command line tells it the flags given too): a default value set in a
+    config (``max_tokens=16384`` to clip) changes nothing."""
     config = TrainConfig(train=pair_tars, label_smoothing=0.1, max_tokens=16384, channels_last=True)
     assert chosen_task(config) == "clip"
 
