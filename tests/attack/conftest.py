@@ -1,0 +1,1 @@
+from tests.attack.helpers import views_shards  # noqa: F401  (fixture)
