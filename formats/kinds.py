@@ -36,6 +36,7 @@ class Kind:
     layout: str  # "images" (tar or Arrow shards and a sample table) or "text" (token shards)
     what: str  # what a sample is, for messages ("image-text pairs")
     rooms: tuple[str, ...]  # the repository folders (and files of shared folders) holding the kind's own code
+    requires: tuple[str, ...]  # the fields a folder of the kind declares (else no reader of it can read it)
     pack: str  # the command that packs it
     bench: str  # its `dataio bench` command
     fields: str  # (options: dict) -> the declared fields of a folder packed with these manifest options
@@ -48,6 +49,7 @@ class Kind:
     face: str  # the loader ``dataio.DataLoader`` builds for a folder of the kind
     keyword: str  # the face's keyword for the kind's options ("captions=" for pairs), "" when it takes none
     plain: bool  # its samples are images alone (no text, no targets): ``ImageLoader`` reads them too, labels -1
+    reads: tuple[str, ...]  # the kinds of folder its face reads (views: any image folder)
     item: str  # ``ShardDataset``'s map-style item of the kind (images) or its data set (text)
     facts: str  # what a loader says about its samples (classes, vocabulary, category ids, views)
     task: str  # the trainer's task (``dataio.train.task.Task``), or "" when the trainer has none
@@ -62,7 +64,7 @@ class Kind:
 
 
 KINDS: dict[str, Kind] = {kind.name: kind for kind in (
-    Kind(name="classification", layout="images", what="images with classes",
+    Kind(name="classification", layout="images", what="images with classes", requires=("image", "label"),
          rooms=("dataio/images", "formats/images", "dataio/train/image_task.py"), pack="dataio convert images",
          bench="images",
          fields="dataio.formats.dataset.sample_fields:classification_fields",
@@ -72,11 +74,11 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          source="dataio.images.image_batches:ClassBatchSource",
          finish="dataio.images.image_finish:ClassFinish",
          options="",
-         face="dataio.images.loader:ImageLoader", keyword="", plain=True,
+         face="dataio.images.loader:ImageLoader", keyword="", plain=True, reads=("classification", "views"),
          item="dataio.images.image_item:ClassItem",
          facts="dataio.images.image_facts:ImageFacts",
          task="dataio.train.image_task:ImageTask"),
-    Kind(name="pairs", layout="images", what="image-text pairs",
+    Kind(name="pairs", layout="images", what="image-text pairs", requires=("image", "caption"),
          rooms=("dataio/pairs", "formats/pairs", "dataio/train/clip_task.py", "dataio/train/clip_loss.py",
                 "dataio/train/clip_metrics.py", "dataio/train/pair_loaders.py", "dataio/cli/caption_flags.py",
                 "bench/pair_bench.py", "bench/pair_baselines.py"),
@@ -88,11 +90,11 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          source="dataio.pairs.pair_batches:PairBatchSource",
          finish="dataio.pairs.pair_finish:PairFinish",
          options="dataio.pairs.caption_config:CaptionConfig",
-         face="dataio.pairs.loader:PairLoader", keyword="captions", plain=False,
+         face="dataio.pairs.loader:PairLoader", keyword="captions", plain=False, reads=("pairs",),
          item="dataio.pairs.pair_item:PairItem",
          facts="dataio.pairs.pair_facts:PairFacts",
          task="dataio.train.clip_task:ClipTask"),
-    Kind(name="detection", layout="images", what="images with box targets",
+    Kind(name="detection", layout="images", what="images with box targets", requires=("image", "boxes"),
          rooms=("dataio/detection", "formats/coco", "dataio/train/segment_task.py", "dataio/cli/convert_coco.py",
                 "bench/detection_bench.py", "bench/detection_baseline.py"),
          pack="dataio convert coco", bench="detection",
@@ -103,11 +105,11 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          source="dataio.detection.detection_batches:DetectionBatchSource",
          finish="dataio.detection.detection_finish:DetectionFinish",
          options="dataio.detection.detection_config:DetectionConfig",
-         face="dataio.detection.loader:DetectionLoader", keyword="targets", plain=False,
+         face="dataio.detection.loader:DetectionLoader", keyword="targets", plain=False, reads=("detection",),
          item="dataio.detection.detection_sample:DetectionItem",
          facts="dataio.detection.detection_facts:DetectionFacts",
          task="dataio.train.segment_task:SegmentTask"),
-    Kind(name="tokens", layout="text", what="token documents",
+    Kind(name="tokens", layout="text", what="token documents", requires=("input_ids",),
          rooms=("dataio/text", "formats/text", "dataio/train/text_task.py", "bench/text_bench.py",
                 "bench/text_reference.py"),
          pack="dataio convert text", bench="text",
@@ -118,11 +120,11 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          source="dataio.text.token_batches:TokenBatchSource",
          finish="dataio.pipeline.device_stage:FieldsFinish",
          options="dataio.text.config:TextLoaderConfig",
-         face="dataio.text.loader:TextLoader", keyword="", plain=False,
+         face="dataio.text.loader:TextLoader", keyword="", plain=False, reads=("tokens",),
          item="dataio.text.token_dataset:TokenDataset",
          facts="dataio.text.token_facts:TokenFacts",
          task="dataio.train.text_task:TextTask"),
-    Kind(name="views", layout="images", what="images for multi-crop views",
+    Kind(name="views", layout="images", what="images for multi-crop views", requires=("image",),
          rooms=("dataio/views", "formats/views", "bench/views_bench.py", "bench/views_baseline.py",
                 "bench/views_transforms.py", "bench/views_profile.py"),
          pack="dataio convert images --kind views", bench="views",
@@ -134,6 +136,7 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          finish="dataio.views.view_finish:ViewFinish",
          options="dataio.views.views_config:ViewsConfig",
          face="dataio.views.loader:ViewsLoader", keyword="views", plain=True,
+         reads=("classification", "pairs", "detection", "views"),
          item="dataio.images.image_item:ClassItem",
          facts="dataio.images.image_facts:ImageFacts",
          task=""),
@@ -146,6 +149,22 @@ def kind_named(name: str) -> Kind:
     if kind is None:
         raise UsageError(f"{name!r} is not a kind of sample dataio reads ({', '.join(KINDS)})")
     return kind
+
+
+def kind_problem(manifest: Manifest) -> str | None:
+    """Why no reader can read a folder as the kind its manifest declares (or held, for an older folder), or None:
+    a kind of another layout (an image folder declared ``tokens``), or one needing a field the manifest does not
+    declare (a classification table without labels, a ``pairs`` folder without captions)."""
+    name = manifest.declared_kind()
+    kind = KINDS[name]
+    said = f"sample_kind {name!r}" + ("" if manifest.sample_kind else " (inferred: the manifest predates kinds)")
+    if kind.layout != manifest.kind:
+        return f"{said} is {kind.what}, stored as {kind.layout} shards, but the folder holds {manifest.kind} shards"
+    declared = {f.name for f in manifest.sample_fields()}
+    missing = [field for field in kind.requires if field not in declared]
+    if missing:
+        return f"{said} ({kind.what}) needs a {missing[0]!r} field, which the manifest does not declare"
+    return None
 
 
 def kind_of(manifest: Manifest) -> Kind:

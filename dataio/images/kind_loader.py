@@ -22,7 +22,7 @@ import torch
 
 from dataio.augment import SeedKey
 from dataio.formats.fallback_log import info_once
-from dataio.formats.kinds import KINDS, Kind
+from dataio.formats.kinds import KINDS, Kind, kind_of
 from dataio.formats.pil_build import describe_pil
 from dataio.formats.remote.storage import redact
 from dataio.images.config import ImageLoaderConfig
@@ -65,11 +65,22 @@ class ImageKindLoader(ImageSampling, SourceLoader):
         """A kind's face (``PairLoader(folder, captions=..., **keywords)``): its ``keywords`` are ``ImageLoader``'s
         (the image options and DataLoader's), checked by name; its own ``options`` (the ``keyword`` argument) by
         type. It pickles as these arguments (``rebuilt_on_unpickle``)."""
-        unknown = [name for name in keywords if name not in FACE_KEYWORDS]
+        face_kind, name = KINDS[kind], type(self).__name__
+        owners = {other.keyword: other for other in KINDS.values() if other.keyword and other.keyword != keyword}
+        # another face's options: in keywords, or carried by config= (ImageLoaderConfig's deprecated captions/targets)
+        carried = {field: getattr(config, field) for field in owners.keys() & IMAGE_FIELDS
+                   if config is not None and getattr(config, field) is not None}
+        for given in [*keywords, *carried]:
+            owner = owners.get(given)
+            if owner is not None:
+                raise ConfigError(f"{{0}} is the keyword of dataio.{owner.face.rpartition(':')[2]} ({owner.what}); "
+                                  f"{name} reads {face_kind.what}", given)
+        unknown = [given for given in keywords if given not in FACE_KEYWORDS]
         if unknown:
-            raise ConfigError(f"{type(self).__name__} got an unknown keyword {{0}}"
-                              f"{did_you_mean(unknown[0], FACE_KEYWORDS | {keyword})}", unknown[0])
-        face_kind = KINDS[kind]
+            close = did_you_mean(unknown[0], FACE_KEYWORDS | {keyword})
+            raise ConfigError(f"{name} got an unknown keyword {{0}}{close}", unknown[0])
+        if options is None and config is not None and keyword in IMAGE_FIELDS:
+            options = getattr(config, keyword)  # a config= carrying the face's own options (PairLoader's captions)
         expected = face_kind.part("options")
         if options is not None and not isinstance(options, expected):
             raise ConfigError(f"{{0}} must be a {expected.__name__}, got {type(options).__name__}", keyword)
@@ -78,9 +89,14 @@ class ImageKindLoader(ImageSampling, SourceLoader):
         record_arguments(self, type(self).__init__, (source, config), {**keywords, keyword: options})
 
     def _read_as(self, shards: ImageShards, config: ImageLoaderConfig) -> tuple[Kind, Any]:
-        """The kind this face reads ``shards`` as, and its options: a kind's face, its own (its source refuses a
-        folder it cannot read); ``ImageLoader`` says otherwise."""
-        return self._face
+        """The kind this face reads ``shards`` as, and its options: a kind's face, its own, over the folders of the
+        kinds it reads (``Kind.reads``); ``ImageLoader`` says otherwise."""
+        kind, options = self._face
+        held = kind_of(shards.manifest)
+        if held.name not in kind.reads:
+            raise ConfigError(f"{{0}} {shards.folder} holds {held.what}; {type(self).__name__} reads {kind.what} "
+                              f"(read it with dataio.{held.face.rpartition(':')[2]})", "source")
+        return kind, options
 
     def _build(self, source: str | Path | Mapping[str, str | Path], options: dict[str, Any],
                config: ImageLoaderConfig | None) -> None:

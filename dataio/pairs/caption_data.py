@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dataio.formats.dataset.manifest import Manifest
+from dataio.formats.kinds import kind_of
 from dataio.formats.pairs.pair_fields import CAPTION, TOKENS, holds_pairs
 from dataio.formats.dataset.sample_fields import member_columns
 from dataio.formats.errors import ConfigError
@@ -53,8 +54,8 @@ class CaptionData:
             parts = [(f"source {name!r}", s.manifest, s.table.table) for name, s in shards.mixture.sources.items()]
         for where, manifest, _ in parts:
             if not holds_pairs(manifest.sample_fields()):
-                raise ConfigError(f"{{0}} is for image-text pair folders; {where} holds images with classes (its "
-                                  "batches are (images, labels))", "captions")
+                raise ConfigError(f"{{0}} is for image-text pair folders; {where} holds "
+                                  f"{kind_of(manifest).what}", "captions")
         offset, size = member_columns("json")
         captions = pa.chunked_array([chunk for _, _, t in parts for chunk in t.column(CAPTION.name).chunks],
                                     pa.string())

@@ -18,6 +18,7 @@ from dataio.formats.errors import DataioError, ShardError
 from dataio.formats.dataset.sample_fields import (FieldSpec, FieldsError, declared_columns, default_fields,
                                                   parse_fields)
 from dataio.formats.dataset.sample_kind import SAMPLE_KINDS, inferred_kind
+from dataio.formats.kinds import kind_problem
 from dataio.formats.bounded_read import read_at_most
 from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.limits import MAX_MANIFEST_BYTES
@@ -180,6 +181,9 @@ def parse_manifest(text: str, where: str = MANIFEST_NAME) -> Manifest:
     )
     if sum(s.num_samples for s in manifest.shards) != manifest.num_samples:
         raise ManifestError(f"{where}: num_samples {manifest.num_samples} != sum over shards")
+    contradiction = kind_problem(manifest)  # a kind no reader can read the folder as: named here, for every reader
+    if contradiction:
+        raise ManifestError(f"{where}: {contradiction}")
     return manifest
 
 
