@@ -22,6 +22,8 @@ from dataio.formats.errors import ConfigError
 
 JITTER_OPS = ("brightness", "contrast", "saturation", "hue")  # the column of each factor, the code of each op
 IDENTITY = (1.0, 1.0, 1.0, 0.0)  # the factor of each op that leaves an image as it is: such ops are skipped
+MAX_STRENGTH = 1e3  # a jitter strength: its factors in [max(0, 1 - s), 1 + s], far inside float32 and the kernel's
+MIN_SIGMA, MAX_SIGMA = 1e-3, 1e3  # a blur's sigma: below, no blur at all; above, a flat kernel (and no float32 taps)
 MAX_KERNEL = 31  # blur taps at most (the C kernel's fixed-size tap array); sigma 2 needs 13
 FLAG_BITS = {"jitter": 1, "grayscale": 2, "blur": 4, "solarize": 8}  # the C kernel's per-sample flags byte
 
@@ -47,19 +49,19 @@ class ViewRecipe:
             value = getattr(self, name)
             if not (_real(value) and 0 <= value <= 1):
                 raise ConfigError(f"{{0}} must be a probability in [0, 1], got {value!r:.20}", name)
-        for name in ("brightness", "contrast", "saturation"):
+        for name in ("brightness", "contrast", "saturation"):  # a factor past float32's range (or the kernel's) fails
             value = getattr(self, name)
-            if not (_real(value) and 0 <= value < math.inf):
-                raise ConfigError(f"{{0}} must be a finite number >= 0, got {value!r:.20}", name)
+            if not (_real(value) and 0 <= value <= MAX_STRENGTH):
+                raise ConfigError(f"{{0}} must be a number in [0, {MAX_STRENGTH:g}], got {value!r:.20}", name)
         if not (_real(self.hue) and 0 <= self.hue <= 0.5):
             raise ConfigError(f"{{0}} must be a number in [0, 0.5], got {self.hue!r:.20}", "hue")
         if not isinstance(self.blur_sigma, (str, bytes)) and hasattr(self.blur_sigma, "__len__"):
             object.__setattr__(self, "blur_sigma", tuple(self.blur_sigma))  # a list from argparse or OmegaConf
         sigma = self.blur_sigma
         if not (isinstance(sigma, tuple) and len(sigma) == 2 and all(_real(v) and math.isfinite(v) for v in sigma)
-                and 0 < sigma[0] <= sigma[1]):
-            raise ConfigError(f"{{0}} must be a (min, max) tuple with 0 < min <= max, finite, got {sigma!r:.40}",
-                              "blur_sigma")
+                and MIN_SIGMA <= sigma[0] <= sigma[1] <= MAX_SIGMA):
+            raise ConfigError(f"{{0}} must be (min, max) with {MIN_SIGMA:g} <= min <= max <= {MAX_SIGMA:g}, got "
+                              f"{sigma!r:.40}", "blur_sigma")
         kernel = self.blur_kernel
         if not (_integer(kernel) and kernel % 2 == 1 and 1 <= kernel <= MAX_KERNEL):
             raise ConfigError(f"{{0}} must be an odd int in 1..{MAX_KERNEL}, got {kernel!r:.20}", "blur_kernel")

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from dataio.formats.errors import ConfigError
 from dataio.mixtures.mixture_options import checked_weights
 from dataio.pipeline.device_check import checked_device
 from dataio.pipeline.error_policy import ErrorPolicy
@@ -53,6 +56,9 @@ class LoaderConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "on_error", ErrorPolicy(self.on_error))
         object.__setattr__(self, "device", checked_device(self.device))
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or not 0 <= self.seed < 2**64:
+            raise ConfigError(f"{{0}} must be an int in 0..2**64-1 (the epochs' and draws' seed), got "
+                              f"{self.seed!r:.30}", "seed")
         if self.max_errors is not None and self.max_errors < 0:
             raise ValueError(f"max_errors must be >= 0, got {self.max_errors}")
         check_rank_args(self.world_size, self.rank)

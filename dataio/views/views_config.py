@@ -28,6 +28,10 @@ from dataio.augment.view_params import ViewRecipe
 from dataio.formats.errors import ConfigError
 
 
+# Bounds that keep a batch's views allocatable: DINO takes 2 global and 6-10 local views of 224 and 96 px.
+MAX_GLOBAL, MAX_LOCAL, MAX_SIZE = 16, 64, 2048
+
+
 def _dino_globals() -> tuple[ViewRecipe, ...]:
     return ViewRecipe.dino_global_1(), ViewRecipe.dino_global_2()
 
@@ -54,10 +58,11 @@ class ViewsConfig:
             value = getattr(self, name)
             if not isinstance(value, (str, bytes, dict)) and hasattr(value, "__len__") and hasattr(value, "__iter__"):
                 object.__setattr__(self, name, tuple(value))
-        for name, least in (("global_crops", 1), ("local_crops", 0), ("global_size", 8), ("local_size", 8)):
+        for name, least, most in (("global_crops", 1, MAX_GLOBAL), ("local_crops", 0, MAX_LOCAL),
+                                  ("global_size", 8, MAX_SIZE), ("local_size", 8, MAX_SIZE)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ConfigError(f"{{0}} must be an int >= {least}, got {value!r:.20}", name)
+            if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+                raise ConfigError(f"{{0}} must be an int in {least}..{most}, got {value!r:.20}", name)
         for name in ("global_scale", "local_scale"):
             lo, hi = _pair(getattr(self, name), name)
             if not 0 < lo <= hi <= 1:
@@ -77,6 +82,12 @@ class ViewsConfig:
             raise ConfigError("{0} must share one blur_kernel and one solarize_threshold", "global_recipes")
         if self.output not in (None, "dict", "tuple"):
             raise ConfigError(f"{{0}} must be 'dict', 'tuple' or None, got {self.output!r:.20}", "output")
+        for size, recipes, name in ((self.global_size, self.global_recipes, "global_size"),
+                                    (self.local_size, (self.local_recipe,) if self.local_crops else (), "local_size")):
+            wide = [r.blur_kernel for r in recipes if r.blur and r.blur_kernel // 2 >= size]
+            if wide:  # the blur's reflect padding needs more than half its taps of image on each side
+                raise ConfigError(f"{{0}} {size} is too small for a blur of {wide[0]} taps (each side must be larger "
+                                  f"than {wide[0] // 2}): a larger view or a smaller blur_kernel", name)
         if self.masks is not None and not isinstance(self.masks, IbotMasks):
             raise ConfigError(f"{{0}} must be an IbotMasks or None, got {type(self.masks).__name__}", "masks")
         if self.masks is not None and self.masks.side(self.global_size) < 1:
