@@ -48,11 +48,14 @@ class ImageMixture:
         kinds: dict[str, list[str]] = {}  # the declared kind: its sources
         for name, s in sources.items():
             kinds.setdefault(s.manifest.declared_kind(), []).append(name)
-        if len(kinds) > 1:  # else, e.g. pairs beside classes: 'labels without class names', which pairs have not
+        # one kind, or images alone of several (a labelled and an unlabelled set, DINOv2's curated and raw: a source
+        # without labels gives -1); pairs beside classes would be 'labels without class names', which pairs have not
+        if len(kinds) > 1 and not all(KINDS[kind].plain for kind in kinds):
             held = " and ".join(f"{names}{' hold' if i == 0 else ''} {KINDS[kind].what}"
                                 for i, (kind, names) in enumerate(kinds.items()))
-            raise ValueError(f"sources {held}: a mixture's sources must all be one kind")
-        self.class_map = ClassMap.of({name: s.manifest.classes for name, s in sources.items()})
+            raise ValueError(f"sources {held}: a mixture's sources must all be one kind (or images alone)")
+        self.labelled = [name for name, s in sources.items() if s.table.label is not None]
+        self.class_map = ClassMap.of({name: sources[name].manifest.classes for name in self.labelled})
         sizes = [len(s.table) for s in sources.values()]
         self.offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         self.table = self._table()
@@ -66,7 +69,7 @@ class ImageMixture:
                          for name, e in zip(self.files.names, (e for s in sources.values() for e in s.manifest.shards),
                                             strict=True)),
             options={"mixture": {name: s.manifest.fingerprint() for name, s in sources.items()}},
-            sample_kind=next(iter(kinds)))
+            sample_kind=sources[(self.labelled or self.names)[0]].manifest.declared_kind())
         rule = epoch_rule(config.epoch_length, config.epoch_until, sum(sizes))
         self.plan = MixturePlan({name: s.table.shard for name, s in sources.items()}, schedule, seed=config.seed,
                                 rule=rule, shuffle=config.shuffles, window=config.shuffle_window)
@@ -87,8 +90,9 @@ class ImageMixture:
             shard=np.concatenate([t.shard.astype(np.int32) + base for t, base in zip(tables, shard_base, strict=True)]),
             offset=np.concatenate([t.offset for t in tables]),
             size=np.concatenate([t.size for t in tables]),
-            label=(None if any(t.label is None for t in tables) else  # a kind without labels (pairs, boxes, views)
-                   np.concatenate([self.class_map.labels(name, t.label)
+            label=(None if not self.labelled else  # no source with labels (pairs, boxes, views): none; else -1 there
+                   np.concatenate([self.class_map.labels(name, t.label) if t.label is not None
+                                   else np.full(len(t), -1, np.int32)
                                    for name, t in zip(self.names, tables, strict=True)])),
             width=np.concatenate([t.width for t in tables]),
             height=np.concatenate([t.height for t in tables]),

@@ -37,6 +37,7 @@ import numpy as np
 from PIL import Image
 
 from dataio.formats.fallback_log import warn_once
+from dataio.formats.images.pixel_modes import rgb
 from dataio.formats.limits import MAX_PIXELS  # as the converter's: a header claiming more is refused
 from dataio.images.buffer_pool import scratch_buffer
 from dataio.images.table_size import check_size
@@ -264,7 +265,7 @@ def _whole_resized(data: bytes, box: np.ndarray, out_w: int, out_h: int, resampl
         image.load()  # PIL decodes lazily: here rather than inside resize, so the two are timed apart
     with lap("resize"):
         if image.mode != "RGB":
-            image = image.convert("RGB")
+            image = rgb(image)  # 16-bit and float members (adopted as they are) scaled as packing scales them
         return image.resize((out_w, out_h), resample, box=(x0, y0, x1, y1))
 
 
@@ -298,5 +299,5 @@ def decode_image(data: bytes, *, to_pil: bool = False) -> np.ndarray | Image.Ima
         raise ValueError(f"decompression bomb: {e}") from None
     with image:
         _check_pixels(*image.size)
-        image = image.convert("RGB")
+        image = rgb(image)
     return image if to_pil else np.array(image)

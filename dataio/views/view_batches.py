@@ -60,6 +60,7 @@ class ViewBatchSource(ImageBatchSource):
     folder has classes."""
 
     normalizes_on_host = False  # the views normalise in their own kernel (or finish), not the image source's
+    check_sizes = True  # the views' boxes are drawn in the table's size: an image of another size fails (table_size)
 
     def __init__(self, shards: ImageShards, config: ImageLoaderConfig, options: ViewsConfig | None,
                  times: StageTimes, *, dali: DaliDecoder | None = None, threads: int = 0) -> None:
@@ -137,7 +138,9 @@ class ViewBatchSource(ImageBatchSource):
             try:
                 with lap("read"):
                     encoded = self.shards.read(sample, data[i])
-                decode_views(encoded, boxes[:, i], flipped[:, i], outs, reduced_decode=c.reduced_decode, lap=lap)
+                expected = (int(self.shards.table.width[sample]), int(self.shards.table.height[sample]))
+                decode_views(encoded, boxes[:, i], flipped[:, i], outs, reduced_decode=c.reduced_decode, lap=lap,
+                             expect_size=expected)
             except DATA_EXCEPTIONS as e:
                 failures.append((i, self.shards.sample_error(sample, f"{type(e).__name__}: {e}")))
                 continue

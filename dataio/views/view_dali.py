@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from dataio.images.dali_decode import DaliDecoder, DaliError, first_line
+from dataio.images.table_size import check_size, header_size
 from dataio.pipeline.error_policy import DATA_EXCEPTIONS
 from dataio.pipeline.sample_source import Failures
 from dataio.pipeline.stage_times import Lap
@@ -75,11 +76,11 @@ class ViewsDali:
             self._pipe.feed_input(f"flip{view}", [np.array(int(f), dtype=np.int32) for f in flipped[view]])
         try:
             outputs = self._pipe.run()
+            if self.dali.device_id is None:  # as_array fails too on a batch DALI decoded wrong (ragged shapes)
+                return [torch.from_numpy(out.as_array()) for out in outputs]
         except RuntimeError as e:
             self._pipe = None  # DALI marks the pipeline invalid after an error
             raise DaliError(str(e)) from None
-        if self.dali.device_id is None:
-            return [torch.from_numpy(out.as_array()) for out in outputs]
         from nvidia.dali.plugin.pytorch import feed_ndarray  # lazy: DALI is optional (see _build)
 
         moved = []
@@ -100,10 +101,14 @@ class ViewsDali:
             data = fetched.result() if fetched is not None else [None] * len(keys)
             for i, sample in enumerate(keys.tolist()):
                 try:
-                    encoded.append(np.frombuffer(source.shards.read(sample, data[i]), dtype=np.uint8))
+                    encoded_bytes = source.shards.read(sample, data[i])
+                    # DALI reads the size itself, the boxes are in the table's: the header alone here (microseconds)
+                    table = source.shards.table
+                    check_size(*header_size(encoded_bytes), (int(table.width[sample]), int(table.height[sample])))
+                    encoded.append(np.frombuffer(encoded_bytes, dtype=np.uint8))
                     readable.append(i)
                 except DATA_EXCEPTIONS as e:
-                    failures.append((i, source.shards.sample_error(sample, str(e))))
+                    failures.append((i, source.shards.sample_error(sample, f"{type(e).__name__}: {e}")))
         views: list[torch.Tensor | None] = [None] * len(self.sizes)
 
         def run(positions: list[int]) -> None:  # positions into ``readable``

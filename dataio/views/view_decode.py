@@ -18,6 +18,7 @@ import math
 import numpy as np
 from PIL import Image
 
+from dataio.formats.images.pixel_modes import rgb
 from dataio.images.table_size import check_size
 from dataio.images.turbo_decode import (ANTIALIAS, JPEG_START, REGION_DECODE, RESIZE_IN_C, _buffer, _check_pixels,
                                         _clamped, _jpeg_codec, dct_scale, draft_size)
@@ -90,7 +91,7 @@ def _whole_views(data: bytes, boxes: np.ndarray, flips: np.ndarray, outs: list[n
         image.load()  # once, for every view
     with lap("resize"):
         if image.mode != "RGB":
-            image = image.convert("RGB")
+            image = rgb(image)  # 16-bit and float members (adopted as they are) scaled as packing scales them
         for box, flip, out in zip(clamped, flips.tolist(), outs, strict=True):
             view = image.resize((out.shape[1], out.shape[0]), ANTIALIAS, box=box)
             if flip:

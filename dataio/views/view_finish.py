@@ -27,7 +27,8 @@ from dataio.augment.seeding import derive_seed
 from dataio.augment.view_ops import apply_views
 from dataio.augment.views_kernel import apply_views_cpu
 from dataio.images.config import ImageLoaderConfig
-from dataio.pipeline.hook_sizes import checked_dict
+from dataio.formats.errors import ConfigError
+from dataio.pipeline.hook_sizes import check_rows, checked_dict
 from dataio.pipeline.host_batch import HostBatch
 from dataio.views.view_batches import GLOBAL, LOCAL
 from dataio.views.view_stack import ViewStack
@@ -84,5 +85,19 @@ class ViewFinish:
         return images.contiguous(memory_format=self.memory_format)
 
     def checked(self, out: Any, rows: int, given: Any = None) -> dict:
-        """``batch_transform(dict)``'s result: the view fields have ``views * N`` rows, the others ``N``."""
-        return checked_dict(out, rows, per_object=STACKED, given=given)
+        """``batch_transform(dict)``'s result: the view fields keep ``views * N`` rows (view-major: a row short
+        moves every view of the samples after it), ``views`` its ``G + L`` views of ``N``, the others ``N``."""
+        out = checked_dict(out, rows, per_object=STACKED, given=given)
+        v = self.views
+        expected = {GLOBAL: v.global_crops * rows, LOCAL: v.local_crops * rows, "collated_masks": v.global_crops * rows}
+        views = out.get("views")
+        if isinstance(views, (list, tuple)):
+            if len(views) != v.views:
+                raise ConfigError(f"{{0}} returned {len(views)} views for {v.views}: every view of the batch, in "
+                                  "order", "batch_transform")
+            check_rows("batch_transform", {f"views[{i}]": view for i, view in enumerate(views)}, rows, "samples")
+        for name, count in expected.items():
+            value = out.get(name)
+            if name in (given or {}) and hasattr(value, "shape"):
+                check_rows("batch_transform", {name: value}, count, f"views of {rows} samples")
+        return out

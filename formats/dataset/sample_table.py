@@ -95,16 +95,17 @@ def write_sample_table(path: str | Path, columns: dict[str, list]) -> None:
     write_atomic(path, sink.getvalue().to_pybytes())
 
 
-def read_sample_table(path: str | Path, data: bytes | None = None, declared: frozenset[str] = frozenset()
+def read_sample_table(path: str | Path, data: bytes | None = None, declared: frozenset[str] | None = None
                       ) -> SampleTable:
     """Memory-map (or, with ``data``, the bytes of a remote copy) and validate the table; raises
-    DataioError naming the file. ``declared``: the columns the manifest's fields add (``sample_fields``)."""
+    DataioError naming the file. ``declared``: the columns the manifest's fields add (``sample_fields``); None
+    when not known (a label column is then taken as the samples' classes)."""
     try:
         source = pa.memory_map(str(path), "r") if data is None else pa.BufferReader(data)
         table = pa.ipc.open_file(source).read_all()
     except (OSError, pa.ArrowInvalid) as e:
         raise DataioError(f"{path}: cannot read sample table ({e})") from None
-    problem = schema_problem(table, declared)
+    problem = schema_problem(table, declared or frozenset())
     if problem:
         raise DataioError(f"{path}: {problem}")
 
@@ -112,8 +113,11 @@ def read_sample_table(path: str | Path, data: bytes | None = None, declared: fro
         return table.column(name).to_numpy()
 
     names = table.schema.names
+    # a label the manifest does not declare (older pair and box folders' -1s, or a column added by hand) is never
+    # handed out as the samples' classes
+    labelled = LABEL_FIELD.name in names and (declared is None or LABEL_FIELD.name in declared)
     sample_table = SampleTable(
-        column("shard"), column("offset"), column("size"), column("label") if LABEL_FIELD.name in names else None,
+        column("shard"), column("offset"), column("size"), column("label") if labelled else None,
         column("width"), column("height"), table, column(CHECKSUM_FIELD.name) if CHECKSUM_FIELD.name in names else None,
     )
     return sample_table

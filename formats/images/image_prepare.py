@@ -25,10 +25,10 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from PIL import Image, ImageOps
 
 from dataio.formats.errors import ConfigError
+from dataio.formats.images.pixel_modes import to_8bit, wide
 from dataio.formats.limits import MAX_FILE_BYTES, MAX_PIXELS
 from dataio.formats.sizes import parse_size
 
@@ -193,9 +193,10 @@ def _with_restarts(jpeg: bytes, config: ImagePrepareConfig) -> bytes:
 
 
 def _to_rgb(image: Image.Image) -> Image.Image:
-    """Convert any mode to RGB; transparency is composited on white, 16-bit and float data scaled (``_to_8bit``)."""
-    if image.mode in ("I", "F") or image.mode.startswith("I;16"):
-        image = _to_8bit(image)
+    """Convert any mode to RGB; transparency is composited on white, 16-bit and float data scaled
+    (``pixel_modes.to_8bit``)."""
+    if wide(image):
+        image = to_8bit(image)
     if image.mode in ("RGBA", "LA") or (image.mode == "P" and "transparency" in image.info):
         rgba = image.convert("RGBA")
         background = Image.new("RGB", rgba.size, (255, 255, 255))
@@ -203,34 +204,3 @@ def _to_rgb(image: Image.Image) -> Image.Image:
         return background
     return image.convert("RGB")
 
-
-def _to_8bit(image: Image.Image) -> Image.Image:
-    """A 16-bit, 32-bit integer or float single-channel image scaled to 8-bit ``L``; PIL's own conversion clips.
-
-    PIL's ``convert("L")`` clips these modes at 255 (a 0-65535 ramp comes out
-    almost white, a float image in [0, 1] black). The rule, per mode:
-
-    - ``I;16*``: 16-bit, scaled by 255/65535.
-    - ``I`` (32-bit integers; PIL also opens some 16-bit files so): if every
-      value is in 0..65535, scaled by 255/65535 as 16-bit data; otherwise
-      stretched from its minimum to its maximum.
-    - ``F`` (float): if every finite value is in [0, 1], scaled by 255;
-      otherwise stretched from its finite minimum to its finite maximum. NaN
-      becomes 0 and infinities the ends of the range.
-
-    A constant image outside those ranges becomes 0. Values are rounded to
-    the nearest level.
-    """
-    values = np.asarray(image, dtype=np.float32)
-    finite = values[np.isfinite(values)]
-    low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
-    if image.mode == "F":
-        fits = 0.0 <= low and high <= 1.0
-        scale_low, scale_high = (0.0, 1.0) if fits else (low, high)
-    else:
-        fits = image.mode.startswith("I;16") or (0 <= low and high <= 65535)
-        scale_low, scale_high = (0.0, 65535.0) if fits else (low, high)
-    span = scale_high - scale_low
-    values = np.nan_to_num(values, nan=scale_low, posinf=scale_high, neginf=scale_low)
-    scaled = (values - scale_low) * (255.0 / span) if span > 0 else np.zeros_like(values)
-    return Image.fromarray(np.clip(np.rint(scaled), 0, 255).astype(np.uint8))
