@@ -32,7 +32,7 @@ import torch
 
 from dataio.augment.view_params import ViewRecipe
 from dataio.formats.dataset.manifest import MANIFEST_NAME, read_manifest
-from dataio.formats.errors import ConfigError
+from dataio.formats.errors import ConfigError, UsageError
 from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
 from dataio.formats.images.image_tree import IMAGE_EXTENSIONS
 from dataio.formats.images.synthetic import SyntheticImagesConfig, write_image_folder
@@ -80,8 +80,14 @@ def _images(src: Path) -> list[Path]:
 
 
 def prepare(config: BenchViewsConfig, log=print) -> tuple[list[Path], Path]:
-    """SRC's images (generated when it holds none) and their views folder (packed once, not timed)."""
+    """SRC's images (generated into a new or empty folder) and their views folder (packed once, not timed). A folder
+    holding other files and no image (a shard folder, a user's notes) is refused: nothing is written among them."""
     src = config.src
+    if src.exists() and not src.is_dir():
+        raise UsageError(f"{src} is not a folder: give a folder of photos, or a new or empty one to generate into")
+    if src.is_dir() and not _images(src) and any(src.iterdir()):
+        raise UsageError(f"{src} holds no photo and is not empty: give a folder of photos, or a new or empty folder "
+                         "to generate them into")
     if not _images(src):
         log(f"generating {config.photos} {config.photo_class} photos -> {src}")
         per_class = -(-config.photos // 4)

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from dataio.formats.errors import OutputError
+from dataio.formats.errors import OutputError, UsageError
 
 
 TEMP_INFIX = ".tmp-"  # .NAME.tmp-HOST-PID: the writer of a temp file, to tell a dead one's leftovers
@@ -28,7 +28,7 @@ def atomic_writer(path: str | Path) -> Iterator[BinaryIO]:
     path = Path(path)
     tmp = path.with_name(f".{path.name}{TEMP_INFIX}{_HOST}-{os.getpid()}")
     try:
-        with open(tmp, "wb") as f:
+        with os.fdopen(_new_file(tmp), "wb") as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
@@ -38,6 +38,27 @@ def atomic_writer(path: str | Path) -> Iterator[BinaryIO]:
         if isinstance(e, OSError):  # disk full, quota, I/O error: one line naming the file
             raise OutputError(path, e) from None
         raise
+
+
+NO_FOLLOW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _new_file(path: Path) -> int:
+    """A new file at ``path``, created by this call: whatever was there (a link planted to a file of the user's,
+    a leftover of this pid) is removed first, never opened, so nothing is written through a link."""
+    try:
+        return os.open(path, NO_FOLLOW, 0o644)
+    except FileExistsError:
+        path.unlink()  # the entry itself: a symbolic link goes, its target stays as it was
+        return os.open(path, NO_FOLLOW, 0o644)
+
+
+def refuse_link(path: Path, what: str) -> None:
+    """A UsageError when ``path``, where dataio keeps ``what``, is a symbolic link: writing there would write
+    where the link points (a file or folder of the user's, planted or left by mistake)."""
+    if path.is_symlink():
+        raise UsageError(f"{path} is a link (to {os.readlink(path)}), where dataio keeps {what}: remove it, "
+                         "dataio writes nothing through links")
 
 
 def remove_stale_temps(path: str | Path) -> list[Path]:

@@ -125,3 +125,4 @@ def coco_shards(coco_folder, tmp_path_factory) -> Path:
 
 
 from tests.pair_fixtures import pair_tars, pair_tars_text, real_pair_tars  # noqa: E402,F401  (fixtures)
+from tests.hostile_helpers import views_shards  # noqa: E402,F401  (fixture)

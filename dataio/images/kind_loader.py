@@ -45,6 +45,26 @@ from dataio.pipeline.stage_times import StageTimes
 from dataio.pipeline.thread_tuner import ThreadTuner
 
 log = logging.getLogger("dataio")
+
+
+def _flat(prefix: str, value: Any) -> dict[str, Any]:
+    """A kind's options as ``{"views.local_crops": 8, ...}``: JSON-safe values the same on every rank."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {k: v for f in dataclasses.fields(value) for k, v in _flat(f"{prefix}.{f.name}",
+                                                                         getattr(value, f.name)).items()}
+    if isinstance(value, (tuple, list)) and any(dataclasses.is_dataclass(item) for item in value):
+        return {k: v for i, item in enumerate(value) for k, v in _flat(f"{prefix}.{i}", item).items()}
+    if isinstance(value, (tuple, list)):
+        return {prefix: [_plain(item) for item in value]}
+    return {prefix: _plain(value)}
+
+
+def _plain(value: Any) -> Any:
+    """A JSON scalar as it is, a path as its string, anything else as its type's name (a tokenizer object's repr
+    holds its address, another on every rank)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value) if isinstance(value, Path) else type(value).__name__
 IMAGE_FIELDS = frozenset(f.name for f in dataclasses.fields(ImageLoaderConfig))
 DEFAULTS = constructor_defaults(ImageLoaderConfig)
 # ImageLoader's deprecated ways to read the kinds that now have faces: not the other faces' keywords
@@ -220,6 +240,12 @@ class ImageKindLoader(ImageSampling, SourceLoader):
                                         options=self.options)
 
     # -- the skeleton's hooks ----------------------------------------------------------------
+    def _share_settings(self) -> dict[str, Any]:
+        """What the ranks compare at their first pass: the shares' settings, the kind, and the kind's own options
+        field by field (ranks whose views, captions or targets differ would train on batches of another recipe)."""
+        keyword = self.kind.keyword or "options"
+        return {**super()._share_settings(), "kind": self.kind.name, **_flat(keyword, self.options)}
+
     def _move(self, host: HostBatch) -> Any:
         return self._stage(host)
 

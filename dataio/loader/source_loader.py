@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from dataio.formats.errors import LoaderClosed
+from dataio.formats.errors import LoaderClosed, TooManyErrors
 from dataio.formats.remote.storage import redact
 from dataio.loader.accelerate_pass import AcceleratePass
 from dataio.loader.epoch_sampler import EpochBatchSampler, EpochSampler
@@ -146,6 +146,7 @@ class SourceLoader(RebuiltOnUnpickle, ResumableLoader):
         start = time.perf_counter()
         wait: Any = times.range("wait").__enter__()
         hosts = self.driver.host_batches(plan, self._key if self._key_type is not None else None)
+        read_before, failed_before = self.stats.samples_ok, len(self.stats.errors)
         try:
             with AcceleratePass(len(plan), self._accelerate_remainder(consumed)) as accelerate:
                 step = accelerate.step if accelerate.live else None  # a call a batch saved when inert
@@ -171,7 +172,19 @@ class SourceLoader(RebuiltOnUnpickle, ResumableLoader):
             if wait is not None:  # a profiler range is never left open, even when the pass raises
                 wait.__exit__()
         times.add("pass", time.perf_counter() - start)
+        self._every_sample_failed(read_before, failed_before)
         self.position.end()
+
+    def _every_sample_failed(self, read_before: int, failed_before: int) -> None:
+        """A pass whose every sample failed under skip or warn is not an empty epoch: a store gone, a folder
+        unreadable. One line naming the first failure (an epoch of no batch would train on nothing, silently)."""
+        failed = len(self.stats.errors) - failed_before
+        if self.stats.samples_ok > read_before or not failed:
+            return
+        first = self.stats.errors[failed_before]
+        raise TooManyErrors(redact(f"{self._describe()}: every sample of the pass failed ({failed} dropped under "
+                                   f"on_error={self.config.on_error.value!r}); the first, {first['key']!r} in "
+                                   f"{first['shard']}: {first['reason']}"))
 
     def _closed_mid_pass(self) -> LoaderClosed:
         """``close()`` during a pass: it was an IndexError from the closed files, or the pool's "cannot schedule

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dataio.formats.errors import ConfigError, UsageError
-from dataio.formats.files import sha256_file, write_atomic
+from dataio.formats.files import refuse_link, sha256_file, write_atomic
 from dataio.formats.dataset.manifest import MANIFEST_NAME
 from dataio.formats.dataset.out_lock import LOCK_NAME
 
@@ -64,6 +64,7 @@ class Journal:
         On a resume, files matching ``patterns`` are removed except the kept
         shards and the names in ``keep`` (which the converter re-checks itself).
         """
+        refuse_link(self.folder, "its journal")
         interrupted = self.folder.is_dir() and not (out / MANIFEST_NAME).exists()
         if interrupted and not overwrite:
             options = self.folder / "options.json"

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dataio.formats.errors import UsageError
+from dataio.formats.files import refuse_link
 
 LOCK_NAME = ".dataio.lock"
 
@@ -56,7 +57,8 @@ def _open_out(out: Path) -> int:
         raise UsageError(f"output {out} exists and is not a folder")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        return os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        refuse_link(out / LOCK_NAME, "its lock")
+        return os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o644)
     except OSError as e:
         raise UsageError(f"output folder {out} cannot be written: {e.strerror or e}") from None
 

@@ -10,16 +10,8 @@ import torch
 import dataio
 from dataio.augment.view_params import ViewRecipe
 from dataio.errors import ConfigError
-from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
 
 SMALL = dict(global_size=32, local_size=16, local_crops=3)
-
-
-@pytest.fixture(scope="module")
-def views_shards(coloured_folder, tmp_path_factory):
-    out = tmp_path_factory.mktemp("views") / "out"
-    convert_images(ConvertImagesConfig(src=coloured_folder, out=out, kind="views", num_workers=1, progress=False))
-    return out
 
 
 def test_dino_unpacks_views_and_labels_from_the_dataloader_face(views_shards, coloured_shards):

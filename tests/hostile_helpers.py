@@ -1,4 +1,4 @@
-"""Shared helpers of the hostile tests (tests/attack): hostile copies of shard folders, the CLI as a user runs it."""
+"""Shared helpers of the hostile tests: hostile copies of shard folders, the CLI as a user runs it."""
 
 from __future__ import annotations
 

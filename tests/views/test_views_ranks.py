@@ -7,7 +7,7 @@ import socket
 
 import torch.multiprocessing as mp
 
-from tests.attack import rank_worker
+from tests.views import rank_worker
 
 
 def _free_port() -> int:

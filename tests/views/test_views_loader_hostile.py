@@ -15,7 +15,7 @@ import dataio
 from dataio.augment.view_params import ViewRecipe
 from dataio.errors import ConfigError, DataioError, SampleError
 from dataio.formats.images.wds_index import IndexConfig, index_shards
-from tests.attack.helpers import copy_folder, rewrite_table, run_cli, scale_sizes, views_folder, write_pair_tar
+from tests.hostile_helpers import copy_folder, rewrite_table, run_cli, scale_sizes, views_folder, write_pair_tar
 
 PLAIN = ViewRecipe(jitter=0.0, grayscale=0.0, blur=0.0, solarize=0.0)
 VIEWS = dataio.ViewsConfig(global_size=32, local_size=16, local_crops=2, global_recipes=(PLAIN,), local_recipe=PLAIN)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.attack.helpers import copy_folder, one_line_refusal, run_cli
+from tests.hostile_helpers import copy_folder, one_line_refusal, run_cli
 
 QUICK = ["--photos", "4", "--photo-class", "small", "--epochs", "1", "--warmup", "0", "--batch-size", "2"]
 

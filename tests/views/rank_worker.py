@@ -1,4 +1,4 @@
-"""One rank of tests/attack/test_views_ranks.py (spawned; not a test module): builds a ViewsLoader in a gloo group
+"""One rank of tests/views/test_views_ranks.py (spawned; not a test module): builds a ViewsLoader in a gloo group
 of two on 127.0.0.1 and writes what its first pass did."""
 
 from __future__ import annotations

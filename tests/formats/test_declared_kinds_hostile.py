@@ -8,7 +8,7 @@ import pytest
 import dataio
 from dataio.errors import DataioError
 from dataio.formats.kinds import KINDS
-from tests.attack.helpers import DROP, one_line_refusal, rewrite_manifest, run_cli
+from tests.hostile_helpers import DROP, one_line_refusal, rewrite_manifest, run_cli
 
 
 # Class 3 (artifacts trusted as they are) / 5 (silently wrong): `dataio verify` says OK for a folder whose declared
