@@ -1,8 +1,8 @@
 #!/bin/bash
 # Data for the before/after CPU comparison: made once with the before venv (the same bytes for both sides).
 set -e
-PY=/work/before/.venv/bin/python
-cd /tmp/speed
+PY=${BEFORE:?the python of a checkout of e6acd70 (its .venv/bin/python)}
+cd "${DATA:?a folder for the data}"
 [ -d photos ] || $PY -m dataio synth photos --classes 4 --per-class 125 --photo-class imagenet
 [ -f shards-img/manifest.json ] || $PY -m dataio convert images photos shards-img --no-progress
 [ -f corpus.txt ] || $PY -m dataio synth-text corpus.txt --documents 20000

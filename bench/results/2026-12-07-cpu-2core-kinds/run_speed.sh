@@ -1,8 +1,8 @@
 #!/bin/bash
 # dataio bench images|pairs|detection|text, before (e6acd70) and after, alternating, 2 rounds; CPU us per sample.
-cd /tmp/speed
-BEFORE=/work/before/.venv/bin/python
-AFTER=${AFTER:-/work/main/.venv/bin/python}
+cd "${DATA:?a folder for the data}"
+BEFORE=${BEFORE:?the python of a checkout of e6acd70}
+AFTER=${AFTER:?the python of a checkout of the merge}
 for round in 1 2; do
   for side in before after; do
     PY=$([ $side = before ] && echo $BEFORE || echo $AFTER)

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Instructions (callgrind Ir) of one loader pass of each kind (1 decode thread), before and after: Ir(1) - Ir(0).
-cd /tmp/speed
-BEFORE=/work/before/.venv/bin/python
-AFTER=/work/wt-kinds/.venv/bin/python
+cd "${DATA:?a folder for the data}"
+BEFORE=${BEFORE:?the python of a checkout of e6acd70}
+AFTER=${AFTER:?the python of a checkout of the merge}
 for kind in train eval pairs detection bucket budget pack fixed; do
   for passes in 0 1; do
     for side in before after; do
