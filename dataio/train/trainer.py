@@ -114,7 +114,7 @@ class Trainer:
                 "schedule": schedule.state(self.schedule, self.step), "scaler": self.scaler.state_dict(),
                 "rng": checkpoint.rng_state(), "loader": self.task.train_loader.state_dict(), "step": self.step,
                 "chronometer": json.dumps(self.chronometer.as_dict()),
-                "mixture": json.dumps(self.task.mixture_record()), "run": checkpoint_fit.run_record(self.config)}
+                "mixture": json.dumps(self.task.mixture_record()), "run": checkpoint_fit.run_record(self.config, self.task.name)}
 
     def _save(self) -> None:
         with self.signals.saving():  # a second signal waits for the checkpoint, never breaks torch's writer
@@ -140,7 +140,7 @@ class Trainer:
     def _restore_state(self, state: dict[str, Any]) -> None:
         if not isinstance(state, dict):
             raise TypeError(f"it holds a {type(state).__name__}, not a dict")
-        misfit = checkpoint_fit.misfit(state, self.model, self.config)
+        misfit = checkpoint_fit.misfit(state, self.model, self.config, self.task.name)
         if misfit:  # another model, its shapes (classes, vocabulary) or another optimizer: named, never "corrupted"
             raise CheckpointError(f"checkpoint {self.config.out / checkpoint.NAME} {misfit}; resume with the options "
                                   "and data that wrote it, or move it away to start afresh")

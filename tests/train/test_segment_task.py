@@ -133,8 +133,8 @@ def test_segment_refusals_are_one_line(segment_data, whole, image_shards, capsys
         assert reason in err and err.count("\n") == 1, err
     state = torch.load(whole / "checkpoint.pt", weights_only=True)
     model = build_image_model("small_cnn", 6)
-    assert checkpoint_fit.misfit(state, model, TrainConfig(train=train)) == (
-        "is for a segmentation run (--task segment); this run is not")
+    assert checkpoint_fit.misfit(state, model, TrainConfig(train=train), "classify") == (
+        "is for --task segment; this run is --task classify")
     state["run"].pop("task")  # a checkpoint written before --task segment
-    assert checkpoint_fit.misfit(state, build_segment_model("small_cnn", 7),
-                                 TrainConfig(train=train, task="segment")).startswith("is for a run without")
+    assert checkpoint_fit.misfit(state, build_segment_model("small_cnn", 7), TrainConfig(train=train, task="segment"),
+                                 "segment") == "is for a task other than segment; this run is --task segment"
