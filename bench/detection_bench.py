@@ -26,13 +26,13 @@ from typing import Any
 
 from dataio.bench.detection_baseline import make_standard_detection
 from dataio.bench.image_baselines import Epoch
+from dataio.bench.shards_check import shards_of_kind
 from dataio.bench.report import format_table, load_average, machine_description, write_results
 from dataio.formats.coco.coco_convert import ConvertCocoConfig, convert_coco
 from dataio.formats.dataset.manifest import read_manifest
 from dataio.formats.dataset.sample_table import read_sample_table
 from dataio.formats.errors import UsageError
 from dataio.formats.files import sha256_file
-from dataio.formats.kinds import kind_of
 from dataio.detection.detection_config import DetectionConfig
 from dataio.detection.loader import DetectionLoader
 
@@ -111,11 +111,7 @@ def check_shards(shards: Path, annotations: Path) -> None:
     """``--shards`` must be a box folder packed from ``annotations`` (the sha256 its manifest records), checked before
     anything runs or is written: a pair folder was ``KeyError: 'Field "image_id" does not exist'``, the shards of
     another annotation file ``KeyError: 101`` (an image id the JSON lacks), each a traceback after minutes."""
-    _, manifest = read_manifest(shards)
-    kind = kind_of(manifest)
-    if kind.name != "detection":
-        raise UsageError(f"--shards {shards} holds {kind.what}, not COCO images with boxes: give a `dataio convert "
-                         f"coco` of {annotations.name}, or leave --shards out to convert it")
+    _, manifest = shards_of_kind(shards, ("detection",), f"a `dataio convert coco` of {annotations.name}")
     packed_from = manifest.options.get("annotations_sha256")
     try:
         given = sha256_file(annotations)

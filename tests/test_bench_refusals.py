@@ -1,6 +1,7 @@
 """The benchmarks check the data they are given before anything runs or is written, and never write into a source
-folder (issue 42): ``dataio bench detection`` given shards of another kind or of another annotation file, ``dataio
-bench pairs`` given a folder of other tars or a user's tars without a manifest."""
+folder (issue 42): ``dataio bench detection`` given shards of another kind or of another annotation file (and
+``bench images``, ``bench text`` shards of another kind), ``dataio bench pairs`` given a folder of other tars or a
+user's tars without a manifest."""
 
 from __future__ import annotations
 
@@ -31,8 +32,21 @@ def test_bench_detection_on_pair_shards_is_one_line_and_writes_nothing(coco_fold
     done = _run("bench", "detection", str(coco_folder[0]), str(coco_folder[1]), "--shards", str(pair_tars),
                 "--out", str(tmp_path / "out"), "--workers", "1", "--epochs", "1", "--warmup", "0", timeout=120)
     line = _one_line_exit_2(done)
-    assert f"--shards {pair_tars} holds image-text pairs, not COCO images with boxes" in line, line
+    assert f"--shards {pair_tars} holds image-text pairs, not images with box targets: give a `dataio convert coco` " \
+           f"of {coco_folder[1].name}, or leave --shards out" in line, line
     assert not (tmp_path / "out").exists() and listing(pair_tars) == before
+
+
+def test_bench_images_and_text_on_shards_of_another_kind_are_one_line(image_folder, pair_tars, tmp_path):
+    """The other benchmarks that take --shards check its kind too (they failed as deep in their first loader)."""
+    (tmp_path / "corpus.txt").write_text("a line of text\n" * 4)
+    for command, want in ((["images", str(image_folder[0])], "images with classes"),
+                          (["text", str(tmp_path / "corpus.txt")], "token documents")):
+        done = _run("bench", *command, "--shards", str(pair_tars), "--out", str(tmp_path / "out"), "--epochs", "1",
+                    timeout=120)
+        line = _one_line_exit_2(done)
+        assert f"--shards {pair_tars} holds image-text pairs, not {want}" in line, line
+        assert not (tmp_path / "out").exists()
 
 
 def test_bench_detection_on_the_shards_of_another_annotation_file_is_one_line(coco_folder, coco_shards, tmp_path):
