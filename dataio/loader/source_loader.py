@@ -23,6 +23,7 @@ import numpy as np
 from dataio.formats.errors import LoaderClosed, TooManyErrors
 from dataio.formats.remote.storage import redact
 from dataio.loader.accelerate_pass import AcceleratePass
+from dataio.loader.epoch_check import EpochDigesting
 from dataio.loader.epoch_sampler import EpochBatchSampler, EpochSampler
 from dataio.loader.rebuilt_on_unpickle import RebuiltOnUnpickle
 from dataio.pipeline.device_copy import DeviceCopy
@@ -42,7 +43,7 @@ _INTERNALS = {"_pool": ("driver", "_pool"), "_gate": ("driver", "_gate"), "_dali
               "_buffers": ("source", "buffers"), "_transfer": ("_stage", "finish")}
 
 
-class SourceLoader(RebuiltOnUnpickle, ResumableLoader):
+class SourceLoader(EpochDigesting, RebuiltOnUnpickle, ResumableLoader):
     """A loader over ``source``: a façade's constructor calls ``_start``; ``_pass`` yields ``(moved, host)``; pickled,
     it is rebuilt from its constructor's arguments and position (``rebuilt_on_unpickle``)."""
 
@@ -142,6 +143,7 @@ class SourceLoader(RebuiltOnUnpickle, ResumableLoader):
         consumed = self.position.begin(self._epoch_total())
         self._agree_once()
         plan = self.pass_plan()
+        self._digest_begin(plan, consumed)  # what this pass reads, checked by epoch_digest()
         times = self.stats.stages
         times.begin(self.epoch)
         start = time.perf_counter()
@@ -153,6 +155,7 @@ class SourceLoader(RebuiltOnUnpickle, ResumableLoader):
                 step = accelerate.step if accelerate.live else None  # a call a batch saved when inert
                 for moved, host in self._copy(hosts, self._move):
                     self._counted(host)
+                    self._digest_batch(host)
                     self.position.advance(host.units)
                     self._agreement.poll()  # a rank that published after the first pass's wait
                     if step is not None:
