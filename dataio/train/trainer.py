@@ -253,10 +253,13 @@ class Trainer:
             if c.halt_after_steps is not None and self.step >= c.halt_after_steps:
                 os._exit(75)  # fault injection: as if killed, with no cleanup and no final checkpoint
             clock.start_wait()
+        digest = loader.epoch_digest() if hasattr(loader, "epoch_digest") else None  # the pass proved, every rank
         metrics = self.task.evaluate(self.network)
         recent = [s for s in clock.steps if s["epoch"] == epoch]
         rate = sum(s["samples"] for s in recent) / max(sum(s["wait"] + s["compute"] for s in recent), 1e-9)
         clock.epoch_done(epoch, {**metrics, "train_loss": recent[-1]["loss"] if recent else float("nan")})
+        if digest is not None:
+            clock.epochs[-1]["digest"] = digest
         sources = self.tally.epoch_summary() if self.tally is not None else {}
         if sources:
             clock.epochs[-1]["sources"] = sources
