@@ -157,7 +157,7 @@ def kind_problem(manifest: Manifest) -> str | None:
     declare (a classification table without labels, a ``pairs`` folder without captions)."""
     name = manifest.declared_kind()
     kind = KINDS[name]
-    said = f"sample_kind {name!r}" + ("" if manifest.sample_kind else " (inferred: the manifest predates kinds)")
+    said = f"sample_kind {name!r}" + (" (inferred: the manifest predates kinds)" if manifest.predates_kinds() else "")
     if kind.layout != manifest.kind:
         return f"{said} is {kind.what}, stored as {kind.layout} shards, but the folder holds {manifest.kind} shards"
     declared = {f.name for f in manifest.sample_fields()}

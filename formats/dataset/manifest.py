@@ -89,6 +89,10 @@ class Manifest:
         """The kind of sample the folder holds: declared, or inferred once for older folders (``sample_kind``)."""
         return inferred_kind(self.kind, self.sample_kind, self.sample_fields())
 
+    def predates_kinds(self) -> bool:
+        """Whether the folder was packed before kinds were declared (its kind is then inferred, once)."""
+        return not self.sample_kind
+
     def table_columns(self) -> frozenset[str]:
         """The sample-table columns its declared fields add (a reader accepts these beside its own)."""
         return declared_columns(self.sample_fields())

@@ -105,7 +105,7 @@ def _check_table(folder: Path, manifest: Manifest, report: VerifyReport) -> tupl
         report.problems.append(short)
     faults = table_faults(table, [s.bytes for s in manifest.shards], 0 if short else len(manifest.classes))
     undeclared = LABEL_FIELD.name in table.table.schema.names and LABEL_FIELD.name not in manifest.table_columns()
-    if undeclared and manifest.sample_kind:  # a folder that declares its kind declares its columns (older ones: -1s)
+    if undeclared and not manifest.predates_kinds():  # a folder that declares its kind declares its columns (older ones: -1s)
         report.problems.append(f"{manifest.sample_table}: a 'label' column the manifest does not declare (its kind, "
                                f"{manifest.sample_kind}, has no classes)")
     check = kind_of(manifest).part("check")  # the kind's own columns (pairs: text, ids, tokenizer record)
