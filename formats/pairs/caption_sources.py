@@ -11,7 +11,7 @@ files with an image column and a caption column.
   column is read to list the rows (``parquet_images``' projection); image bytes and captions are then
   streamed in row order, the caption handed to the worker with the bytes.
 
-A caption is checked where its image is prepared (``pair_fields.caption_problem``: UTF-8, not empty, at
+A caption is checked where its image is prepared (``pair_fields.caption_text``: UTF-8, printable text, no NUL, at
 most ``limit`` bytes, never read past it), so a rejected pair is one line in ``rejected.jsonl`` naming the
 file or ``FILE#ROW``, as a rejected image is.
 """
@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 
 from dataio.formats.bounded_read import FileTooLarge
-from dataio.formats.pairs.pair_fields import MAX_CAPTION_BYTES, NO_LABEL, caption_problem, caption_too_long
+from dataio.formats.pairs.pair_fields import MAX_CAPTION_BYTES, NO_LABEL, caption_text, caption_too_long
 from dataio.formats.errors import UsageError
 from dataio.formats.images.image_prepare import Rejection
 from dataio.formats.images.image_tree import (ImageTree, NotRegularFile, _Walk, errno_text, escape_path, read_regular_file,
@@ -81,10 +81,8 @@ def read_caption(src: str | None, caption: CaptionInput) -> str | tuple[str]:
             return (f"no caption file {name} beside it",)
         except OSError as e:
             return (f"cannot read its caption {caption.sidecar}: {errno_text(e)}",)
-    problem = caption_problem(data, caption.limit)
-    if problem:
-        return (problem,)
-    return data if isinstance(data, str) else data.decode("utf-8")
+    text, problem = caption_text(data, caption.limit)
+    return (problem,) if text is None else text
 
 
 class _CaptionWalk(_Walk):

@@ -1,0 +1,86 @@
+"""A bad row costs only itself (issue 42): what counts as a caption, the same for a caption folder, img2dataset
+tars and Hub Parquet; a caption that is not UTF-8, or absurdly long, rejects its own Parquet row and not its row
+group; a key's second picture is named, never dropped silently. Each is met as a user meets it: the CLI."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+from tests.hostile_helpers import run_cli
+
+GOOD = {"good1": "a red square", "good2": "\ufeffa caption after a byte-order mark", "good3": "tab\tand newline\n"}
+BAD = {"nul_only": ("\0\0\0\0", "caption is only NUL bytes"),
+       "control_only": ("\x01\x02\x1b\x7f", "caption holds only control characters"),
+       "utf16_no_bom": ("a red square".encode("utf-16-le").decode("ascii"), "caption holds 12 NUL bytes")}
+
+
+def jpeg(colour: tuple[int, int, int] = (200, 40, 40), kind: str = "JPEG") -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (16, 16), colour).save(out, kind)
+    return out.getvalue()
+
+
+def rejected(folder: Path) -> dict[str, str]:
+    return {line["path"]: line["reason"] for line in map(json.loads, (folder / "rejected.jsonl").read_text()
+                                                         .splitlines())}
+
+
+def packed_captions(folder: Path) -> list[str]:
+    from dataio.formats.dataset.manifest import read_manifest
+    from dataio.formats.dataset.sample_table import read_sample_table
+
+    manifest = read_manifest(folder)[1]
+    table = read_sample_table(folder / manifest.sample_table, declared=manifest.table_columns()).table
+    return sorted(table.column("caption").to_pylist())
+
+
+def write_parquet(path: Path, captions: list, *, row_group_size: int = 8, compression: str = "snappy") -> None:
+    """A Hub caption file: an image struct and a caption column (``str``, or ``bytes`` written as they are into the
+    string column, as a writer that does not check UTF-8 leaves them)."""
+    raw = [c.encode() if isinstance(c, str) else c for c in captions]
+    offsets = pa.array([0, *[sum(len(c) for c in raw[:i + 1]) for i in range(len(raw))]], pa.int32())
+    strings = pa.Array.from_buffers(pa.string(), len(raw), [None, offsets.buffers()[1], pa.py_buffer(b"".join(raw))])
+    images = pa.array([{"bytes": jpeg((i * 20 % 256, 40, 40)), "path": f"{i}.jpg"} for i in range(len(raw))])
+    pq.write_table(pa.table({"image": images, "caption": strings}), path, row_group_size=row_group_size,
+                   compression=compression)
+
+
+def test_a_caption_that_is_not_text_is_one_line_in_every_layout(tmp_path):
+    """Before: captions of only NUL bytes, only control characters, or UTF-16 without a byte-order mark (NULs
+    between ASCII letters) were packed as text by all three packers."""
+    captions = {**GOOD, **{key: text for key, (text, _) in BAD.items()}}
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (tmp_path / "tars").mkdir()
+    with tarfile.open(tmp_path / "tars" / "00000.tar", "w") as tar:
+        for key, caption in captions.items():
+            (folder / f"{key}.jpg").write_bytes(jpeg())
+            (folder / f"{key}.txt").write_text(caption)
+            for name, data in ((f"{key}.jpg", jpeg()), (f"{key}.txt", caption.encode())):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    (tmp_path / "hub").mkdir()
+    write_parquet(tmp_path / "hub" / "train-00000-of-00001.parquet", list(captions.values()))
+    keys = {"folder": lambda key: f"{key}.jpg", "tars": lambda key: f"00000.tar/{key}",
+            "parquet": lambda key: f"train-00000-of-00001.parquet#{list(captions).index(key)}"}
+    runs = {"folder": run_cli("convert", "images", "folder", "out-folder", "--captions", "--no-progress", cwd=tmp_path),
+            "tars": run_cli("index", "tars", "--no-progress", cwd=tmp_path),
+            "parquet": run_cli("convert", "images", "hub", "out-parquet", "--caption-column", "caption",
+                               "--no-progress", cwd=tmp_path)}
+    for layout, done in runs.items():
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (layout, done.stderr)
+        out = tmp_path / ("tars" if layout == "tars" else f"out-{layout}")
+        lines = rejected(out)
+        assert set(lines) == {keys[layout](key) for key in BAD}, (layout, lines)
+        for key, (_, reason) in BAD.items():
+            assert lines[keys[layout](key)].startswith(reason), (layout, lines)
+        assert packed_captions(out) == sorted(GOOD.values()), layout
