@@ -9,7 +9,10 @@ files with an image column and a caption column.
   (listed: a caption nobody reads is a sign the folder is not what it seems).
 - **Hub Parquet** (``datasets``' ``Image`` struct or plain bytes, and a string column): only the caption
   column is read to list the rows (``parquet_images``' projection); image bytes and captions are then
-  streamed in row order, the caption handed to the worker with the bytes.
+  streamed in row order, the caption handed to the worker with the bytes, as bytes (a caption that is not
+  UTF-8 is its own row's rejection, not its row group's). A row group whose caption column is larger, by its
+  footer, than its rows' captions of at most ``--max-caption-bytes`` can be has its captions read page by page
+  (``parquet_values``): a longer caption is never held, only its size (``TooLong``).
 
 A caption is checked where its image is prepared (``pair_fields.caption_text``: UTF-8, printable text, no NUL, at
 most ``limit`` bytes, never read past it), so a rejected pair is one line in ``rejected.jsonl`` naming the
@@ -28,6 +31,7 @@ import pyarrow as pa
 from dataio.formats.bounded_read import FileTooLarge
 from dataio.formats.pairs.pair_fields import MAX_CAPTION_BYTES, NO_LABEL, caption_text, caption_too_long
 from dataio.formats.errors import UsageError
+from dataio.formats.parquet_values import TooLong, UnreadValue
 from dataio.formats.images.image_prepare import Rejection
 from dataio.formats.images.image_tree import (ImageTree, NotRegularFile, _Walk, errno_text, escape_path, read_regular_file,
                                               source_path, unescape_path)
@@ -64,6 +68,10 @@ def read_caption(src: str | None, caption: CaptionInput) -> str | tuple[str]:
         value = caption.value
         if value is None:
             return ("no caption in the row",)
+        if isinstance(value, TooLong):  # never read whole (parquet_values)
+            return (caption_too_long(value.size, caption.limit),)
+        if isinstance(value, UnreadValue):
+            return (value.reason,)
         if not isinstance(value, (str, bytes)):
             return (f"caption is a {type(value).__name__}, not text",)
         data = value
@@ -120,8 +128,11 @@ def walk_caption_folder(src: str | Path) -> ImageTree:
     return ImageTree([], walk.files, sorted(walk.rejected))
 
 
-def scan_parquet_pairs(files: list[Path], *, image_column: str, caption_column: str) -> ParquetImages:
-    """List a Parquet pair source: its rows (only the caption column's row counts are read), no classes."""
+def scan_parquet_pairs(files: list[Path], *, image_column: str, caption_column: str,
+                       max_caption_bytes: int = MAX_CAPTION_BYTES) -> ParquetImages:
+    """List a Parquet pair source: its rows (only the caption column's row counts are read), no classes; captions
+    are streamed as bytes, a row group whose caption chunk is over what ``max_caption_bytes`` allows page by page
+    (``parquet_values``)."""
     src = _common_root(files)
     rows: list[tuple[str, int]] = []
     for file in files:
@@ -136,4 +147,5 @@ def scan_parquet_pairs(files: list[Path], *, image_column: str, caption_column: 
             raise UsageError(f"{file}: column {caption_column!r} is {kind}, not captions (strings)")
         name = _name(src, file)
         rows += [(f"{name}#{row}", NO_LABEL) for row in range(reader.metadata.num_rows)]
-    return ParquetImages(src, tuple(files), image_column, caption_column, (), tuple(rows))
+    return ParquetImages(src, tuple(files), image_column, caption_column, (), tuple(rows),
+                         value_limit=max_caption_bytes)

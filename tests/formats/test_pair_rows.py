@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -84,3 +87,60 @@ def test_a_caption_that_is_not_text_is_one_line_in_every_layout(tmp_path):
         for key, (_, reason) in BAD.items():
             assert lines[keys[layout](key)].startswith(reason), (layout, lines)
         assert packed_captions(out) == sorted(GOOD.values()), layout
+
+
+def test_a_caption_that_is_not_utf8_costs_only_its_own_row(tmp_path):
+    """Before: one caption that is not UTF-8 in a row group of 8 rejected all 8 ('row group 0 (rows 0-7) is
+    damaged: 'utf-8' codec can't decode...'): the row group's captions were decoded together."""
+    captions = [f"caption {i}".encode() for i in range(8)]
+    captions[3] = b"caf\xe9 au lait"
+    (tmp_path / "hub").mkdir()
+    write_parquet(tmp_path / "hub" / "train-00000-of-00001.parquet", captions)
+    done = run_cli("convert", "images", "hub", "out", "--caption-column", "caption", "--no-progress", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("packed 7 image-text pairs"), done.stdout + done.stderr
+    assert rejected(tmp_path / "out") == {"train-00000-of-00001.parquet#3": "caption is not UTF-8 (byte 0xe9 at 3)"}
+    assert packed_captions(tmp_path / "out") == sorted(c.decode() for i, c in enumerate(captions) if i != 3)
+
+
+HUGE = 300_000_000  # bytes of one caption: a 13 KB zstd file
+
+
+def test_a_huge_caption_is_rejected_from_the_footer_and_its_row_group_packs_under_a_memory_cap(tmp_path):
+    """Before: the caption column was decompressed whole (its dictionary page holds every caption of the row
+    group) before any size was checked: under a 1.5 GB address-space cap all 8 rows were rejected (with 2 GB the
+    converter died of a segfault), and without a cap memory grew with the caption. Now the footer says the chunk
+    is larger than 8 captions may be, its pages are streamed and the long caption skipped, never held."""
+    captions = [f"caption {i}".encode() for i in range(8)]
+    captions[5] = b"x" * HUGE
+    (tmp_path / "hub").mkdir()
+    write_parquet(tmp_path / "hub" / "train-00000-of-00001.parquet", captions, compression="zstd")
+    del captions[5]
+    command = ["prlimit", f"--as={1536 << 20}", "timeout", "-s", "KILL", "120", sys.executable, "-m", "dataio",
+               "convert", "images", "hub", "out", "--caption-column", "caption", "--no-progress"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=150,
+                          env={**os.environ, "DATAIO_NUM_WORKERS": "1"})
+    assert done.returncode == 0 and done.stdout.startswith("packed 7 image-text pairs"), done.stdout + done.stderr
+    assert rejected(tmp_path / "out") == {"train-00000-of-00001.parquet#5": (
+        "caption of 300,000,000 bytes is longer than the 16,384 packed (--max-caption-bytes)")}
+    assert packed_captions(tmp_path / "out") == sorted(c.decode() for c in captions)
+
+
+@pytest.mark.parametrize("layout", [dict(compression="zstd"), dict(compression="snappy", use_dictionary=False),
+                                    dict(compression="gzip", data_page_version="2.0"),
+                                    dict(compression="none", use_dictionary=False, data_page_version="2.0")])
+def test_captions_read_page_by_page_are_the_captions_pyarrow_reads(tmp_path, layout):
+    """The page-by-page reader (``parquet_values``) over the layouts writers use: dictionary or plain pages, v1 or
+    v2, zstd, snappy, gzip or none, a null caption; its captions are the ones pyarrow reads, the long one named."""
+    captions: list = [f"caption {i} " * (i + 1) for i in range(12)]
+    captions[4], captions[9] = "y" * (2 << 20), None
+    table = pa.table({"image": pa.array([{"bytes": jpeg((i * 20, 40, 40)), "path": f"{i}.jpg"} for i in range(12)]),
+                      "caption": pa.array(captions, pa.string())})
+    (tmp_path / "hub").mkdir()
+    pq.write_table(table, tmp_path / "hub" / "train-00000-of-00001.parquet", row_group_size=6, **layout)
+    done = run_cli("convert", "images", "hub", "out", "--caption-column", "caption", "--no-progress", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("packed 10 image-text pairs"), done.stdout + done.stderr
+    assert rejected(tmp_path / "out") == {
+        "train-00000-of-00001.parquet#4": "caption of 2,097,152 bytes is longer than the 16,384 packed "
+                                          "(--max-caption-bytes)",
+        "train-00000-of-00001.parquet#9": "no caption in the row"}
+    assert packed_captions(tmp_path / "out") == sorted(c for i, c in enumerate(captions) if i not in (4, 9))
