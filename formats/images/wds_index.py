@@ -157,6 +157,9 @@ def _index_tar(path: Path, kind: IndexKind, config: IndexConfig) -> dict:
                 continue
             rows.append([key, image.offset, image.size, value, size[0], size[1],
                          f"{path.name}/{key}.{image.extension}", sample_checksum(data)])
+            rejected += [{"path": f"{path.name}/{key}.{c.extension}",
+                          "reason": f"a second picture of {key} ({key}.{image.extension} is indexed): not indexed"}
+                         for c in components if c.extension.lower() in IMAGE_MEMBERS and c is not image]
     extensions = Counter(c.extension.lower() for components in samples for c in components)
     return {"file": path.name, "bytes": path.stat().st_size, "sha256": sha256_file(path),
             "members": len(samples), "rows": rows, "rejected": rejected,

@@ -6,7 +6,8 @@ files with an image column and a caption column.
   that are not UTF-8, hidden files, the same rejections), from the top: every image is a sample. Its
   caption is the file of the same name with the extension ``.txt``, read by the worker that prepares the
   image (``read_caption``); an image without one is rejected, and so is a ``.txt`` without an image
-  (listed: a caption nobody reads is a sign the folder is not what it seems).
+  (listed: a caption nobody reads is a sign the folder is not what it seems), and so is a second picture of one
+  name (``NAME.jpg`` and ``NAME.png``: the first in sorted order is packed with ``NAME.txt``).
 - **Hub Parquet** (``datasets``' ``Image`` struct or plain bytes, and a string column): only the caption
   column is read to list the rows (``parquet_images``' projection); image bytes and captions are then
   streamed in row order, the caption handed to the worker with the bytes, as bytes (a caption that is not
@@ -119,6 +120,7 @@ def walk_caption_folder(src: str | Path) -> ImageTree:
         raise UsageError(f"source folder {src} does not exist or is not a folder")
     walk = _CaptionWalk(root)
     walk.walk_class(b"", NO_LABEL, (info.st_dev, info.st_ino))
+    walk.files = _one_picture_per_name(walk)
     images = {os.path.splitext(unescape_path(path))[0] for path, _ in walk.files}
     for caption in sorted(walk.captions):
         if os.path.splitext(caption)[0] not in images:
@@ -126,6 +128,23 @@ def walk_caption_folder(src: str | Path) -> ImageTree:
     if not walk.files and not walk.rejected:
         raise UsageError(f"source folder {src} holds no images (a caption folder holds NAME.jpg beside NAME.txt)")
     return ImageTree([], walk.files, sorted(walk.rejected))
+
+
+def _one_picture_per_name(walk: _CaptionWalk) -> list[tuple[str, int]]:
+    """The walk's images less a name's second picture (``NAME.jpg`` and ``NAME.png`` share one ``NAME.txt``: a
+    caption describes one picture), each left out with its line; the first in the walk's sorted order is packed."""
+    kept: dict[bytes, bytes] = {}
+    files = []
+    for path, label in walk.files:
+        raw = unescape_path(path)
+        stem = os.path.splitext(raw)[0]
+        if stem in kept:
+            first, name = escape_path(os.path.basename(kept[stem])), escape_path(os.path.basename(stem))
+            walk.reject(raw, f"a second picture of the name {name} ({first} is packed with its caption): not packed")
+        else:
+            kept[stem] = raw
+            files.append((path, label))
+    return files
 
 
 def scan_parquet_pairs(files: list[Path], *, image_column: str, caption_column: str,
