@@ -163,7 +163,7 @@ class ParquetImages:
                 row = end
                 continue
             done = max(row, skip)  # the first row not yet given
-            for batch_rows in (_batch_rows(reader.metadata, [group]), 1):
+            for batch_rows in dict.fromkeys((_batch_rows(reader.metadata, [group]), 1)):  # once if already 1
                 try:
                     for number, parquet_row in self._group_rows(reader, file, group, row, batch_rows):
                         if number >= done:
@@ -177,6 +177,7 @@ class ParquetImages:
                               f"{f' from row {done}' if done > row else ''}: {plain(e)}")
                     yield from (ParquetRow(f"{name}#{lost}", None, None, f"{name}#{lost}", damaged=reason)
                                 for lost in range(done, end))
+                    break
             row = end
 
     def _group_rows(self, reader: pq.ParquetFile, file: Path, group: int, first: int, batch_rows: int

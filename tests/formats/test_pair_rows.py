@@ -132,7 +132,7 @@ def test_captions_read_page_by_page_are_the_captions_pyarrow_reads(tmp_path, lay
     """The page-by-page reader (``parquet_values``) over the layouts writers use: dictionary or plain pages, v1 or
     v2, zstd, snappy, gzip or none, a null caption; its captions are the ones pyarrow reads, the long one named."""
     captions: list = [f"caption {i} " * (i + 1) for i in range(12)]
-    captions[4], captions[9] = "y" * (2 << 20), None
+    captions[4], captions[2] = "y" * (2 << 20), None  # both in the first row group, the one read page by page
     table = pa.table({"image": pa.array([{"bytes": jpeg((i * 20, 40, 40)), "path": f"{i}.jpg"} for i in range(12)]),
                       "caption": pa.array(captions, pa.string())})
     (tmp_path / "hub").mkdir()
@@ -142,8 +142,8 @@ def test_captions_read_page_by_page_are_the_captions_pyarrow_reads(tmp_path, lay
     assert rejected(tmp_path / "out") == {
         "train-00000-of-00001.parquet#4": "caption of 2,097,152 bytes is longer than the 16,384 packed "
                                           "(--max-caption-bytes)",
-        "train-00000-of-00001.parquet#9": "no caption in the row"}
-    assert packed_captions(tmp_path / "out") == sorted(c for i, c in enumerate(captions) if i not in (4, 9))
+        "train-00000-of-00001.parquet#2": "no caption in the row"}
+    assert packed_captions(tmp_path / "out") == sorted(c for i, c in enumerate(captions) if i not in (4, 2))
 
 
 def test_a_second_picture_of_a_key_is_named_in_a_caption_folder_and_in_tars(tmp_path):
@@ -169,3 +169,30 @@ def test_a_second_picture_of_a_key_is_named_in_a_caption_folder_and_in_tars(tmp_
     assert rejected(tmp_path / "tars") == {"00000.tar/a.png": "a second picture of a (a.jpg is indexed): not indexed"}
     assert packed_captions(tmp_path / "out") == packed_captions(tmp_path / "tars") == ["a red square",
                                                                                        "another red square"]
+
+
+def test_a_damaged_page_costs_only_the_rows_from_it_on_not_its_row_group(tmp_path):
+    """Before: a damaged page header in the middle of a row group's image column rejected all 8 rows of the
+    group; now the group is read again one row at a time and the rows before the damaged page are packed."""
+    from dataio.formats.parquet_values import _struct  # the page headers' parser, to find the fourth page
+
+    path = tmp_path / "hub" / "train-00000-of-00001.parquet"
+    path.parent.mkdir()
+    table = pa.table({"image": pa.array([{"bytes": jpeg((i * 20, 40, 40)), "path": f"{i}.jpg"} for i in range(8)]),
+                      "caption": pa.array([f"caption {i}" for i in range(8)])})
+    pq.write_table(table, path, row_group_size=8, data_page_size=1, write_batch_size=1, use_dictionary=False)
+    chunk = pq.ParquetFile(path).metadata.row_group(0).column(0)  # image.bytes: one page a row
+    with open(path, "rb") as f:
+        f.seek(chunk.data_page_offset)
+        for _ in range(3):
+            f.seek(_struct(f)[3], 1)
+        fourth = f.tell()
+    data = bytearray(path.read_bytes())
+    data[fourth:fourth + 24] = bytes([0x0F] * 24)
+    path.write_bytes(bytes(data))
+    done = run_cli("convert", "images", "hub", "out", "--caption-column", "caption", "--no-progress", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("packed 3 image-text pairs"), done.stdout + done.stderr
+    lines = rejected(tmp_path / "out")
+    assert sorted(lines) == [f"train-00000-of-00001.parquet#{row}" for row in range(3, 8)]
+    assert all(reason.startswith("row group 0 (rows 0-7) is damaged from row 3: ") for reason in lines.values())
+    assert packed_captions(tmp_path / "out") == ["caption 0", "caption 1", "caption 2"]
