@@ -148,15 +148,16 @@ def test_captions_read_page_by_page_are_the_captions_pyarrow_reads(tmp_path, lay
 
 def test_a_second_picture_of_a_key_is_named_in_a_caption_folder_and_in_tars(tmp_path):
     """Before: ``KEY.jpg`` and ``KEY.png`` in a caption folder were both packed with the one ``KEY.txt``, and in a
-    tar being indexed the second picture was left out without a line."""
+    tar being indexed the second picture, and a member of no kind (``KEY.npy``), were left out without a line."""
     folder = tmp_path / "folder"
     folder.mkdir()
     (tmp_path / "tars").mkdir()
     members = {"a.jpg": jpeg(), "a.png": jpeg((0, 0, 200), "PNG"), "a.txt": b"a red square", "b.jpg": jpeg(),
                "b.txt": b"another red square"}
     with tarfile.open(tmp_path / "tars" / "00000.tar", "w") as tar:
-        for name, data in members.items():
-            (folder / name).write_bytes(data)
+        for name, data in {**members, "b.npy": b"\x93NUMPY"}.items():
+            if name != "b.npy":
+                (folder / name).write_bytes(data)
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
@@ -166,7 +167,9 @@ def test_a_second_picture_of_a_key_is_named_in_a_caption_folder_and_in_tars(tmp_
                                                    "caption): not packed"}
     done = run_cli("index", "tars", "--no-progress", cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.startswith("indexed 2 image-text pairs"), done.stdout + done.stderr
-    assert rejected(tmp_path / "tars") == {"00000.tar/a.png": "a second picture of a (a.jpg is indexed): not indexed"}
+    assert rejected(tmp_path / "tars") == {
+        "00000.tar/a.png": "a second picture of a (a.jpg is indexed): not indexed",
+        "00000.tar/b.npy": "a member no kind reads (only .jpg, .jpeg, .png, .webp, .cls, .json, .txt): not indexed"}
     assert packed_captions(tmp_path / "out") == packed_captions(tmp_path / "tars") == ["a red square",
                                                                                        "another red square"]
 
