@@ -1,7 +1,7 @@
 """``dataio index SHARDS``: adopt existing WebDataset tars in place, without rewriting them.
 
-Tars as timm's imagenet-1k-wds ships them (``KEY.jpg``/``.jpeg``/``.png`` plus ``KEY.cls``, other
-members ignored) get, beside them, what ``dataio convert images`` would have written: a DALI index
+Tars as timm's imagenet-1k-wds ships them (``KEY.jpg``/``.jpeg``/``.png`` plus ``KEY.cls``; a second picture
+of a key, and a member of no kind, are left in the tar with a line each in ``rejected.jsonl``) get, beside them, what ``dataio convert images`` would have written: a DALI index
 per tar, the sample table (with each image's offset, size, label, width, height and xxh3-64),
 ``rejected.jsonl`` and ``manifest.json``, written last. ``ImageLoader`` then reads the tars directly,
 with the same output contract; the restart-marker splicing simply does not apply (the JPEGs are the
