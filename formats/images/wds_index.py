@@ -1,7 +1,7 @@
 """``dataio index SHARDS``: adopt existing WebDataset tars in place, without rewriting them.
 
-Tars as timm's imagenet-1k-wds ships them (``KEY.jpg``/``.jpeg``/``.png`` plus ``KEY.cls``, other
-members ignored) get, beside them, what ``dataio convert images`` would have written: a DALI index
+Tars as timm's imagenet-1k-wds ships them (``KEY.jpg``/``.jpeg``/``.png`` plus ``KEY.cls``; a second picture
+of a key, and a member of no kind, are left in the tar with a line each in ``rejected.jsonl``) get, beside them, what ``dataio convert images`` would have written: a DALI index
 per tar, the sample table (with each image's offset, size, label, width, height and xxh3-64),
 ``rejected.jsonl`` and ``manifest.json``, written last. ``ImageLoader`` then reads the tars directly,
 with the same output contract; the restart-marker splicing simply does not apply (the JPEGs are the
@@ -42,7 +42,7 @@ from dataio.formats.limits import MAX_CAPTION_BYTES
 from dataio.formats.progress import progress
 from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry, version_for
 from dataio.formats.dataset.sample_table import CHECKSUM_FIELD, MAX_MEMBER_BYTES, sample_checksum, write_sample_table
-from dataio.formats.dataset.shard_members import IMAGE_MEMBERS
+from dataio.formats.dataset.shard_members import IMAGE_MEMBERS, MEMBERS
 from dataio.formats.dataset.wds_shards import MemberLocation, dali_index_text, duplicate_members, scan_tar
 from dataio.formats.text.tokenizer_setup import TokenizerConfig
 
@@ -157,10 +157,25 @@ def _index_tar(path: Path, kind: IndexKind, config: IndexConfig) -> dict:
                 continue
             rows.append([key, image.offset, image.size, value, size[0], size[1],
                          f"{path.name}/{key}.{image.extension}", sample_checksum(data)])
+            rejected += _left_out(path.name, key, image, components)
     extensions = Counter(c.extension.lower() for components in samples for c in components)
     return {"file": path.name, "bytes": path.stat().st_size, "sha256": sha256_file(path),
             "members": len(samples), "rows": rows, "rejected": rejected,
             "index_text": dali_index_text(indexed), "extensions": dict(extensions)}
+
+
+def _left_out(tar: str, key: str, image: MemberLocation, components: list[MemberLocation]) -> list[dict[str, str]]:
+    """A line for each member of an indexed key that nothing reads: a second picture (the table has one image a
+    key), a member of no kind (``MEMBERS``: an embedding, a mask). It stays in the tar; it is not in the table."""
+    lines = []
+    for c in components:
+        if c.extension.lower() in IMAGE_MEMBERS and c is not image:
+            lines.append({"path": f"{tar}/{key}.{c.extension}",
+                          "reason": f"a second picture of {key} ({key}.{image.extension} is indexed): not indexed"})
+        elif c.extension.lower() not in MEMBERS:
+            lines.append({"path": f"{tar}/{key}.{c.extension}",
+                          "reason": f"a member no kind reads (only .{', .'.join(MEMBERS)}): not indexed"})
+    return lines
 
 
 def _read(handle, member: MemberLocation) -> bytes:

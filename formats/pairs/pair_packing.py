@@ -72,7 +72,8 @@ class PairPacking:
         return walk_caption_folder(config.src)
 
     def parquet(self, files: list[Path], config: Any) -> ParquetImages:
-        return scan_parquet_pairs(files, image_column=config.image_column, caption_column=config.caption_column)
+        return scan_parquet_pairs(files, image_column=config.image_column, caption_column=config.caption_column,
+                                  max_caption_bytes=config.max_caption_bytes)
 
     def row_problem(self, row: ParquetRow, classes: list[str]) -> str | None:
         return None  # no label: the caption is checked with the image
