@@ -138,3 +138,14 @@ def mixture_mismatch(saved: dict | None, now: dict | None) -> str | None:
         parts.append(f"the epoch rule (epoch_length={saved['epoch_length']}, epoch_until={saved['epoch_until']} then; "
                      f"{now['epoch_length']}, {now['epoch_until']} now)")
     return "its mixture differs: " + "; ".join(parts or ["its description"])
+
+
+def tokenizer_mismatch(saved: dict | None, now: dict | None) -> str | None:
+    """How the tokenizer a checkpoint was written with (``Task.tokenizer_record``: file and sha256) differs from
+    this run's, in one line, or None: the same ids would mean other words to the model it holds. A checkpoint
+    that records none (written before, or by a run without one) is not compared."""
+    if saved is None or now is None or saved.get("sha256") == now.get("sha256"):
+        return None
+    return (f"it was written with tokenizer {saved.get('file')} (sha256 {str(saved.get('sha256'))[:16]}), this run "
+            f"tokenises with {now.get('file')} (sha256 {str(now.get('sha256'))[:16]}): the same ids would mean other "
+            "words")

@@ -37,7 +37,7 @@ import numpy as np
 from dataio.formats.bounded_read import FileTooLarge
 from dataio.formats.dataset.arrow_image_shards import ArrowImageWriter, image_locations
 from dataio.formats.progress import progress
-from dataio.formats.errors import NothingConverted
+from dataio.formats.errors import DataioError, NothingConverted
 from dataio.formats.fallback_log import warn_once
 from dataio.formats.images.image_prepare import (WITHOUT_CODEC, ImagePrepareConfig, PreparedImage, Rejection,
                                           add_restart_markers, prepare_image)
@@ -322,7 +322,12 @@ def _pack_locked(config: ConvertImagesConfig, kind: ConvertKind, inputs: _Inputs
     locate = image_locations if config.format == "arrow" else scan_tar
     locations = [locate(config.out / e.file) for e in shards[:len(done)]] + writer.locations
     columns = _table_columns(locations, accepted, kind)
-    kind.finish(columns, options, config.tokenizer, config.out)  # last columns: a pair's token ids
+    failed = kind.finish(columns, options, config.tokenizer, config.out)  # last columns: a pair's token ids
+    if failed:  # their samples are in the shards already: the run stops, named, before the table and manifest
+        row = min(failed)
+        raise DataioError(f"{config.out}: the tokenizer failed on {len(failed)} caption(s), the first of "
+                          f"{accepted[row][0]}: {failed[row]}; no table or manifest written (the shards are kept "
+                          "for a rerun with a tokenizer that encodes them)")
     write_sample_table(config.out / SAMPLE_TABLE_NAME, columns)
     lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rejected)
     write_atomic(config.out / REJECTED_NAME, lines.encode())

@@ -29,7 +29,7 @@ import os
 import tarfile
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 
@@ -235,16 +235,25 @@ def index_shards(config: IndexConfig) -> IndexSummary:
         entries.append(ShardEntry(file=result["file"], index=index_name, num_samples=len(kept),
                                   bytes=result["bytes"], sha256=result["sha256"],
                                   num_skipped=result["members"] - len(kept)))
-    rejected.sort(key=lambda r: r["path"])
-    write_atomic(folder / REJECTED_NAME, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rejected).encode())
     if not columns["key"]:
+        _write_rejected(folder, rejected)
         _remove_journal(folder)
         raise NothingConverted(_nothing_indexed(folder, results))
+    options: dict = {"adopted": "webdataset", "sample_checksum": CHECKSUM_FIELD.name, "restart_interval": 0}
+    before = set(columns)
+    failed = kind.finish(columns, options, config.tokenizer, folder)  # last columns: a pair's token ids
+    if failed:  # a user's tokenizer failed on these captions: their pairs are rejected, one line each
+        entries = _drop_rows(columns, before, failed, entries, rejected, results)
+        if not columns["key"]:
+            _write_rejected(folder, rejected)
+            _remove_journal(folder)
+            first = next(line for line in rejected if line["reason"] == failed[min(failed)])
+            raise NothingConverted(f"nothing indexed in {folder}: the tokenizer failed on every caption ({first['path']}: "
+                                   f"{first['reason']}); each pair is listed in {folder / REJECTED_NAME}")
+    options.update(kind.index_options(columns["path"]))
+    _write_rejected(folder, rejected)
     for index_name, text in indexes.items():
         write_atomic(folder / index_name, text.encode())
-    options: dict = {"adopted": "webdataset", "sample_checksum": CHECKSUM_FIELD.name, "restart_interval": 0,
-                     **kind.index_options(columns["path"])}
-    kind.finish(columns, options, config.tokenizer, folder)  # last columns: a pair's token ids
     write_sample_table(folder / SAMPLE_TABLE_NAME, columns)
     fields = kind_named(kind.name).part("fields")(options)
     Manifest(kind="images", num_samples=len(columns["key"]), shards=tuple(entries), classes=classes,
@@ -252,6 +261,25 @@ def index_shards(config: IndexConfig) -> IndexSummary:
              version=version_for("images", fields)).write(folder)
     _remove_journal(folder)
     return IndexSummary(len(columns["key"]), len(rejected), len(entries), folder, kind.what)
+
+
+def _write_rejected(folder: Path, rejected: list[dict[str, str]]) -> None:
+    rejected.sort(key=lambda r: r["path"])
+    write_atomic(folder / REJECTED_NAME, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rejected).encode())
+
+
+def _drop_rows(columns: dict[str, list], before: set[str], failed: dict[int, str], entries: list[ShardEntry],
+               rejected: list[dict[str, str]], results: list[dict]) -> list[ShardEntry]:
+    """``failed`` rows out of the columns that were there ``before`` the kind's last ones (which left them
+    out already), each a rejected line naming ``TAR/KEY``; the shard entries recounted."""
+    for row, reason in sorted(failed.items()):
+        rejected.append({"path": f"{results[columns['shard'][row]]['file']}/{columns['key'][row]}", "reason": reason})
+    keep = [row not in failed for row in range(len(columns["key"]))]
+    for name in before:
+        columns[name] = [value for value, kept in zip(columns[name], keep, strict=True) if kept]
+    counts = Counter(columns["shard"])
+    return [replace(entry, num_samples=counts[shard], num_skipped=entry.num_skipped + entry.num_samples - counts[shard])
+            for shard, entry in enumerate(entries)]
 
 
 def _held_kind(pool: ThreadPoolExecutor, tars: list[Path]) -> str:
