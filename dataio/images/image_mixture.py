@@ -55,7 +55,9 @@ class ImageMixture:
                                 for i, (kind, names) in enumerate(kinds.items()))
             raise ValueError(f"sources {held}: a mixture's sources must all be one kind (or images alone)")
         self.labelled = [name for name, s in sources.items() if s.table.label is not None]
-        self.class_map = ClassMap.of({name: sources[name].manifest.classes for name in self.labelled})
+        # the class names of every source that has them: labelled images, and boxes (whose labels are in their rows)
+        named = [name for name, s in sources.items() if name in self.labelled or s.manifest.classes]
+        self.class_map = ClassMap.of({name: sources[name].manifest.classes for name in named})
         sizes = [len(s.table) for s in sources.values()]
         self.offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         self.table = self._table()
