@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
+from dataio.formats.file_gate import write_new
+
 COLOURS = np.array([(225, 35, 35), (35, 200, 35), (35, 35, 225), (215, 215, 30), (215, 35, 215), (30, 205, 205)])
 CATEGORIES = ((3, "red"), (7, "green"), (12, "blue"), (20, "yellow"), (41, "magenta"), (90, "cyan"))
 KINDS = ("rect", "ellipse", "polygon")
@@ -66,7 +68,7 @@ def write_coco_folder(root: str | Path, config: SyntheticCocoConfig = SyntheticC
     document = {"images": images, "annotations": annotations,
                 "categories": [{"id": cid, "name": name, "supercategory": "shape"} for cid, name in CATEGORIES]}
     path = root / "instances.json"
-    path.write_text(json.dumps(document))
+    write_new(path, json.dumps(document).encode())
     return folder, path
 
 

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from dataio.formats.errors import OutputError
 from dataio.formats.files import sha256_file
+from dataio.formats.file_gate import open_new
 from dataio.formats.dataset.manifest import ShardEntry
 from dataio.formats.dataset.wds_shards import MemberLocation
 
@@ -93,7 +94,7 @@ class ArrowImageWriter:
         tmp = self.folder / f".{name}.partial"
         batch = pa.RecordBatch.from_pylist(self._rows, schema=self.schema)
         try:
-            with open(tmp, "wb") as file:
+            with open_new(tmp) as file:  # created new: a link planted as the temp file is removed, not followed
                 with pa.ipc.new_stream(file, self.schema) as writer:
                     writer.write_batch(batch)
                 file.flush()
