@@ -175,12 +175,13 @@ NO_FOLLOW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
 
 
 def create_new(path: PathLike) -> int:
-    """A new file at ``path``, created by this call: whatever was there (a link planted to a file of the user's,
-    a leftover of this pid) is removed first, never opened, so nothing is written through a link."""
+    """A new file at ``path``, created by this call: a leftover file there (of this pid) is removed first, never
+    opened; a link there (planted to a file of the user's) is refused in one line, its target untouched."""
     try:
         return os.open(path, NO_FOLLOW, 0o644)
     except FileExistsError:
-        os.unlink(path)  # the entry itself: a symbolic link goes, its target stays as it was
+        refuse_link(Path(os.fsdecode(path)), "a file it writes")
+        os.unlink(path)
         return os.open(path, NO_FOLLOW, 0o644)
 
 
@@ -204,6 +205,7 @@ def atomic_writer(path: str | Path) -> Iterator[BinaryIO]:
     ``OutputError`` naming ``path``. The rename replaces a link at ``path`` itself, never its target.
     """
     path = Path(path)
+    refuse_link(path, "a file it writes")  # the rename would replace the link: say so rather than drop it
     tmp = path.with_name(f".{path.name}{TEMP_INFIX}{HOST}-{os.getpid()}")
     try:
         with os.fdopen(create_new(tmp), "wb") as f:
