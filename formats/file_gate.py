@@ -19,14 +19,20 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import mmap
 import os
 import socket
 import stat
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import TYPE_CHECKING, BinaryIO, TextIO
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
 from dataio.formats.errors import OutputError, UsageError
 
@@ -112,6 +118,40 @@ def open_input_fd(path: PathLike, *, root: PathLike | None = None) -> int:
 def open_input(path: PathLike, *, root: PathLike | None = None) -> BinaryIO:
     """The regular file ``path`` open for binary reading, to hand to a library (tarfile, PIL, pyarrow, torch)."""
     return os.fdopen(open_input_fd(path, root=root), "rb")
+
+
+def map_input(path: PathLike, *, root: PathLike | None = None) -> pa.BufferReader:
+    """The regular file ``path`` memory-mapped read-only, as a pyarrow reader (for ``pa.ipc.open_file``).
+
+    ``pa.memory_map(path)`` opens the path itself, so a FIFO given as a shard would block it and a link would be
+    followed: the file is opened and checked here, and its descriptor mapped. The mapping is as fast as
+    pyarrow's own (tables stay zero-copy views of the page cache); the arrays read from it keep it alive.
+    """
+    import pyarrow as pa  # lazy: only Arrow readers need it, and the gate stays stdlib for everyone else
+
+    fd = open_input_fd(path, root=root)
+    try:
+        if os.fstat(fd).st_size == 0:  # mmap refuses an empty file: pyarrow then says it is no Arrow file
+            return pa.BufferReader(b"")
+        return pa.BufferReader(pa.py_buffer(mmap.mmap(fd, 0, access=mmap.ACCESS_READ)))
+    finally:
+        os.close(fd)  # the mapping holds the file on its own
+
+
+def open_parquet(path: PathLike, *, root: PathLike | None = None) -> pq.ParquetFile:
+    """The regular file ``path`` as a ``pq.ParquetFile`` read through a file the gate opened (pyarrow given a
+    path would wait on a FIFO). The file closes when the reader is collected: pyarrow closes only files it
+    opened itself, and one left to the garbage collector warns. Reads stay pyarrow's (footer, then row groups)."""
+    import pyarrow.parquet as pq  # lazy, as in map_input
+
+    source = open_input(path, root=root)
+    try:
+        reader = pq.ParquetFile(source)
+    except BaseException:
+        source.close()
+        raise
+    weakref.finalize(reader, source.close)
+    return reader
 
 
 def read_fd_at_most(fd: int, limit: int) -> bytes:

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from dataio.formats.images.class_names import numbered_classes, read_class_names
 from dataio.formats.errors import UsageError
+from dataio.formats.file_gate import open_parquet
 
 # What pyarrow raises for a damaged file: its own errors, OSError, and UnicodeDecodeError for a footer whose
 # column names are not UTF-8 (found by tests/test_fuzz.py); each is that file's one rejected row, never a traceback.
@@ -118,7 +119,7 @@ class ParquetImages:
         sizes = []
         for file in self.files:
             try:
-                metadata = pq.ParquetFile(file).metadata
+                metadata = open_parquet(file).metadata  # the gate: pyarrow given a path waits on a FIFO
             except DAMAGED_PARQUET:  # a damaged file: its one rejected row
                 sizes.append(np.zeros(1, dtype=np.int64))
                 continue
@@ -134,7 +135,7 @@ class ParquetImages:
         first = 0  # number of the file's first row
         for file in self.files:
             try:
-                reader = pq.ParquetFile(file)
+                reader = open_parquet(file)
             except DAMAGED_PARQUET as e:  # listed as one row by scan_parquet_images
                 if first >= start:
                     name = _name(self.root, file)
@@ -262,7 +263,7 @@ def open_parquet_source(file: Path, image_column: str, other_column: str, other:
     the file and the columns it has, with ``other`` saying which flag names the second one); None when its
     footer is damaged (that file is then one rejected row of its source)."""
     try:
-        reader = pq.ParquetFile(file)
+        reader = open_parquet(file)
         schema = reader.schema_arrow
     except DAMAGED_PARQUET:
         return None

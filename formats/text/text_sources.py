@@ -24,7 +24,7 @@ from typing import Literal
 import pyarrow.parquet as pq
 
 from dataio.formats.errors import UsageError
-from dataio.formats.file_gate import open_input
+from dataio.formats.file_gate import open_input, open_parquet
 from dataio.formats.limits import REPORT_EXAMPLES
 
 SUFFIXES = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
@@ -208,7 +208,7 @@ def _jsonl(piece: TextPiece, field_name: str, stats: SourceStats) -> Iterator[Do
 def _open_parquet(path: Path, field_name: str):
     """The ``pq.ParquetFile``; UsageError naming the file if it cannot be read or lacks the column."""
     try:
-        parquet = pq.ParquetFile(path)
+        parquet = open_parquet(path)
     except Exception as e:  # pyarrow raises ArrowInvalid/OSError subclasses for corrupt files
         raise UsageError(f"{path}: not a readable parquet file ({e})") from None
     if field_name not in parquet.schema_arrow.names:
@@ -308,7 +308,7 @@ def join_pieces(pieces: Sequence[TextPiece]) -> list[TextPiece]:
 
 def _end(path: Path) -> int:
     if source_kind(path) == "parquet":
-        return pq.ParquetFile(path).metadata.num_row_groups
+        return open_parquet(path).metadata.num_row_groups
     return os.stat(path).st_size
 
 
