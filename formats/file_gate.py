@@ -184,18 +184,20 @@ def read_input(path: PathLike, limit: int, *, root: PathLike | None = None) -> b
 
 
 def read_at_most(path: PathLike, limit: int) -> bytes:
-    """The bytes of a file named by a flag (``--classes``, ``--mixture``), at most ``limit``: any file, a
-    device too (``/dev/zero`` is refused past the limit, with the sizes that say so)."""
-    fd = os.open(path, os.O_RDONLY | _CLOEXEC)
-    try:
-        return read_fd_at_most(fd, limit)
-    finally:
-        os.close(fd)
+    """The bytes of a file named by a flag (``--classes``, ``--mixture``, ``--tokenizer``, a manifest), at most
+    ``limit``: a regular file only, as every input (a FIFO given there blocked the command for ever, and
+    ``/dev/zero`` read up to the limit): ``NotRegularFile`` says which kind it is, without waiting on it."""
+    return read_input(path, limit)
 
 
 def read_kernel_text(path: str, limit: int = 1 << 20) -> str:
-    """A file of /proc dataio reads for its own reports (``/proc/cpuinfo``), on purpose and bounded."""
-    return read_at_most(path, limit).decode("utf-8", "replace")
+    """A file of /proc dataio reads for its own reports (``/proc/cpuinfo``), on purpose and bounded: the one read
+    of a kernel file, whose path dataio itself names (never a user's)."""
+    fd = os.open(path, os.O_RDONLY | _CLOEXEC)
+    try:
+        return read_fd_at_most(fd, limit).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
 
 
 def sha256_file(path: PathLike, chunk: int = _CHUNK) -> str:
