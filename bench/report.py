@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from dataio.formats.file_gate import read_kernel_text, write_atomic
+from dataio.formats.file_gate import atomic_writer, read_kernel_text, write_atomic
 
 
 def machine_description() -> dict[str, Any]:
@@ -76,7 +76,8 @@ def write_results(out: Path, name: str, result: dict[str, Any], bars: dict[str, 
     machine = result.get("machine", {})
     title = f"{name}: {machine.get('cpu', '')}, {machine.get('cores')} cores"
     fig.suptitle(textwrap.fill(title, width=int(fig.get_figwidth() * 12)), fontsize=9)  # over the whole width
-    fig.savefig(out / f"{name}.png", dpi=110)
+    with atomic_writer(out / f"{name}.png") as f:  # matplotlib given a path would write through a planted link
+        fig.savefig(f, format="png", dpi=110)
     plt.close(fig)
     paths.append(out / f"{name}.png")
     return paths

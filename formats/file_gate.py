@@ -23,6 +23,7 @@ import mmap
 import os
 import socket
 import stat
+import tempfile
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -260,6 +261,23 @@ def atomic_writer(path: str | Path) -> Iterator[BinaryIO]:
         if isinstance(e, OSError):  # disk full, quota, I/O error: one line naming the file
             raise OutputError(path, e) from None
         raise
+
+
+@contextmanager
+def private_temp_path(path: str | Path, what: str) -> Iterator[Path]:
+    """A path for a library that writes only to a path it opens itself (torch's ``export_chrome_trace``), moved
+    to ``path`` once the block ends without error.
+
+    The path lies in a new folder beside ``path`` that this call creates (random name, mode 0700), so no link can
+    have been planted there; the rename then replaces a link at ``path`` itself, never its target, and a link at
+    ``path`` is refused up front (``refuse_link``) rather than silently dropped.
+    """
+    path = Path(path)
+    refuse_link(path, what)
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}{TEMP_INFIX}") as private:
+        written = Path(private) / path.name
+        yield written
+        os.replace(written, path)
 
 
 def write_atomic(path: str | Path, data: bytes) -> None:

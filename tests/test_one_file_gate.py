@@ -10,12 +10,13 @@ ROOT = Path(__file__).resolve().parents[1]
 GATE = "formats/file_gate.py"
 WHOLE_FILE_CALLS = ("read_bytes", "read_text", "write_bytes", "write_text")  # Path's open-read-close in one call
 IN_MEMORY = ("BytesIO", "BufferReader", "StringIO", "BufferOutputStream", "py_buffer")  # Image.open(io.BytesIO(data))
-GATE_FILES = ("open_input", "open_new", "map_input", "open_parquet", "atomic_writer")  # the gate's file objects
+GATE_FILES = ("open_input", "open_new", "map_input", "open_parquet", "atomic_writer", "private_temp_path")  # gate's
 HANDED_TYPES = ("BinaryIO", "IO[", "NativeFile", "BufferReader")  # a parameter typed as a file object, not a path
 
 # Library calls that open a path themselves, under names other than "open": (receiver or None, name) -> the
-# argument that is the path (a file object or in-memory buffer there opens nothing). Receiver None: any object
-# (``image.save(path)`` on a PIL image); a receiver given: only that module (``torch.save``, not a dataio method).
+# argument that is the path, by position or keyword (a file object or in-memory buffer there opens nothing).
+# Receiver None: any object (``image.save(path)`` on a PIL image); a receiver given: only that module
+# (``torch.save``, not a dataio method).
 PATH_CALLS = {
     (None, "ParquetFile"): 0, (None, "read_table"): 0, (None, "read_metadata"): 0, (None, "read_schema"): 0,
     (None, "ParquetWriter"): 0, (None, "write_table"): 1, (None, "memory_map"): 0, (None, "open_file"): 0,
@@ -23,7 +24,8 @@ PATH_CALLS = {
     (None, "from_file"): 0, (None, "WebDataset"): 0, (None, "save"): 0, ("torch", "save"): 1,
     ("torch", "load"): 0, ("np", "load"): 0, ("np", "save"): 0, ("numpy", "load"): 0, ("numpy", "save"): 0,
     ("shutil", "copy"): 0, ("shutil", "copy2"): 0, ("shutil", "copyfile"): 0, ("shutil", "copytree"): 0,
-    ("shutil", "move"): 0,
+    ("shutil", "move"): 0, (None, "savefig"): 0, (None, "export_chrome_trace"): 0,
+    (None, "SummaryWriter"): "log_dir",
 }
 
 # Calls whose name ends in "open" that open no file themselves, each with why: they are dataio's own methods,
@@ -44,6 +46,8 @@ ALLOWED = {
                                               "paths (absolute: never a pipe: URL), as its users run it",
     "bench/image_baselines.py wds.WebDataset": "the torchvision-style baseline: webdataset's own loader on shard "
                                                "paths (absolute: never a pipe: URL), as its users run it",
+    "dataio/train/step_logs.py SummaryWriter": "tensorboard's event writer: it takes only a folder (dataio train's "
+                                               "own --out/tensorboard) and names its file by time, host and pid",
     "bench/text_bench.py Tokenizer.from_file": "the on-the-fly text baseline: tokenizers' own loading in each "
                                                "worker, as the usual recipe does, of the benchmark's own file",
 }
@@ -66,10 +70,12 @@ def _path_argument(call: ast.Call) -> ast.expr | None | bool:
     func = call.func
     receiver = ast.unparse(func.value).split(".")[0] if isinstance(func, ast.Attribute) else None
     key = (receiver, _name(call))
-    index = PATH_CALLS.get(key if key in PATH_CALLS else (None, key[1]))
-    if index is None:
+    where = PATH_CALLS.get(key if key in PATH_CALLS else (None, key[1]))
+    if where is None:
         return False
-    return call.args[index] if len(call.args) > index else None
+    if isinstance(where, str):
+        return next((k.value for k in call.keywords if k.arg == where), None)
+    return call.args[where] if len(call.args) > where else None
 
 
 def _opens_nothing(value: ast.expr) -> bool:
@@ -111,6 +117,8 @@ def _opens_a_path(call: ast.Call, file_objects: set[str]) -> bool:
     argument = _path_argument(call)
     if argument is False or argument is None:  # not a PATH_CALLS call; image.load(): no file named
         return False
+    if isinstance(argument, ast.Call) and _name(argument) == "str" and len(argument.args) == 1:
+        argument = argument.args[0]  # str(path): still that path
     return not _opens_nothing(argument) and ast.unparse(argument) not in file_objects
 
 
@@ -159,9 +167,9 @@ def test_the_scan_sees_every_kind_of_open(tmp_path):
 
 
 def test_the_scan_sees_libraries_that_open_a_path_themselves(tmp_path):
-    """pyarrow, tokenizers, PIL, torch, numpy, webdataset and shutil given a path open it themselves: listed;
-    given a file the gate opened (bound by ``with``, assigned, or a parameter typed ``BinaryIO``) or an in-memory
-    buffer they open nothing: not listed."""
+    """pyarrow, tokenizers, PIL, torch, numpy, webdataset, shutil, matplotlib and tensorboard given a path open it
+    themselves: listed; given a file the gate opened (bound by ``with``, assigned, or a parameter typed
+    ``BinaryIO``) or an in-memory buffer they open nothing: not listed."""
     source = tmp_path / "paths.py"
     source.write_text(
         "import io, shutil, numpy as np, torch, pyarrow as pa, pyarrow.parquet as pq, webdataset as wds\n"
@@ -170,14 +178,18 @@ def test_the_scan_sees_libraries_that_open_a_path_themselves(tmp_path):
         "    pa.ipc.open_file(path)\n    pa.ipc.open_stream(path)\n    pa.OSFile(path)\n"
         "    Tokenizer.from_file(path)\n    image.save(path)\n    torch.save({}, path)\n    torch.load(path)\n"
         "    np.load(path)\n    np.save(path, 1)\n    wds.WebDataset([path])\n    shutil.copy(path, 'b')\n"
-        "    pq.read_metadata(path)\n    pq.write_table(t, path)\n"
+        "    pq.read_metadata(path)\n    pq.write_table(t, path)\n    fig.savefig(path)\n"
+        "    profiler.export_chrome_trace(str(path))\n    SummaryWriter(log_dir=str(path))\n"
         "def hands_over(path, given: BinaryIO, image):\n"
         "    with open_input(path) as f:\n        pq.ParquetFile(f)\n        torch.load(f)\n"
         "    pa.ipc.open_file(map_input(path))\n    out = open_new(path)\n    pa.ipc.new_file(out, s)\n"
         "    buffer = io.BytesIO()\n    image.save(buffer)\n    np.save(buffer, 1)\n    pq.ParquetFile(given)\n"
         "    pa.ipc.open_file(pa.BufferReader(b''))\n    image.load()\n    open_parquet(path).metadata\n"
-        "    source = map_input(path) if data is None else pa.BufferReader(data)\n    pa.ipc.open_file(source)\n")
+        "    source = map_input(path) if data is None else pa.BufferReader(data)\n    pa.ipc.open_file(source)\n"
+        "    with atomic_writer(path) as out:\n        fig.savefig(out)\n"
+        "    with private_temp_path(path, 'a trace') as partial:\n        profiler.export_chrome_trace(str(partial))\n")
     assert [line.split(" ")[1] for line in file_opens(source, tmp_path)] == [
         "pq.ParquetFile", "pq.read_table", "pa.memory_map", "pa.ipc.open_file", "pa.ipc.open_stream", "pa.OSFile",
         "Tokenizer.from_file", "image.save", "torch.save", "torch.load", "np.load", "np.save", "wds.WebDataset",
-        "shutil.copy", "pq.read_metadata", "pq.write_table"]
+        "shutil.copy", "pq.read_metadata", "pq.write_table", "fig.savefig", "profiler.export_chrome_trace",
+        "SummaryWriter"]

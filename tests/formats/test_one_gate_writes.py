@@ -4,6 +4,7 @@ the command refuses in one line (the CLI as a user runs it: exit code and stderr
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -45,14 +46,27 @@ def untouched(target: Path) -> bool:
     return sorted(target.iterdir()) == [] if target.is_dir() else target.read_bytes() == b"precious\n"
 
 
-@pytest.mark.parametrize("name", [".dataio.lock", "log.json", "log.csv", "checkpoint.pt"])
+@pytest.mark.parametrize("name", [".dataio.lock", "log.json", "log.csv", "checkpoint.pt", "train.png"])
 def test_a_link_planted_in_train_out_is_refused_and_its_target_untouched(coloured_shards, tmp_path, name):
-    """Before: log.json, log.csv and the checkpoint were renamed over the planted link without a word."""
+    """Before: log.json, log.csv and the checkpoint were renamed over the planted link without a word, and
+    matplotlib's ``savefig(path)`` wrote train.png through it."""
     out = tmp_path / "run"
     target = plant(tmp_path, out, name)
     done = dataio("train", "--train", str(coloured_shards), "--out", str(out), *TRAIN)
     refused_in_one_line(done, out / name)
     assert untouched(target)
+
+
+def test_a_link_planted_as_the_profile_traces_temp_file_leaves_its_target_untouched(coloured_shards, tmp_path):
+    """Before: torch exported the trace to the fixed name ``rank0.pt.trace.json.partial``, through a link planted
+    there; now it writes in a folder the gate has just made (random name, 0700), and the trace is moved into place."""
+    out = tmp_path / "run"
+    target = plant(tmp_path, out / "profile", "rank0.pt.trace.json.partial")
+    done = dataio("train", "--train", str(coloured_shards), "--out", str(out), *TRAIN, "--profile", "2")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert untouched(target)
+    assert "traceEvents" in json.loads((out / "profile" / "rank0.pt.trace.json").read_text())
+    assert sorted(p.name for p in (out / "profile").iterdir()) == ["rank0.pt.trace.json", "rank0.pt.trace.json.partial"]
 
 
 @pytest.mark.parametrize("name", [".dataio.lock", ".journal", "manifest.json", "samples.arrow", "rejected.jsonl"])
