@@ -6,10 +6,14 @@ said), and so is a file of ``/proc`` or ``/sys`` (its size says 0 and ``/proc/se
 no size check bounds it). Given the ``root`` of the tree they come from (a source folder), they follow no link
 out of it: the resolved path must stay under the resolved root (links inside the tree are fine), so a caption
 linked to a credentials file is never read. Whole reads stop one byte past their limit (``read_fd_at_most``).
+Libraries that would open a path themselves get what the gate opened: pyarrow an mmap of a checked descriptor
+(``map_input``: Arrow shards stay zero-copy) or a ``ParquetFile`` over a checked file (``open_parquet``).
 
 Writes never go through a link: temp files, checkpoints, journals and shards are created new
 (``O_CREAT | O_EXCL | O_NOFOLLOW``, whatever was there removed first, never opened), locks and logs are
-opened ``O_NOFOLLOW`` and a link where they live is refused in one line (``refuse_link``).
+opened ``O_NOFOLLOW`` and a link where they live is refused in one line (``refuse_link``). A library that can
+only write to a path it opens (torch's trace export) writes in a folder the gate has just made
+(``private_temp_path``).
 
 Every refusal is an ``OSError`` whose message is the reason, one line, the same on every run: the packers
 put it in ``rejected.jsonl`` beside the file's name, the CLI prints it.
@@ -31,11 +35,11 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, TextIO
 
-if TYPE_CHECKING:
+from dataio.formats.errors import OutputError, UsageError
+
+if TYPE_CHECKING:  # for the annotations only: pyarrow is imported where it is used
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-from dataio.formats.errors import OutputError, UsageError
 
 PathLike = str | bytes | Path
 _CHUNK = 1 << 20
@@ -274,7 +278,7 @@ def private_temp_path(path: str | Path, what: str) -> Iterator[Path]:
     """
     path = Path(path)
     refuse_link(path, what)
-    with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}{TEMP_INFIX}") as private:
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}.private-") as private:
         written = Path(private) / path.name
         yield written
         os.replace(written, path)
