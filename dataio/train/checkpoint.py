@@ -20,6 +20,7 @@ import torch
 
 from dataio.formats.errors import CheckpointError
 from dataio.formats.files import atomic_writer, remove_stale_temps
+from dataio.formats.file_gate import open_input
 
 NAME = "checkpoint.pt"
 _DAMAGED = ("invalid load key", "Unsupported operand", "PytorchStreamReader", "zip archive", "truncated", "unexpected EOF")  # torch's words
@@ -73,11 +74,12 @@ def load(out: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:  # the gate: a FIFO or device planted as the checkpoint is refused, unread
             if f.read(4) != b"PK\x03\x04":  # torch.save writes a zip archive
                 raise CheckpointError(f"checkpoint {path} is corrupted (not a torch.save archive); restore a good "
                                       "copy, or move it away to start afresh")
-        return torch.load(path, map_location="cpu", weights_only=True)
+            f.seek(0)
+            return torch.load(f, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, KeyError, AttributeError,
             IndexError, OSError) as e:  # truncated, corrupted, or holding objects other than tensors
         raise CheckpointError(f"checkpoint {path} cannot be read ({reason(e)}); restore a good copy, or move it "

@@ -11,11 +11,11 @@ for Nsight Systems. The profiler records every thread (``all_threads_config``).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
 
+from dataio.formats.file_gate import private_temp_path
 from dataio.pipeline.stage_times import all_threads_config
 
 
@@ -33,9 +33,8 @@ class StepProfiler:
 
     def _write(self, profiler: torch.profiler.profile) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        partial = self.path.with_name(self.path.name + ".partial")
-        profiler.export_chrome_trace(str(partial))
-        os.replace(partial, self.path)  # never a half-written trace under the final name
+        with private_temp_path(self.path, "a profiler trace") as partial:  # torch opens it itself: no link there
+            profiler.export_chrome_trace(str(partial))  # moved into place whole: never a half-written trace
         self.written = True
 
     def step(self) -> None:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from dataio.formats.errors import ConfigError
+from dataio.formats.file_gate import open_append
 from dataio.formats.files import write_atomic
 
 COLUMNS = ("step", "epoch", "time_s", "loss", "lr", "samples", "per_second", "val_acc", "val_loss", "val_ppl")
@@ -133,7 +134,7 @@ class StepLogs:
         writer.writerow([*COLUMNS, *self.sources.header])
         writer.writerows(rows(steps, epochs, self.sources))
         write_atomic(self.path, buffer.getvalue().encode())  # the checkpoint's rows, nothing past them
-        self._file = open(self.path, "a", newline="", encoding="utf-8")
+        self._file = open_append(self.path, "its step log")  # never through a link planted in OUT
         self._csv = csv.writer(self._file, lineterminator="\n")
         self.writer = open_tensorboard(out / TENSORBOARD, len(steps) + 1 if steps else None) if tensorboard else None
 

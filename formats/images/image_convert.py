@@ -34,14 +34,14 @@ from pathlib import Path
 
 import numpy as np
 
-from dataio.formats.bounded_read import FileTooLarge
+from dataio.formats.file_gate import FileRefused
 from dataio.formats.dataset.arrow_image_shards import ArrowImageWriter, image_locations
 from dataio.formats.progress import progress
 from dataio.formats.errors import DataioError, NothingConverted
 from dataio.formats.fallback_log import warn_once
 from dataio.formats.images.image_prepare import (WITHOUT_CODEC, ImagePrepareConfig, PreparedImage, Rejection,
                                           add_restart_markers, prepare_image)
-from dataio.formats.images.image_tree import NotRegularFile, errno_text, read_regular_file, source_path
+from dataio.formats.images.image_tree import errno_text, read_regular_file, source_path
 from dataio.formats.images.packing_kind import ConvertKind, asked_kind, convert_kind
 from dataio.formats.images.skipped_folders import refuse_output_inside_source
 from dataio.formats.dataset.convert_journal import Journal, JournalledShards, fingerprint
@@ -150,8 +150,8 @@ def _prepare_job(job: tuple) -> PreparedImage | Rejection:
     else:
         try:
             data = read_regular_file(item.path if isinstance(item, LocalFile) else source_path(src, item),
-                                     config.max_file_size)
-        except (NotRegularFile, FileTooLarge) as e:
+                                     config.max_file_size, root=src)  # no link out of the source folder
+        except FileRefused as e:
             return Rejection(str(e) if src is not None else f"{item.path}: {e}")
         except OSError as e:
             return Rejection(f"cannot read: {errno_text(e)}" if src is not None

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from dataio.formats.images.class_names import numbered_classes, read_class_names
 from dataio.formats.errors import UsageError
+from dataio.formats.file_gate import open_input, open_parquet
 from dataio.formats.parquet_values import UnreadValue, ValuesUnread, bounded_values, chunk_over
 
 # What pyarrow raises for a damaged file: its own errors, OSError, and UnicodeDecodeError for a footer whose
@@ -121,7 +122,7 @@ class ParquetImages:
         sizes = []
         for file in self.files:
             try:
-                metadata = pq.ParquetFile(file).metadata
+                metadata = open_parquet(file).metadata  # the gate: pyarrow given a path waits on a FIFO
             except DAMAGED_PARQUET:  # a damaged file: its one rejected row
                 sizes.append(np.zeros(1, dtype=np.int64))
                 continue
@@ -137,7 +138,7 @@ class ParquetImages:
         first = 0  # number of the file's first row
         for file in self.files:
             try:
-                reader = pq.ParquetFile(file)
+                reader = open_parquet(file)
             except DAMAGED_PARQUET as e:  # listed as one row by scan_parquet_images
                 if first >= start:
                     name = _name(self.root, file)
@@ -209,7 +210,7 @@ class ParquetImages:
         ``TooLong``); a chunk this reader cannot read is an ``UnreadValue`` per row naming why."""
         rows = reader.metadata.row_group(group).num_rows
         try:
-            with open(file, "rb") as handle:
+            with open_input(file) as handle:
                 return bounded_values(handle, reader.metadata, group, column, self.value_limit, PAGE_BOUND)
         except (ValuesUnread, OSError) as e:
             size = reader.metadata.row_group(group).column(column).total_uncompressed_size
@@ -322,7 +323,7 @@ def open_parquet_source(file: Path, image_column: str, other_column: str, other:
     the file and the columns it has, with ``other`` saying which flag names the second one); None when its
     footer is damaged (that file is then one rejected row of its source)."""
     try:
-        reader = pq.ParquetFile(file)
+        reader = open_parquet(file)
         schema = reader.schema_arrow
     except DAMAGED_PARQUET:
         return None

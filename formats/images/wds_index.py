@@ -35,6 +35,8 @@ from pathlib import Path
 
 from dataio.formats.errors import NothingConverted, ShardError, UsageError
 from dataio.formats.files import sha256_file, write_atomic
+from dataio.formats.limits import MAX_STATE_FILE_BYTES
+from dataio.formats.file_gate import open_input, read_input
 from dataio.formats.images.image_headers import image_size
 from dataio.formats.images.packing_kind import IndexKind, asked_kind, check_index_options, index_kind
 from dataio.formats.kinds import kind_named
@@ -127,7 +129,7 @@ def _index_tar(path: Path, kind: IndexKind, config: IndexConfig) -> dict:
     rows: list[list] = []
     rejected: list[dict[str, str]] = []
     indexed: list[list[MemberLocation]] = []  # what the DALI index lists: each sample once, repeats left out
-    with open(path, "rb") as handle:
+    with open_input(path) as handle:
         for components in samples:
             components, repeats = duplicate_members(components)
             indexed.append(components)
@@ -188,7 +190,7 @@ def _journaled(folder: Path, path: Path, kind: IndexKind, config: IndexConfig) -
     stamp = [stat.st_size, stat.st_mtime_ns, kind.name, *kind.stamp(config)]
     journal = folder / JOURNAL_DIR / f"{path.name}.json"
     try:
-        saved = json.loads(journal.read_text())
+        saved = json.loads(read_input(journal, MAX_STATE_FILE_BYTES))
         if saved.get("stamp") == stamp:
             return saved
     except (OSError, ValueError):

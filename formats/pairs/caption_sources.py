@@ -29,7 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from dataio.formats.bounded_read import FileTooLarge
+from dataio.formats.file_gate import FileTooLarge, LinkLeavesTree
 from dataio.formats.pairs.pair_fields import MAX_CAPTION_BYTES, NO_LABEL, caption_text, caption_too_long
 from dataio.formats.errors import UsageError
 from dataio.formats.parquet_values import TooLong, UnreadValue
@@ -80,8 +80,8 @@ def read_caption(src: str | None, caption: CaptionInput) -> str | tuple[str]:
         assert src is not None
         name = caption.sidecar.rsplit('/', 1)[-1]
         try:  # regular files only: a FIFO named NAME.txt would block the open for ever, /dev/zero read on
-            data = read_regular_file(source_path(src, caption.sidecar), caption.limit)
-        except NotRegularFile as e:
+            data = read_regular_file(source_path(src, caption.sidecar), caption.limit, root=src)
+        except (NotRegularFile, LinkLeavesTree) as e:  # a link out of SRC: a credentials file is never packed
             return (f"its caption {name} is {e}",)
         except FileTooLarge:
             size = os.stat(source_path(src, caption.sidecar)).st_size

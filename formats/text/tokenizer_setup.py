@@ -16,8 +16,9 @@ from typing import Literal
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from dataio.formats.bounded_read import FileTooLarge, read_at_most
+from dataio.formats.bounded_read import read_at_most
 from dataio.formats.errors import ConfigError, UsageError
+from dataio.formats.file_gate import FileRefused
 from dataio.formats.files import write_atomic
 from dataio.formats.remote.secrets import redact_path
 from dataio.formats.text.tokenizer_calls import id_bound
@@ -88,7 +89,7 @@ def read_tokenizer_text(path: Path) -> str:
         raise UsageError(f"tokenizer {shown} " + ("is not a regular file" if path.exists() else "does not exist"))
     try:
         return read_at_most(path, MAX_TOKENIZER_BYTES).decode("utf-8")
-    except FileTooLarge as e:
+    except FileRefused as e:  # too large, or swapped for a FIFO since the check above
         raise UsageError(f"tokenizer {shown}: {e}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"tokenizer {shown}: cannot read ({getattr(e, 'strerror', None) or e})") from None
