@@ -35,6 +35,7 @@ from typing import Any
 from dataio.formats.dataset.manifest import MANIFEST_NAME, read_manifest
 from dataio.formats.dataset.wds_shards import scan_tar
 from dataio.formats.errors import ConfigError, UsageError
+from dataio.formats.file_gate import atomic_writer, open_input
 from dataio.formats.kinds import kind_of
 from dataio.formats.pairs.synthetic_pair_writers import write_img2dataset
 from dataio.formats.pairs.synthetic_pairs import PAIR_PHOTO_CLASSES, SyntheticPairsConfig
@@ -146,8 +147,9 @@ def _linked(src: Path, folder: Path, log=print) -> None:
             continue
         try:
             os.link(tar, target)
-        except OSError:  # another file system (EXDEV) or no links: a copy
-            shutil.copy2(tar, target)
+        except OSError:  # another file system (EXDEV) or no links: a copy, through the gate
+            with open_input(tar) as source, atomic_writer(target) as copy:
+                shutil.copyfileobj(source, copy, 1 << 20)
 
 
 def _dataio(src: Path, config: BenchPairsConfig, tokenizer: Path | None) -> Epoch:
