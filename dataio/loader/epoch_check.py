@@ -40,6 +40,7 @@ class EpochDigesting:
     _plan_cache: Any
     _digest_pass: tuple[int, int, PassPlan] | None = None  # epoch, consumed at its start, this rank's plan
     _digest_read: Digest = Digest()
+    _digest_ids: list[np.ndarray] = []  # the ids this rank handed out, to name them after a mismatch (8 B a sample)
     _make_plan: Any
     _describe: Any
 
@@ -48,14 +49,13 @@ class EpochDigesting:
         return None
 
     def _digest_begin(self, plan: PassPlan, consumed: int) -> None:
-        self._digest_pass, self._digest_read = (self.position.epoch, consumed, plan), Digest()
+        self._digest_pass, self._digest_read, self._digest_ids = (self.position.epoch, consumed, plan), Digest(), []
 
     def _digest_batch(self, host: HostBatch) -> None:
         """Add a batch handed out (its samples that are not padding repeats) to the pass's digest."""
         ids = host.samples[~host.repeated] if host.repeated.any() else host.samples
-        sources = self._sources_of(ids)
-        self._digest_read = self._digest_read + (epoch_digest.digest_of(ids) if sources is None
-                                                 else epoch_digest.digest_of(ids, *sources))
+        self._digest_ids.append(np.array(ids, copy=True))  # a batch buffer may be reused
+        self._digest_read = self._digest_read + self._digest_of(ids)
 
     def planned_digest(self) -> tuple[Digest, list[np.ndarray]]:
         """The last pass's planned digest over every rank, and each rank's planned ids (repeats left out)."""
@@ -95,8 +95,7 @@ class EpochDigesting:
         raise EpochMismatch(self._mismatch(read, planned, planned_ids, gathered is not None))
 
     def _mismatch(self, read: Digest, planned: Digest, planned_ids: list[np.ndarray], together: bool) -> str:
-        _, _, plan = self._digest_pass  # type: ignore[misc]
-        mine = plan.ids[~plan.repeated].tolist()
+        mine = np.concatenate(self._digest_ids).tolist() if self._digest_ids else []  # what was read, not planned
         if together:
             read_ids = _gather_objects(mine, self.world_size)
             wanted = [ids.tolist() for ids in planned_ids]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import sys
 import time
 from collections import Counter
@@ -56,7 +57,8 @@ def construction_site(loader: object) -> str:
         args = local.get("args")
         own = local.get("self") is loader or (isinstance(args, tuple) and bool(args) and args[0] is loader)
         if not own:
-            lines.append(f"{frame.f_code.co_filename}:{frame.f_lineno}")
+            # the file's name, not its path: nodes may hold the script or the library under other folders
+            lines.append(f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}:{frame.f_lineno}")
         frame = frame.f_back
     site = f"{type(loader).__name__}@{'<'.join(lines)}"
     _built[site] += 1

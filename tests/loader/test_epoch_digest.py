@@ -71,3 +71,27 @@ def test_a_pass_read_twice_or_never_or_off_its_mixture_share_is_named_on_every_r
         assert "samples per source a: 71 read, 72 planned, b: 19 read, 18 planned" in record["mixture"]["error"]
         assert f"read by rank(s) {last} but not in the plan" in record["mixture"]["error"]
         assert all("\n" not in r.get("error", "") for r in record.values())
+
+
+def test_a_sample_handed_out_twice_is_named_by_what_was_read_not_by_the_plan(coloured_shards):
+    """A reading fault outside the plan (the plan right, a batch handed out with a sample twice) is named by its id:
+    the second look compares the ids the rank handed out, not the ids its plan holds."""
+    import dataio
+    from dataio.loader.epoch_check import EpochMismatch
+
+    loader = dataio.ImageLoader(coloured_shards, batch_size=4, image_size=16, num_workers=1, seed=5)
+    handed_out = type(loader)._digest_batch
+    twice: list[int] = []
+
+    def faulty(self, host):  # the first batch's first sample handed out once more
+        handed_out(self, host)
+        if not twice:
+            twice.append(int(host.samples[0]))
+            host.samples[1:] = host.samples[0]  # as a reader mixing up its rows would give them
+            handed_out(self, host)
+
+    loader._digest_batch = faulty.__get__(loader)
+    for _ in loader:
+        pass
+    with pytest.raises(EpochMismatch, match=rf"sample {twice[0]} read [2-9] time"):
+        dataio.check_epoch(loader)
