@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GATE = "formats/file_gate.py"
-WHOLE_FILE_CALLS = ("read_bytes", "read_text", "write_bytes", "write_text")  # Path's open-read-close in one call
+WHOLE_FILE_CALLS = ("read_bytes", "read_text", "write_bytes", "write_text", "touch")  # Path's open-close in one call
 IN_MEMORY = ("BytesIO", "BufferReader", "StringIO", "BufferOutputStream", "py_buffer")  # Image.open(io.BytesIO(data))
 GATE_FILES = ("open_input", "open_new", "map_input", "open_parquet", "atomic_writer", "private_temp_path")  # gate's
 HANDED_TYPES = ("BinaryIO", "IO[", "NativeFile", "BufferReader")  # a parameter typed as a file object, not a path

@@ -6,12 +6,16 @@ with another seed (nanoGPT seeds each rank ``1337 + rank``), a stale copy of
 the data (one photo fewer) or other mixture weights reads a share cut from
 another order, so some samples are read twice and others never, silently.
 
-Matching: a loader is known across ranks by its identity, the kind of loader
-and where it was built (``construction_site``: the calling lines outside the
-loader's constructors, and an ordinal among the loaders built there), never by
-what may differ (the data's fingerprint, the weights: those are compared) nor
-by the order of first passes (a loader read on rank 0 alone, a picture for a
-log, shifted that order, and a correct job was refused).
+Matching: a loader is known across ranks by its identity, the kind of loader,
+its role (batch size, shuffle, drop_last, train: a validation loader is not a
+training one) and where it was built (``construction_site``: the calling lines
+outside the loader's constructors, by file name and function, and an ordinal
+among the loaders of that role built there), never by what may differ (the
+data's fingerprint, the weights: those are compared) nor by the order of first
+passes (a loader read on rank 0 alone, a picture for a log, shifted that order,
+and a correct job was refused). Ranks whose batch sizes differ are then not
+compared here: the epoch digest (``loader.epoch_digest()``) catches what they
+read twice or never.
 
 Comparing: at its first pass a loader publishes its settings in the process
 group's key-value store under its identity, then waits (up to ``WAIT`` seconds)
@@ -20,7 +24,8 @@ rank raises ``RanksDisagree`` naming each differing field and each rank's value
 (before, one rank raised and the others read on until the launcher ended the
 job). No collective is involved: a loader iterated on one rank only waits
 ``WAIT`` once, then reads, and compares any rank that publishes later at its
-next batches (``poll``).
+next batches (``poll``); a loader built again at that place (a validation
+loader made each epoch on rank 0) does not wait again.
 """
 
 from __future__ import annotations
@@ -40,7 +45,8 @@ log = logging.getLogger("dataio")
 WAIT = 5.0  # seconds a first pass waits for the other ranks' settings: ranks in step arrive within milliseconds
 POLL = 0.05  # seconds between two looks at ranks that had not published yet (one store round trip each)
 SITE_FRAMES = 8  # calling lines that make a loader's site (a helper called from two lines: two sites)
-_built: Counter[str] = Counter()  # loaders built in this process, per kind of loader and site
+_built: Counter[str] = Counter()  # loaders built in this process, per kind of loader, role and site
+_unanswered: set[str] = set()  # sites whose loader no other rank built within the wait: later ones do not wait
 
 
 class RanksDisagree(UsageError):
@@ -48,7 +54,7 @@ class RanksDisagree(UsageError):
     shares."""
 
 
-def construction_site(loader: object) -> str:
+def construction_site(loader: object, role: str = "") -> str:
     """Where ``loader`` is being built: the calling lines outside its own constructors (frames whose ``self``,
     or a wrapper's first argument, is the loader), and an ordinal among loaders of its class built there."""
     frame, lines = sys._getframe(1), []
@@ -60,7 +66,7 @@ def construction_site(loader: object) -> str:
             # the file's name, not its path: nodes may hold the script or the library under other folders
             lines.append(f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}:{frame.f_lineno}")
         frame = frame.f_back
-    site = f"{type(loader).__name__}@{'<'.join(lines)}"
+    site = f"{type(loader).__name__}{role}@{'<'.join(lines)}"
     _built[site] += 1
     return f"{site}#{_built[site] - 1}"
 
@@ -90,13 +96,15 @@ class RankAgreement:
         store.set(prefix + str(rank), json.dumps(mine, sort_keys=True))
         self._context = (kind, prefix, mine, rank)
         self._pending = [other for other in range(world_size) if other != rank]
-        deadline = time.monotonic() + (WAIT if wait is None else wait)
+        place = self.site.rsplit("#", 1)[0]  # a validation loader rebuilt each epoch on rank 0 waits once, not each
+        deadline = time.monotonic() + (0.0 if place in _unanswered else WAIT if wait is None else wait)
         while True:
             self._compare()
             if not self._pending or time.monotonic() >= deadline:
                 break
             time.sleep(0.01)
-        if self._pending:
+        if self._pending and place not in _unanswered:
+            _unanswered.add(place)
             log.info("%s: rank(s) %s did not build this loader within %.0f s (a loader read on some ranks only?); "
                      "compared when they do", kind, self._pending, WAIT if wait is None else wait)
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from dataio.formats.errors import ConfigError
-from dataio.formats.file_gate import open_append
+from dataio.formats.file_gate import open_append, refuse_link
 from dataio.formats.files import write_atomic
 
 COLUMNS = ("step", "epoch", "time_s", "loss", "lr", "samples", "per_second", "val_acc", "val_loss", "val_ppl")
@@ -119,6 +119,7 @@ def summary_writer() -> type:
 def open_tensorboard(folder: Path, purge_step: int | None) -> Any:
     """A ``SummaryWriter`` on ``folder`` that drops the events at ``purge_step`` and past it."""
     SummaryWriter = summary_writer()
+    refuse_link(folder, "TensorBoard's event files")  # it names and opens its files itself: the folder is dataio's
     return SummaryWriter(log_dir=str(folder), purge_step=purge_step, max_queue=1000)
 
 

@@ -52,13 +52,15 @@ def caption_text(data: bytes | str, limit: int = MAX_CAPTION_BYTES) -> tuple[str
 
     A caption is UTF-8 text with printable content: text never holds NUL bytes (a UTF-16 caption without a
     byte-order mark is valid UTF-8, every ASCII letter followed by a NUL, and would be packed as gibberish), and
-    one of only control characters (or only blanks and invisible format characters) says nothing."""
+    one of only control characters (or only blanks and invisible format characters) says nothing, nor one of only
+    U+FFFD (text decoded lossily before: what it said is lost). A leading byte-order mark is not text: it is
+    dropped (a tokenizer would see another first word)."""
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogatepass")
     if len(data) > limit:
         return None, caption_too_long(len(data), limit)
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as e:
         return None, f"caption is not UTF-8 (byte 0x{data[e.start]:02x} at {e.start})"
     if "\0" in text:
@@ -72,6 +74,8 @@ def caption_text(data: bytes | str, limit: int = MAX_CAPTION_BYTES) -> tuple[str
         return None, "empty caption"
     if all(unicodedata.category(c) in ("Cc", "Cf", "Zs") for c in shown):
         return None, "caption holds only control characters, no printable text"
+    if all(c == "\ufffd" or unicodedata.category(c) in ("Cc", "Cf", "Zs") for c in shown):
+        return None, "caption holds only U+FFFD replacement characters (text decoded lossily before), no text"
     return text, None
 
 

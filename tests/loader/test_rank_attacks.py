@@ -17,7 +17,7 @@ from dataio.formats.images.image_convert import ConvertImagesConfig, convert_ima
 from tests.conftest import NUM_COLOURED
 
 HERE = Path(__file__).resolve().parent
-SCRIPT = HERE / "ranks_script.py"
+SCRIPT = HERE / "rank_attack_script.py"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
 
@@ -81,7 +81,7 @@ def test_ranks_on_other_data_are_refused_when_the_script_lies_at_another_path_on
     # Two nodes: the same job script, copied to each node at another path (sbatch's spool, a per-node scratch).
     # The loader's site holds the script's file name, so the stale copy on rank 1 is never compared: both ranks
     # read on, overlapping shares, silently. The docs: every rank raises RanksDisagree naming the size.
-    copy = tmp_path / "node1" / "ranks_script.py"
+    copy = tmp_path / "node1" / "rank_attack_script.py"
     copy.parent.mkdir()
     shutil.copy(SCRIPT, copy)
     out = tmp_path / "out"

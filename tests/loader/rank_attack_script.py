@@ -1,6 +1,6 @@
 """Rank attacks on issue 42's agreement and epoch digest; used by test_ranks.py, not a test module.
 
-``torchrun --nproc-per-node 2 ranks_script.py MODE SHARDS OTHER OUT``. Each rank writes ``OUT/rank{r}.json``.
+``torchrun --nproc-per-node 2 rank_attack_script.py MODE SHARDS OTHER OUT``. Each rank writes ``OUT/rank{r}.json``.
 Modes: ``loop`` (loaders built in one loop; rank 0 also builds a validation loader there first), ``early``
 (rank 1 breaks one batch early, then every rank checks the epoch), ``epochs`` (rank 0 alone rebuilds and reads a
 validation loader each of 3 epochs; the time each epoch takes), ``data`` (rank 1 reads OTHER, a stale copy: run as
