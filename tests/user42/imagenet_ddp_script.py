@@ -61,7 +61,7 @@ def main() -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(0)
-    model = torch.nn.Linear(3 * 16 * 16, 3)
+    model = torch.nn.Linear(3 * 16 * 16, 10)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     args.out.mkdir(parents=True, exist_ok=True)
     record = {"rank": rank, "epochs": [], "val": [], "loop": [], "seconds": []}
