@@ -103,7 +103,7 @@ class ImageFolderDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         path, label = self.samples[index]
-        data = read_regular_file(source_path(self.root, path), root=self.root)  # stored paths are escaped
+        data = read_regular_file(source_path(self.root, path))  # stored paths are escaped; links as convert's
         image = Image.open(io.BytesIO(data)).convert("RGB")
         return self.transform(image), label
 

@@ -66,8 +66,12 @@ class SourceLoader(EpochDigesting, RebuiltOnUnpickle, ResumableLoader):
         self.world_size, self.rank = resolve_world(c.world_size, c.rank)
         self._explicit_world, self._agreed = c.world_size is not None, (0, 0)  # the world last agreed in
         # matched across ranks by where it was built and its role (a validation loader built on rank 0 alone in the
-        # training loop's lines is not the training loader's match): batch size, shuffle, drop_last, train
-        role = "[" + ",".join(f"{getattr(c, k, None)}" for k in ("batch_size", "shuffle", "drop_last", "train")) + "]"
+        # training loop's lines is not the training loader's match): the data's folder name (not its path: node-local
+        # copies lie elsewhere; loaders built over a set() of names come in another order on each rank), batch size,
+        # shuffle, drop_last, train
+        data = str(getattr(self, "folder", "")).rstrip("/").rsplit("/", 1)[-1]
+        role = "[" + ",".join([data] + [f"{getattr(c, k, None)}" for k in ("batch_size", "shuffle", "drop_last",
+                                                                           "train")]) + "]"
         self._agreement = RankAgreement(construction_site(self, role))
         self.position = EpochPosition(seed=c.seed, world_size=self.world_size, dataset=fingerprint)
         self._plan_cache: tuple[tuple[int, ...], PassPlan] | None = None

@@ -121,8 +121,9 @@ def _prepare_job(job: tuple) -> PreparedTargets | Rejection:
     """In a worker: one image file read (bounded), prepared, its annotations moved with it."""
     root, image, prepare, masks = job
     try:
-        data = read_regular_file(os.path.join(root, image.file_name), prepare.max_file_size, root=root)
-    except FileRefused as e:  # not a regular file, a link out of the image folder, too large
+        # regular files only; a link may leave the folder (images are decoded and checked: image_convert's rule)
+        data = read_regular_file(os.path.join(root, image.file_name), prepare.max_file_size)
+    except FileRefused as e:  # not a regular file, a kernel file, too large
         return Rejection(str(e))
     except OSError as e:
         return Rejection(f"cannot read: {errno_text(e)}")

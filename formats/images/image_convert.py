@@ -150,7 +150,9 @@ def _prepare_job(job: tuple) -> PreparedImage | Rejection:
     else:
         try:
             data = read_regular_file(item.path if isinstance(item, LocalFile) else source_path(src, item),
-                                     config.max_file_size, root=src)  # no link out of the source folder
+                                     config.max_file_size)  # regular files only; a link may leave the folder:
+            # an image is decoded and checked before it is packed, and subsets linked into a shared store (and the
+            # Hugging Face cache's snapshots/ -> blobs/) are how clusters hold images; text sidecars stay in the tree
         except FileRefused as e:
             return Rejection(str(e) if src is not None else f"{item.path}: {e}")
         except OSError as e:

@@ -1,5 +1,5 @@
 """A Lightning DDP job (2 CPU processes) whose DataModule returns dataio loaders from its hooks; used by
-tests/user42/test_user_patterns.py, not a test module.
+tests/client_patterns/test_user_patterns.py, not a test module.
 
 ``python lightning_script.py TRAIN VAL OUT``: ``fit`` (2 epochs, with the sanity check), ``validate``, ``predict``.
 Rank 0 writes ``OUT/result.json``: the seconds each stage took and how many samples each rank predicted.

@@ -1,5 +1,5 @@
 """A pytorch/examples-style ImageNet DDP script with the one-line swap to ``dataio.DataLoader``; used by
-tests/user42/test_user_patterns.py, not a test module.
+tests/client_patterns/test_user_patterns.py, not a test module.
 
 ``torchrun --nproc-per-node 2 imagenet_ddp_script.py TRAIN VAL OUT [--epochs N] [--rebuild] [--val-rank0]
 [--loop EXTRA ...] [--text]``

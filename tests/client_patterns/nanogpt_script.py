@@ -1,5 +1,5 @@
 """A nanoGPT-style training loop with ``get_batch`` swapped for ``dataio.TextLoader``; used by
-tests/user42/test_user_patterns.py, not a test module.
+tests/client_patterns/test_user_patterns.py, not a test module.
 
 ``torchrun --nproc-per-node 2 nanogpt_script.py TRAIN VAL OUT [--iters N] [--eval-interval K] [--eval-iters E]``
 

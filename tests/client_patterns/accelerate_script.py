@@ -1,5 +1,5 @@
 """An Accelerate script (``torchrun`` x2, CPU) in the shape of Hugging Face's ``cv_example.py``, its loaders swapped to
-``dataio.DataLoader``; used by tests/user42/test_user_patterns.py, not a test module.
+``dataio.DataLoader``; used by tests/client_patterns/test_user_patterns.py, not a test module.
 
 ``torchrun --nproc-per-node 2 accelerate_script.py TRAIN VAL OUT``: 2 epochs of training, an evaluation with
 ``gather_for_metrics`` after each; rank 0 writes ``OUT/result.json`` (the samples gathered per evaluation, seconds).
