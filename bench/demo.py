@@ -12,6 +12,7 @@ from pathlib import Path
 from dataio.bench.images import BenchImagesConfig, bench_images
 from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
 from dataio.formats.dataset.manifest import MANIFEST_NAME
+from dataio.formats.file_gate import write_atomic
 from dataio.formats.images.synthetic import SyntheticImagesConfig, write_image_folder
 
 
@@ -31,7 +32,7 @@ def run_demo(config: DemoConfig) -> dict:
         print(f"generating {config.num_classes} x {config.images_per_class} images in {images}")
         write_image_folder(images, SyntheticImagesConfig(num_classes=config.num_classes,
                                                          images_per_class=config.images_per_class))
-        marker.touch()
+        write_atomic(marker, b"")  # through the gate: never a link planted there
     if not (shards / MANIFEST_NAME).exists():
         summary = convert_images(ConvertImagesConfig(src=images, out=shards, shard_size="32MB",
                                                      num_workers=config.num_workers, overwrite=True))

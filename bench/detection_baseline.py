@@ -21,6 +21,7 @@ PIL and numpy, one sample at a time, as torchvision's v2 transforms do it.
 
 from __future__ import annotations
 
+import io
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -30,6 +31,9 @@ import torch
 from PIL import Image
 
 from dataio.augment.bbox_crop import BBoxCropConfig, bbox_crop_boxes
+from dataio.formats.coco.coco_json import MAX_ANNOTATIONS_BYTES
+from dataio.formats.file_gate import read_input
+from dataio.formats.limits import MAX_FILE_BYTES
 from dataio.bench.image_baselines import Epoch, _dataloader_epoch
 
 
@@ -63,7 +67,7 @@ class CocoBoxesDataset(torch.utils.data.Dataset):
 
     def __init__(self, images: Path, annotations: Path, transform: SsdStyleTrainTransform,
                  image_ids: list[int] | None = None) -> None:
-        document = json.loads(Path(annotations).read_text())
+        document = json.loads(read_input(annotations, MAX_ANNOTATIONS_BYTES))
         label_of = {c["id"]: i for i, c in enumerate(sorted(document["categories"], key=lambda c: c["id"]))}
         objects: dict[int, list[dict]] = defaultdict(list)
         for annotation in document["annotations"]:
@@ -82,8 +86,8 @@ class CocoBoxesDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
         name, boxes, labels = self.samples[index]
-        with open(self.root / name, "rb") as f:
-            image = Image.open(f).convert("RGB")
+        data = read_input(self.root / name, MAX_FILE_BYTES, root=self.root)  # the gate: no link out of the folder
+        image = Image.open(io.BytesIO(data)).convert("RGB")
         return self.transform(image, boxes, labels)
 
 

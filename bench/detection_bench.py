@@ -26,10 +26,13 @@ from typing import Any
 
 from dataio.bench.detection_baseline import make_standard_detection
 from dataio.bench.image_baselines import Epoch
+from dataio.bench.shards_check import shards_of_kind
 from dataio.bench.report import format_table, load_average, machine_description, write_results
 from dataio.formats.coco.coco_convert import ConvertCocoConfig, convert_coco
 from dataio.formats.dataset.manifest import read_manifest
 from dataio.formats.dataset.sample_table import read_sample_table
+from dataio.formats.errors import UsageError
+from dataio.formats.files import sha256_file
 from dataio.detection.detection_config import DetectionConfig
 from dataio.detection.loader import DetectionLoader
 
@@ -104,8 +107,27 @@ def _timed(epoch: Epoch) -> tuple[float, float, int]:
     return seen / wall, 1e6 * spent / max(1, seen), seen
 
 
+def check_shards(shards: Path, annotations: Path) -> None:
+    """``--shards`` must be a box folder packed from ``annotations`` (the sha256 its manifest records), checked before
+    anything runs or is written: a pair folder was ``KeyError: 'Field "image_id" does not exist'``, the shards of
+    another annotation file ``KeyError: 101`` (an image id the JSON lacks), each a traceback after minutes."""
+    _, manifest = shards_of_kind(shards, ("detection",), f"a `dataio convert coco` of {annotations.name}")
+    packed_from = manifest.options.get("annotations_sha256")
+    try:
+        given = sha256_file(annotations)
+    except OSError as e:
+        raise UsageError(f"{annotations}: cannot read ({e.strerror or e})") from None
+    if packed_from != given:
+        raise UsageError(f"--shards {shards} was packed from {manifest.options.get('annotations', 'another file')!r} "
+                         f"(sha256 {str(packed_from)[:12]}), not from {annotations} (sha256 {given[:12]}): give the "
+                         "annotations it was packed from, or leave --shards out to convert these")
+
+
 def bench_detection(c: BenchDetectionConfig, log: Any = print) -> dict[str, Any]:
-    """Run both rows, print the table and the ratio, write ``detection.json`` (and ``.png``) into ``c.out``."""
+    """Run both rows, print the table and the ratio, write ``detection.json`` (and ``.png``) into ``c.out``; given
+    ``shards``, they are checked first (``check_shards``)."""
+    if c.shards is not None:
+        check_shards(c.shards, c.annotations)
     load_before = load_average()
     with tempfile.TemporaryDirectory(prefix="dataio-bench-detection-") as tmp:
         shards = c.shards

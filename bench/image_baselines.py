@@ -50,6 +50,7 @@ from dataio.images.loader import ImageLoader
 from dataio.images.shard_dataset import ShardDataset
 from dataio.images.shard_files import ShardFiles
 from dataio.images.turbo_decode import decode_crop_into
+from dataio.formats.file_gate import read_kernel_text
 
 
 class TorchvisionStyleTrainTransform:
@@ -102,8 +103,8 @@ class ImageFolderDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         path, label = self.samples[index]
-        with open(source_path(self.root, path), "rb") as f:  # stored paths are escaped (image_tree)
-            image = Image.open(f).convert("RGB")
+        data = read_regular_file(source_path(self.root, path))  # stored paths are escaped; links as convert's
+        image = Image.open(io.BytesIO(data)).convert("RGB")
         return self.transform(image), label
 
 
@@ -156,7 +157,7 @@ def timed_with_cpu(epoch: Epoch) -> tuple[float, float]:
 def process_cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` from /proc (0.0 if it cannot be read)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = read_kernel_text(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)

@@ -44,6 +44,7 @@ from dataio.bench.images_checks import (EVAL_ROWS, auto_check, checks, checksum_
                                        mean_megapixels)
 from dataio.bench.images_report import STAGES, render
 from dataio.bench.report import load_average, machine_description, write_results
+from dataio.bench.shards_check import shards_of_kind
 from dataio.formats.dataset.manifest import read_manifest
 from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
 from dataio.formats.images.image_prepare import ImagePrepareConfig
@@ -263,6 +264,8 @@ def bench_folder(config: BenchImagesConfig, src: Path, shards: Path | None, tmp:
     """``config.loaders`` over the images of ``src`` (its conversion ``shards``, made in ``tmp`` if None):
     the result dict that ``render`` prints."""
     folder = shards
+    if folder is not None:
+        shards_of_kind(folder, ("classification",), f"a `dataio convert images` of {src}")
     if folder is None:
         folder = tmp / "shards"
         log(f"converting {src} -> {folder}")

@@ -96,8 +96,10 @@ class CaptionTokenizer:
     def __init__(self, tokenizer: Any, context_length: int, pad_token: str = "<pad>") -> None:
         from tokenizers import Tokenizer  # lazy, as webdataset: only this baseline needs them here
 
-        if isinstance(tokenizer, (str, Path)):
-            tokenizer = Tokenizer.from_file(str(tokenizer))
+        from dataio.formats.text.tokenizer_setup import read_tokenizer_text
+
+        if isinstance(tokenizer, (str, Path)):  # read as dataio reads one (the gate: regular file, bounded)
+            tokenizer = Tokenizer.from_str(read_tokenizer_text(Path(tokenizer)))
         self.tokenizer = Tokenizer.from_str(tokenizer.to_str())  # a copy: the caller's settings stay
         pad_id = self.tokenizer.token_to_id(pad_token)
         self.tokenizer.enable_truncation(max_length=context_length)

@@ -1,9 +1,10 @@
 """``dataio bench pairs SRC``: image-text pairs, dataio against open_clip's data pipeline on the same tars.
 
-SRC is img2dataset output (``KEY.jpg``, ``KEY.txt``, ``KEY.json`` in tars); when it holds no tar,
+SRC is img2dataset output (``KEY.jpg``, ``KEY.txt``, ``KEY.json`` in tars); when it is new or empty,
 ``--photos`` captioned photos of ``--photo-class`` are generated into it first. dataio adopts the tars
-in place (``dataio index`` with a BPE tokenizer trained on the captions, not timed, skipped when SRC
-already has a manifest and a tokenizer). Rows, over the same tars with the same thread count, batch
+(``dataio index`` with a BPE tokenizer trained on the captions, not timed, skipped when SRC already has
+a manifest and a tokenizer): the generated ones in place, a user's in ``SRC-indexed`` beside it (``prepare``:
+nothing is written into a user's folder). Rows, over the same tars with the same thread count, batch
 size, crop size and context length, in one process:
 
 - open_clip's pipeline shape (``pair_baselines.make_open_clip_style``): webdataset, PIL decode,
@@ -22,14 +23,20 @@ and the pairs each epoch read (every loader reads every pair once an epoch).
 from __future__ import annotations
 
 import datetime
+import os
+import shutil
 import statistics
+import tarfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dataio.formats.dataset.manifest import MANIFEST_NAME, read_manifest
-from dataio.formats.errors import ConfigError
+from dataio.formats.dataset.wds_shards import scan_tar
+from dataio.formats.errors import ConfigError, UsageError
+from dataio.formats.file_gate import atomic_writer, open_input
+from dataio.formats.kinds import kind_of
 from dataio.formats.pairs.synthetic_pair_writers import write_img2dataset
 from dataio.formats.pairs.synthetic_pairs import PAIR_PHOTO_CLASSES, SyntheticPairsConfig
 from dataio.formats.images.wds_index import IndexConfig, index_shards
@@ -77,21 +84,72 @@ class BenchPairsConfig:
 
 
 def prepare(config: BenchPairsConfig, log=print) -> Path:
-    """SRC's tars, generated if absent and indexed with a trained tokenizer if not yet; returns SRC."""
+    """The folder the rows read, checked before anything is written: SRC when it already holds a pair manifest (read,
+    never written) or when the tars are generated here (into a new or empty SRC only); a user's tars without a
+    manifest are indexed in ``SRC-indexed`` beside it (hard links to the tars; copies across file systems), never
+    in SRC: a folder of other tars had a manifest and index files written among them before it was refused."""
     src = config.src
-    if not img2dataset_tars(src):
+    if src.exists() and not src.is_dir():
+        raise UsageError(f"{src} is not a folder: give img2dataset output, or a new or empty folder to generate into")
+    if not (src.is_dir() and img2dataset_tars(src)):
+        if src.is_dir() and any(src.iterdir()):
+            raise UsageError(f"{src} holds no tar and is not empty: give img2dataset output (tars of KEY.jpg, "
+                             "KEY.txt), or a new or empty folder to generate captioned photos into")
         log(f"generating {config.photos} captioned {config.photo_class} photos as img2dataset writes them -> {src}")
         per_tar = min(config.shard_pairs, -(-config.photos // (2 * config.num_workers)))  # 2+ tars a worker
         write_img2dataset(src, SyntheticPairsConfig(count=config.photos, photo_class=config.photo_class,
                                                     samples_per_shard=per_tar))
-    if not (src / MANIFEST_NAME).is_file():
-        log(f"dataio index {src} --train-tokenizer bpe --vocab-size {config.vocab_size} (not timed)")
-        index_shards(IndexConfig(shards=(src,), tokenizer=TokenizerConfig(train="bpe", vocab_size=config.vocab_size),
-                                 progress=False))
-    if not (src / "tokenizer.json").is_file():
-        raise ConfigError(f"{{0}} {src} was indexed without token ids: index it again with --train-tokenizer bpe (or "
-                          "--tokenizer FILE), or give an img2dataset folder that has no manifest yet", "src")
-    return src
+        folder = src  # the bench's own folder: indexed in place
+    elif (src / MANIFEST_NAME).is_file():
+        folder = src
+    else:
+        _check_captions(src)
+        folder = src.parent / f"{src.name}-indexed"
+        if not (folder / MANIFEST_NAME).is_file():
+            _linked(src, folder, log)
+    if not (folder / MANIFEST_NAME).is_file():
+        log(f"dataio index {folder} --train-tokenizer bpe --vocab-size {config.vocab_size} (not timed)")
+        index_shards(IndexConfig(shards=(folder,), tokenizer=TokenizerConfig(train="bpe", vocab_size=config.vocab_size),
+                                 progress=False, kind="pairs"))
+    _, manifest = read_manifest(folder)
+    kind = kind_of(manifest)
+    if kind.name != "pairs":
+        raise UsageError(f"{folder} holds {kind.what}, not image-text pairs: give img2dataset output (tars of KEY.jpg, "
+                         "KEY.txt)")
+    if not (folder / "tokenizer.json").is_file():
+        raise ConfigError(f"{{0}} {folder} was indexed without token ids: index it again with --train-tokenizer bpe "
+                          "(or --tokenizer FILE), or give an img2dataset folder that has no manifest yet", "src")
+    return folder
+
+
+def _check_captions(src: Path) -> None:
+    """A user's tars must hold captions (``KEY.txt``) beside images, by their member names: refused before anything
+    is linked or indexed."""
+    found: set[str] = set()
+    for tar in img2dataset_tars(src):
+        try:
+            found |= {c.extension.lower() for components in scan_tar(tar) for c in components}
+        except (tarfile.TarError, EOFError, OSError) as e:
+            raise UsageError(f"{tar}: not a readable tar ({e})") from None
+        if "txt" in found:
+            return
+    shown = ", ".join(sorted(found)[:8]) or "none"
+    raise UsageError(f"{src}: its tars hold no captions (KEY.txt; members: {shown}): not img2dataset image-text pairs")
+
+
+def _linked(src: Path, folder: Path, log=print) -> None:
+    """``folder`` beside SRC holding SRC's tars as hard links (copied where the file system refuses a link)."""
+    log(f"indexing {src}'s tars in {folder} (hard links; SRC is not written)")
+    folder.mkdir(exist_ok=True)
+    for tar in img2dataset_tars(src):
+        target = folder / tar.name
+        if target.exists():
+            continue
+        try:
+            os.link(tar, target)
+        except OSError:  # another file system (EXDEV) or no links: a copy, through the gate
+            with open_input(tar) as source, atomic_writer(target) as copy:
+                shutil.copyfileobj(source, copy, 1 << 20)
 
 
 def _dataio(src: Path, config: BenchPairsConfig, tokenizer: Path | None) -> Epoch:
@@ -136,8 +194,7 @@ def _measure(epochs: dict[str, Epoch], config: BenchPairsConfig, log=print) -> d
 
 def bench_pairs(config: BenchPairsConfig, log=print) -> dict[str, Any]:
     """Run the rows on SRC, print the table and ratio, write ``pairs.json`` and ``pairs.png``."""
-    src = prepare(config, log)
-    folder, manifest = read_manifest(src)
+    folder, manifest = read_manifest(prepare(config, log))
     tars = img2dataset_tars(folder)
     if len(tars) < config.num_workers:
         log(f"note: {len(tars)} tars for {config.num_workers} DataLoader workers: some idle (webdataset gives each "

@@ -11,12 +11,14 @@ from typing import Any
 
 import torch
 
+from dataio.formats.file_gate import atomic_writer, read_kernel_text, write_atomic
+
 
 def machine_description() -> dict[str, Any]:
     """The facts a reader needs to compare figures: CPU model, cores, Python, torch."""
     cpu = platform.processor() or platform.machine()
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
+        for line in read_kernel_text("/proc/cpuinfo").splitlines():
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
@@ -52,7 +54,7 @@ def write_results(out: Path, name: str, result: dict[str, Any], bars: dict[str, 
     """Write ``out/name.json`` and, if matplotlib is installed, ``out/name.png`` (bars labelled ``value_format``)."""
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.json"]
-    paths[0].write_text(json.dumps(result, indent=1) + "\n")
+    write_atomic(paths[0], (json.dumps(result, indent=1) + "\n").encode())
     try:  # deliberately lazy: matplotlib is optional (the bench extra) and slow to import
         import matplotlib
 
@@ -74,7 +76,8 @@ def write_results(out: Path, name: str, result: dict[str, Any], bars: dict[str, 
     machine = result.get("machine", {})
     title = f"{name}: {machine.get('cpu', '')}, {machine.get('cores')} cores"
     fig.suptitle(textwrap.fill(title, width=int(fig.get_figwidth() * 12)), fontsize=9)  # over the whole width
-    fig.savefig(out / f"{name}.png", dpi=110)
+    with atomic_writer(out / f"{name}.png") as f:  # matplotlib given a path would write through a planted link
+        fig.savefig(f, format="png", dpi=110)
     plt.close(fig)
     paths.append(out / f"{name}.png")
     return paths

@@ -33,6 +33,7 @@ from dataio.formats.text.tokenizer_setup import TokenizerConfig
 from dataio.text.loader import TextLoader
 
 from dataio.bench.report import format_table, machine_description, write_results
+from dataio.bench.shards_check import shards_of_kind
 from dataio.bench.text_reference import memory_reference, mixture_cost, split_sources
 
 
@@ -121,6 +122,8 @@ def bench_text(config: BenchTextConfig, log=print) -> dict[str, Any]:
                                             stats=SourceStats())]
     with tempfile.TemporaryDirectory(prefix="dataio-bench-text-") as tmp:
         folder = config.shards
+        if folder is not None:
+            shards_of_kind(folder, ("tokens",), "a `dataio convert text` of SRC")
         if folder is None:
             folder = Path(tmp) / "shards"
             log(f"converting {len(texts)} documents -> {folder}")

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from dataio.formats.text.text_convert import ConvertTextConfig, convert_text
+from dataio.formats.file_gate import write_new
 from dataio.formats.text.tokenizer_setup import TokenizerConfig
 from dataio.text.loader import TextLoader
 
@@ -91,7 +92,7 @@ def split_sources(texts: list[str], tokenizer: Path, max_length: int, out: Path,
     folders = {}
     for i in range(sources):
         part = out / f"part{i}.txt"
-        part.write_text("".join(text.replace("\n", " ") + "\n" for text in texts[i::sources]), encoding="utf-8")
+        write_new(part, "".join(text.replace("\n", " ") + "\n" for text in texts[i::sources]).encode("utf-8"))
         folders[f"source{i}"] = out / f"source{i}"
         convert_text(ConvertTextConfig(sources=(part,), out=folders[f"source{i}"], max_length=max_length,
                                        tokenizer=TokenizerConfig(path=tokenizer), progress=False))

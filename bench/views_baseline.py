@@ -15,6 +15,7 @@ issue #286). The released models were trained that way, and this copy does the s
 
 from __future__ import annotations
 
+import io
 import multiprocessing
 import statistics
 import time
@@ -25,6 +26,8 @@ from typing import Any
 import torch
 from PIL import Image, ImageFile
 
+from dataio.formats.file_gate import read_input
+from dataio.formats.limits import MAX_FILE_BYTES
 from dataio.bench.views_transforms import (ColorJitter, Compose, GaussianBlur, Normalize, RandomApply,
                                            RandomGrayscale, RandomHorizontalFlip, RandomResizedCrop,
                                            RandomSolarize, ToTensor)
@@ -120,7 +123,7 @@ class ViewsDataset(torch.utils.data.Dataset):
         return len(self.files)
 
     def __getitem__(self, index: int) -> tuple[dict[str, Any], int]:
-        image = Image.open(self.files[index]).convert("RGB")
+        image = Image.open(io.BytesIO(read_input(self.files[index], MAX_FILE_BYTES))).convert("RGB")  # the gate
         return self.transform(image), self.labels[index]
 
 

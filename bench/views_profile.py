@@ -13,6 +13,7 @@ calling thread), which a busy shared machine changes little, and the wall time, 
 
 from __future__ import annotations
 
+import io
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,6 +22,8 @@ from typing import Any
 import torch
 from PIL import Image
 
+from dataio.formats.file_gate import read_input
+from dataio.formats.limits import MAX_FILE_BYTES
 from dataio.bench.views_baseline import collate_views, dino_default_augmentation
 from dataio.bench.views_transforms import (ColorJitter, Compose, GaussianBlur, Normalize, RandomApply,
                                            RandomGrayscale, RandomHorizontalFlip, RandomResizedCrop,
@@ -97,7 +100,7 @@ def profile_stages(files: Sequence[Path], *, batch_size: int = 64, seed: int = 0
         pending: list[tuple[dict[str, Any], int]] = []
         for path in files:
             start = _now()
-            image = Image.open(path).convert("RGB")
+            image = Image.open(io.BytesIO(read_input(path, MAX_FILE_BYTES))).convert("RGB")  # the gate
             totals.add("decode", start)
             start = _now()
             pending.append((augmentation(image), 0))

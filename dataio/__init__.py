@@ -45,6 +45,11 @@ _LAZY = {
 }
 
 
+def check_epoch(loader: Any) -> dict[str, Any]:
+    """Check the loader's last pass against its plan on every rank (``loader.epoch_digest()``; a collective)."""
+    return loader.epoch_digest()
+
+
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
@@ -53,4 +58,4 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["CaptionConfig", "DataLoader", "DetectionConfig", "DetectionLoader", "ImageLoader", "ImageLoaderConfig",
            "PairLoader", "ShardDataset", "ShardDatasetConfig", "TextLoader", "TextLoaderConfig", "TokenDataset",
-           "TokenDatasetConfig", "ViewsConfig", "ViewsLoader", "__version__"]
+           "TokenDatasetConfig", "ViewsConfig", "ViewsLoader", "__version__", "check_epoch"]

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dataio.cli import _parser
+from dataio.formats.file_gate import write_atomic
 
 PAGE = Path("docs/cli.md")
 COMMAND = "python -m dataio.cli_reference"
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     """Write the page to PATH (default ``docs/cli.md``, from the repository root)."""
     args = argv if argv is not None else sys.argv[1:]
     path = Path(args[0]) if args else PAGE
-    path.write_text(render())
+    write_atomic(path, render().encode())
     print(f"wrote {path}")
     return 0
 

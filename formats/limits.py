@@ -30,3 +30,7 @@ REPORT_EXAMPLES = 5
 # The longest caption packed, in UTF-8 bytes: dense captions of recaptioned data sets are 1-4 KB; a page of
 # scraped text pasted into an alt attribute is not a caption (and held in the table it costs every reader).
 MAX_CAPTION_BYTES = 16 << 10
+
+# A file dataio wrote into its own folders and reads back whole (a journal record, a rank's rejected list, a
+# rank's tokenizer): read through the gate, never past this.
+MAX_STATE_FILE_BYTES = 256 << 20

@@ -56,7 +56,7 @@ class DetectionBatchSource(ImageBatchSource):
         options = options or DetectionConfig()
         super().__init__(shards, config, options, times, dali=dali, threads=threads)
         self.detection = options
-        self.columns = TargetColumns(shards, self.detection.masks)
+        self.columns = TargetColumns(shards, self.detection.masks, self.detection.require_masks)
 
     def start_batch(self, index: int, keys: np.ndarray, key: SeedKey) -> BatchStart:
         c, d, table = self.config, self.detection, self.shards.table

@@ -42,6 +42,9 @@ class DetectionConfig:
     min_side: float = 1.0
     crowd: bool = True
     max_boxes: int | None = None
+    # with masks: a source in which an object has no segmentation (box-only annotations merged in) is refused when
+    # the loader is built, naming how many; its mask is all zeros, which a mask task would train as background
+    require_masks: bool = False
 
     def __post_init__(self) -> None:
         if self.crop not in ("bbox", "random_resized"):
@@ -50,7 +53,7 @@ class DetectionConfig:
             raise ConfigError(f"{{0}} must be 'whole' or 'centre', got {self.eval_crop!r}", "eval_crop")
         if not isinstance(self.bbox_crop, BBoxCropConfig):
             raise ConfigError(f"{{0}} must be a BBoxCropConfig, got {type(self.bbox_crop).__name__}", "bbox_crop")
-        for name in ("masks", "crowd"):  # a truthy "no" from a config file would have asked for masks
+        for name in ("masks", "crowd", "require_masks"):  # a truthy "no" from a config file would have asked for masks
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{{0}} must be True or False, got {getattr(self, name)!r:.20}", name)
         if isinstance(self.min_visible, bool) or isinstance(self.min_side, bool):

@@ -78,7 +78,7 @@ class DetectionItem:
 
     def __init__(self, reader: ImageShards, config: Any, options: DetectionConfig | None) -> None:
         self.reader, self.config, self.targets = reader, config, options or DetectionConfig()
-        self.columns = TargetColumns(reader, self.targets.masks)
+        self.columns = TargetColumns(reader, self.targets.masks, self.targets.require_masks)
         self.normalize = Normalize(config.mean, config.std) if config.normalize else None
 
     def __call__(self, index: int) -> dict:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow.compute as pc
 
 from dataio.formats.coco.coco_fields import (Objects, TargetArrays, ragged_index, declares_boxes, declares_masks,
                                              read_target_arrays, target_faults)
@@ -22,7 +23,7 @@ from dataio.augment.mask_targets import resample_masks
 from dataio.formats.coco.coco_rle import decode_rle
 from dataio.formats.dataset.manifest import Manifest
 from dataio.formats.dataset.sample_table import SampleTable
-from dataio.formats.errors import ConfigError
+from dataio.formats.errors import ConfigError, DataioError
 from dataio.images.image_shards import ImageShards
 
 
@@ -48,10 +49,26 @@ def has_boxes(shards: ImageShards) -> bool:
     return any(declares_boxes(manifest.sample_fields()) for _, manifest, _ in folder_parts(shards))
 
 
+class ObjectsWithoutMasks(DataioError):
+    """A source holding objects without a segmentation, read with ``DetectionConfig(require_masks=True)``."""
+
+
+def objects_without_masks(where: str, arrays: TargetArrays, table: SampleTable) -> None:
+    """ObjectsWithoutMasks naming ``where``, how many of its objects have no mask and the first one's sample."""
+    assert arrays.masks is not None
+    empty = np.flatnonzero(pc.binary_length(arrays.masks).to_numpy(zero_copy_only=False) == 0)
+    if len(empty):
+        row = int(np.searchsorted(arrays.offsets["masks"], empty[0], side="right") - 1)
+        key = table.table.column("key")[row].as_py()
+        raise ObjectsWithoutMasks(f"{where}: {len(empty):,} of its {len(arrays.masks):,} objects have no segmentation "
+                                  f"(box-only annotations; the first in sample {key!r}): their masks would be all "
+                                  "background")
+
+
 class TargetColumns:
     """Each source's ``TargetArrays``, its first combined sample id and its label map into the combined classes."""
 
-    def __init__(self, shards: ImageShards, masks: bool) -> None:
+    def __init__(self, shards: ImageShards, masks: bool, require_masks: bool = False) -> None:
         parts = folder_parts(shards)
         for where, manifest, _ in parts:
             fields = manifest.sample_fields()
@@ -72,6 +89,8 @@ class TargetColumns:
                 arrays = read_target_arrays(table.table, masks)
             except ValueError as e:
                 raise ValueError(f"{where}: {e}") from None
+            if masks and require_masks:
+                objects_without_masks(where, arrays, table)
             faults = target_faults(arrays, table.width, table.height, len(manifest.classes))
             skip = np.zeros(len(table), bool)
             skip[list(faults)] = True

@@ -256,6 +256,13 @@ class ImageKindLoader(ImageSampling, SourceLoader):
     def _kind(self) -> str:
         return f"{type(self).__name__}/{'train' if self.config.train else 'eval'}"
 
+    def _sources_of(self, ids: np.ndarray) -> tuple[np.ndarray, int] | None:
+        """A mixture's source of each id, for the epoch digest's per-source counts."""
+        return (self.mixture.source_of(ids), len(self.mixture.names)) if self.mixture is not None else None
+
+    def _source_names(self) -> list[str]:
+        return list(self.mixture.names) if self.mixture is not None else []
+
     def _waiting(self) -> str:
         return self.files.waiting() if self.files.remote else ""
 

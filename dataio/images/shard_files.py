@@ -17,6 +17,7 @@ import weakref
 from pathlib import Path
 
 from dataio.formats.errors import ShardError
+from dataio.formats.file_gate import open_input_fd
 from dataio.formats.dataset.manifest import Manifest, check_shard_file
 
 
@@ -35,7 +36,7 @@ class ShardFiles:
             for entry in manifest.shards:
                 path = folder / entry.file
                 check_shard_file(path, entry, verify_checksums)
-                self._fds.append(os.open(path, os.O_RDONLY))
+                self._fds.append(open_input_fd(path))  # the gate: a regular file, no FIFO or kernel file
         except BaseException:
             self.close()
             raise

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 import pickle
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from dataio.formats.errors import LoaderClosed, NotPicklable
@@ -46,7 +48,22 @@ def record_arguments(instance: Any, constructor: Any, args: tuple, kwargs: dict[
     """Keep what ``instance`` was built with, when ``constructor`` is its class's own (a subclass with its own
     ``__init__`` takes other arguments: it is not recorded, and pickling it is refused)."""
     if isinstance(instance, RebuiltOnUnpickle) and type(instance).__init__ is constructor:
-        instance._built_with = (tuple(args), dict(kwargs))
+        source = (_absolute(args[0]),) if args else ()
+        kept = {k: _absolute(v) if k == "source" else v for k, v in kwargs.items()}
+        instance._built_with = (source + tuple(args[1:]), kept)
+
+
+def _absolute(source: Any) -> Any:
+    """A source folder as the absolute path it was opened at (a mixture's each): a relative one, rebuilt in a
+    process with another working folder (a spawned rank, a job's other cwd), read another data set there."""
+    if isinstance(source, dict):
+        return {name: _absolute(value) for name, value in source.items()}
+    if isinstance(source, (str, os.PathLike)) and "://" not in os.fspath(source):
+        path = Path(os.fspath(source))
+        if not path.is_absolute():
+            absolute = path.absolute()
+            return absolute if isinstance(source, os.PathLike) else str(absolute)
+    return source
 
 
 class RebuiltOnUnpickle:

@@ -23,6 +23,7 @@ import numpy as np
 from dataio.formats.errors import LoaderClosed, TooManyErrors
 from dataio.formats.remote.storage import redact
 from dataio.loader.accelerate_pass import AcceleratePass
+from dataio.loader.epoch_check import EpochDigesting
 from dataio.loader.epoch_sampler import EpochBatchSampler, EpochSampler
 from dataio.loader.rebuilt_on_unpickle import RebuiltOnUnpickle
 from dataio.pipeline.device_copy import DeviceCopy
@@ -34,7 +35,7 @@ from dataio.pipeline.pass_plan import PassPlan
 from dataio.pipeline.sample_source import SampleSource
 from dataio.pipeline.threaded_batches import BatchTimeout
 from dataio.sampling.epoch_position import EpochPosition, ResumableLoader
-from dataio.sampling.rank_agreement import check_ranks_agree
+from dataio.sampling.rank_agreement import RankAgreement, construction_site
 from dataio.sampling.world import resolve_world
 
 log = logging.getLogger("dataio")
@@ -42,7 +43,7 @@ _INTERNALS = {"_pool": ("driver", "_pool"), "_gate": ("driver", "_gate"), "_dali
               "_buffers": ("source", "buffers"), "_transfer": ("_stage", "finish")}
 
 
-class SourceLoader(RebuiltOnUnpickle, ResumableLoader):
+class SourceLoader(EpochDigesting, RebuiltOnUnpickle, ResumableLoader):
     """A loader over ``source``: a façade's constructor calls ``_start``; ``_pass`` yields ``(moved, host)``; pickled,
     it is rebuilt from its constructor's arguments and position (``rebuilt_on_unpickle``)."""
 
@@ -64,6 +65,14 @@ class SourceLoader(RebuiltOnUnpickle, ResumableLoader):
         self.source, self.stats = source, stats
         self.world_size, self.rank = resolve_world(c.world_size, c.rank)
         self._explicit_world, self._agreed = c.world_size is not None, (0, 0)  # the world last agreed in
+        # matched across ranks by where it was built and its role (a validation loader built on rank 0 alone in the
+        # training loop's lines is not the training loader's match): the data's folder name (not its path: node-local
+        # copies lie elsewhere; loaders built over a set() of names come in another order on each rank), batch size,
+        # shuffle, drop_last, train
+        data = str(getattr(self, "folder", "")).rstrip("/").rsplit("/", 1)[-1]
+        role = "[" + ",".join([data] + [f"{getattr(c, k, None)}" for k in ("batch_size", "shuffle", "drop_last",
+                                                                           "train")]) + "]"
+        self._agreement = RankAgreement(construction_site(self, role))
         self.position = EpochPosition(seed=c.seed, world_size=self.world_size, dataset=fingerprint)
         self._plan_cache: tuple[tuple[int, ...], PassPlan] | None = None
         self.driver = PassDriver(source, stats, threads=threads, prefetch=prefetch, timeout=timeout,
@@ -141,6 +150,7 @@ class SourceLoader(RebuiltOnUnpickle, ResumableLoader):
         consumed = self.position.begin(self._epoch_total())
         self._agree_once()
         plan = self.pass_plan()
+        self._digest_begin(plan, consumed)  # what this pass reads, checked by epoch_digest()
         times = self.stats.stages
         times.begin(self.epoch)
         start = time.perf_counter()
@@ -152,7 +162,9 @@ class SourceLoader(RebuiltOnUnpickle, ResumableLoader):
                 step = accelerate.step if accelerate.live else None  # a call a batch saved when inert
                 for moved, host in self._copy(hosts, self._move):
                     self._counted(host)
+                    self._digest_batch(host)
                     self.position.advance(host.units)
+                    self._agreement.poll()  # a rank that published after the first pass's wait
                     if step is not None:
                         step()
                     if len(host.samples):
@@ -198,15 +210,17 @@ class SourceLoader(RebuiltOnUnpickle, ResumableLoader):
 
     def _agree_once(self) -> None:
         """At the first pass in each world (a pass before the process group started compared nothing): refuse ranks
-        whose shares would overlap."""
+        whose shares would overlap, on every rank. The data's fingerprint, its size and a mixture's weights are
+        compared, never part of what matches loaders across ranks (``rank_agreement``)."""
         if self._agreed == (self.world_size, self.rank):
             return
         self._agreed = (self.world_size, self.rank)
-        settings = {"dataset": self.position.dataset, "seed": self.config.seed, "epoch": self.epoch,
+        settings = {"dataset": self.position.dataset, "size": self._epoch_total(), "weights": self.config.weights,
+                    "seed": self.config.seed, "epoch": self.epoch,
                     "world_size": self.world_size, "consumed": self.position.consumed, "drop_last": self.drop_last,
                     "even_batches": self.config.even_batches, "epoch_length": self.config.epoch_length,
                     "epoch_until": self.config.epoch_until, **self._share_settings()}
-        check_ranks_agree(self._kind(), settings, world_size=self.world_size, rank=self.rank)
+        self._agreement.check(self._kind(), settings, world_size=self.world_size, rank=self.rank)
 
     def _kind(self) -> str:
         return type(self).__name__

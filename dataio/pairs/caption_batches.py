@@ -4,8 +4,10 @@ One read task per batch, run on a decode thread beside the image chunks. Stored 
 text path's C collate straight from the sample table's memory map (``padded_rows``: ~10 us for a batch of
 256 captions); without them a ``tokenizers`` tokenizer encodes the batch's captions (``encode_batch``
 releases the GIL, so the image decodes go on meanwhile). Then every row is cut at ``max_length``
-(``cut_rows``). What it cannot read is a ``SampleError`` naming the sample, under the loader's error
-policy: a stored id past the vocabulary, a ``.json`` asked for that cannot be read.
+(``cut_rows``: the first tokens kept, the last one the EOS when the ids end with one). What it cannot read is
+a ``SampleError`` naming the sample, under the loader's error policy: an id past the vocabulary (stored, or
+given by the tokenizer: a template's special id outside it), a caption the tokenizer fails on (a regex
+panic, ``tokenizer_calls``), a ``.json`` asked for that cannot be read.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 from dataio.formats.pairs.pair_fields import MAX_META_BYTES
 from dataio.formats.errors import ConfigError, ShardError, UsageError
 from dataio.formats.remote.secrets import redact
+from dataio.formats.text.tokenizer_calls import TokenizerFailure, encoded_each, end_id, id_bound
 from dataio.pairs.caption_config import CaptionConfig
 from dataio.pairs.caption_data import CaptionData
 from dataio.images.image_shards import ImageShards
@@ -54,8 +57,9 @@ def load_tokenizer(tokenizer: Any) -> tuple[Any, int]:
 
 def cut_rows(ids: np.ndarray, mask: np.ndarray, lengths: np.ndarray, config: CaptionConfig, pad_id: int,
              last: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """The padded rows cut at ``max_length`` (a cut row's last kept token replaced by ``last``, its EOS, as
-    open_clip's tokenizer does; None: kept), or widened to it with ``pad_to_max_length``."""
+    """The padded rows cut at ``max_length``, keeping their first tokens (a cut row's last kept token replaced by
+    ``last``, its EOS, as open_clip's tokenizer does; None, ids without an EOS: kept as they are), or widened to
+    it with ``pad_to_max_length``."""
     limit = config.max_length
     if limit is None:
         return ids, mask
@@ -80,8 +84,8 @@ class CaptionBatches:
         self.tokenizer, pad_id = load_tokenizer(config.tokenizer) if config.tokenizer is not None else (None, 0)
         self.ids = self.tokenizer is not None or self.data.tokens is not None
         self.text = config.text or not self.ids
-        if self.tokenizer is not None:
-            self.pad_id, self.eos_id, self.vocab_size = pad_id, None, 0
+        if self.tokenizer is not None:  # ids bounded by its largest id, cut rows ended by what it appends
+            self.pad_id, self.eos_id, self.vocab_size = pad_id, end_id(self.tokenizer), id_bound(self.tokenizer)
         else:
             record = self.data.tokenizer
             self.pad_id, self.eos_id = int(record["pad_id"]), record["eos_id"]
@@ -89,9 +93,8 @@ class CaptionBatches:
 
     @property
     def vocab(self) -> int:
-        """The vocabulary size the ids come from (a text tower's embedding rows); 0 when there are no ids."""
-        if self.tokenizer is not None:
-            return self.tokenizer.get_vocab_size(with_added_tokens=True)
+        """The vocabulary size the ids come from (a text tower's embedding rows: the largest id + 1, not the count
+        of a pruned vocabulary); 0 when there are no ids."""
         return self.vocab_size
 
     def fill(self, fields: dict[str, Any], keys: np.ndarray, lap: Lap) -> Failures:
@@ -113,21 +116,26 @@ class CaptionBatches:
         return failures
 
     def _ids(self, fields: dict[str, Any], keys: np.ndarray, captions: list[str] | None) -> Failures:
-        """``input_ids`` and ``attention_mask``, and the rows holding an id past the vocabulary."""
+        """``input_ids`` and ``attention_mask``, and the rows the tokenizer failed on or holding an id past the
+        vocabulary."""
+        failures: Failures = []
         if self.tokenizer is not None:
-            rows = [encoding.ids for encoding in self.tokenizer.encode_batch(captions)]
+            rows = encoded_each(lambda texts: [e.ids for e in self.tokenizer.encode_batch(texts)], captions or [])
+            for row, encoded in enumerate(rows):
+                if isinstance(encoded, TokenizerFailure):
+                    failures.append((row, self.shards.sample_error(int(keys[row]), f"caption: {encoded.reason}")))
+            rows = [[] if isinstance(row, TokenizerFailure) else row for row in rows]
             lengths = np.array([len(row) for row in rows], dtype=np.int64)
             ids = np.full((len(rows), padded_width(lengths, self.config.pad_multiple)), self.pad_id, dtype=np.int64)
             for i, row in enumerate(rows):
                 ids[i, :len(row)] = row
             mask = (np.arange(ids.shape[1])[None, :] < lengths[:, None]).astype(np.int64)
-            last = np.array([row[-1] if row else self.pad_id for row in rows], dtype=np.int64)
-            fields["input_ids"], fields["attention_mask"] = cut_rows(ids, mask, lengths, self.config, self.pad_id,
-                                                                     last)
-            return self._empty(keys, lengths)
-        batch, largest = padded_rows(self.data.tokens, keys, self.config.pad_multiple, self.pad_id)
-        ids, mask, lengths = batch["input_ids"], batch["attention_mask"], batch["lengths"]
-        failures: Failures = self._empty(keys, lengths)
+            largest = int(ids.max()) if ids.size else 0
+        else:
+            batch, largest = padded_rows(self.data.tokens, keys, self.config.pad_multiple, self.pad_id)
+            ids, mask, lengths = batch["input_ids"], batch["attention_mask"], batch["lengths"]
+        named = {row for row, _ in failures}
+        failures += self._empty(keys, lengths, named)
         if self.vocab_size and largest >= self.vocab_size:  # the rare path: find the rows
             for row in np.flatnonzero(((ids >= self.vocab_size) & (mask == 1)).any(axis=1)).tolist():
                 failures.append((row, self.shards.sample_error(int(keys[row]), "caption token id "
@@ -136,11 +144,13 @@ class CaptionBatches:
         fields["input_ids"], fields["attention_mask"] = cut_rows(ids, mask, lengths, self.config, self.pad_id, last)
         return failures
 
-    def _empty(self, keys: np.ndarray, lengths: np.ndarray) -> Failures:
+    def _empty(self, keys: np.ndarray, lengths: np.ndarray, named: set[int]) -> Failures:
         """The rows of no token (a tokenizer that knows none of the caption's characters, ids packed without BOS and
-        EOS): an all-zero attention mask makes a text tower's softmax NaN, so each is its sample's error."""
+        EOS) not ``named`` already: an all-zero attention mask makes a text tower's softmax NaN, so each is its
+        sample's error."""
         return [(row, self.shards.sample_error(int(keys[row]), "caption gives no token ids (none stored, or none from "
-                                               "the tokenizer)")) for row in np.flatnonzero(lengths == 0).tolist()]
+                                               "the tokenizer)"))
+                for row in np.flatnonzero(lengths == 0).tolist() if row not in named]
 
     def _json(self, keys: np.ndarray) -> tuple[list[dict[str, Any] | None], Failures]:
         """Each sample's chosen ``.json`` fields (None without metadata), and the samples whose ``.json`` failed."""

@@ -36,6 +36,8 @@ import uuid
 from collections import OrderedDict
 from pathlib import Path
 
+from dataio.formats.file_gate import FileRefused, open_input, write_new
+
 log = logging.getLogger("dataio")
 
 STALE_PARTIAL = 300.0  # seconds; a range is written in one call of milliseconds
@@ -87,8 +89,13 @@ class RangeCache:
         name = self._name(shard, offset, size)
         path = self.folder / name
         try:
-            with open(path, "rb") as f:
+            with open_input(path) as f:  # the gate: a FIFO or link to a device planted in the cache is refused
                 data = f.read(size + 1)
+        except FileRefused as e:
+            self.discard(shard, offset, size, str(e))
+            with self._lock:
+                self.misses += 1
+            return None
         except FileNotFoundError:  # never cached, or evicted by this or another process
             with self._lock:
                 self.misses += 1
@@ -118,7 +125,7 @@ class RangeCache:
         name = self._name(shard, offset, size)
         tmp = self.folder / f".{name}.{os.getpid()}-{threading.get_ident()}-{uuid.uuid4().hex[:8]}.partial"
         try:
-            tmp.write_bytes(data)
+            write_new(tmp, data)
             os.replace(tmp, self.folder / name)
         except OSError as e:  # disk full, folder removed: the range is just not cached
             log.debug("%s: not cached (%s)", self.folder / name, e)

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from dataio.formats.errors import SampleError, ShardError
+from dataio.formats.file_gate import map_input
 from dataio.formats.dataset.manifest import Manifest, check_shard_file, read_manifest
 from dataio.text.collate import TokenArrays
 
@@ -36,7 +37,7 @@ class TokenShards:
             path = self.folder / entry.file
             check_shard_file(path, entry, verify_checksums)
             try:
-                reader = pa.ipc.open_file(pa.memory_map(str(path), "r"))
+                reader = pa.ipc.open_file(map_input(path))  # mapped by the gate: a FIFO shard is refused, not waited on
                 count = 0
                 for i in range(reader.num_record_batches):
                     batch = reader.get_batch(i)

@@ -20,6 +20,7 @@ import torch
 
 from dataio.formats.errors import CheckpointError
 from dataio.formats.files import atomic_writer, remove_stale_temps
+from dataio.formats.file_gate import open_input
 
 NAME = "checkpoint.pt"
 _DAMAGED = ("invalid load key", "Unsupported operand", "PytorchStreamReader", "zip archive", "truncated", "unexpected EOF")  # torch's words
@@ -73,11 +74,12 @@ def load(out: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:  # the gate: a FIFO or device planted as the checkpoint is refused, unread
             if f.read(4) != b"PK\x03\x04":  # torch.save writes a zip archive
                 raise CheckpointError(f"checkpoint {path} is corrupted (not a torch.save archive); restore a good "
                                       "copy, or move it away to start afresh")
-        return torch.load(path, map_location="cpu", weights_only=True)
+            f.seek(0)
+            return torch.load(f, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, KeyError, AttributeError,
             IndexError, OSError) as e:  # truncated, corrupted, or holding objects other than tensors
         raise CheckpointError(f"checkpoint {path} cannot be read ({reason(e)}); restore a good copy, or move it "
@@ -138,3 +140,14 @@ def mixture_mismatch(saved: dict | None, now: dict | None) -> str | None:
         parts.append(f"the epoch rule (epoch_length={saved['epoch_length']}, epoch_until={saved['epoch_until']} then; "
                      f"{now['epoch_length']}, {now['epoch_until']} now)")
     return "its mixture differs: " + "; ".join(parts or ["its description"])
+
+
+def tokenizer_mismatch(saved: dict | None, now: dict | None) -> str | None:
+    """How the tokenizer a checkpoint was written with (``Task.tokenizer_record``: file and sha256) differs from
+    this run's, in one line, or None: the same ids would mean other words to the model it holds. A checkpoint
+    that records none (written before, or by a run without one) is not compared."""
+    if saved is None or now is None or saved.get("sha256") == now.get("sha256"):
+        return None
+    return (f"it was written with tokenizer {saved.get('file')} (sha256 {str(saved.get('sha256'))[:16]}), this run "
+            f"tokenises with {now.get('file')} (sha256 {str(now.get('sha256'))[:16]}): the same ids would mean other "
+            "words")

@@ -20,9 +20,19 @@ from dataio.train.config import TrainConfig
 _SHOWN = 3  # parameters named in a message; the rest are counted
 
 
-def run_record(config: TrainConfig) -> dict[str, str]:
-    """What a checkpoint records of the run that wrote it, to name it when another run does not fit."""
-    return {"model": config.model, "optimizer": config.optimizer, "task": config.task}
+def run_record(config: TrainConfig, task: str) -> dict[str, str]:
+    """What a checkpoint records of the run that wrote it, to name it when another run does not fit: ``task`` is the
+    task chosen (``auto`` resolved), so a CLIP checkpoint resumed as classification names both tasks."""
+    return {"model": config.model, "optimizer": config.optimizer, "task": task}
+
+
+def _saved_task(run: dict[str, Any], saved: dict[str, Any]) -> str | None:
+    """The task a checkpoint was written by: recorded, or for one written before it recorded the chosen task
+    (``auto``, or nothing), clip when its model holds CLIP's temperature (``logit_scale``); None when unknown."""
+    task = run.get("task")
+    if isinstance(task, str) and task != "auto":
+        return task
+    return "clip" if "logit_scale" in saved else None
 
 
 def _names(names: list[str]) -> str:
@@ -58,16 +68,18 @@ def _model_misfit(saved: dict[str, Any], was: str | None, model: nn.Module, name
             + f"; this run builds {name} with " + ", ".join(str(ours[k]) for k in shown) + more)
 
 
-def misfit(state: Any, model: nn.Module, config: TrainConfig) -> str | None:
-    """How a loaded checkpoint ``state`` does not fit this run's model and optimizer, to follow ``checkpoint
-    PATH``; None when they fit, or when it is no trainer checkpoint at all (the caller says so)."""
+def misfit(state: Any, model: nn.Module, config: TrainConfig, task: str) -> str | None:
+    """How a loaded checkpoint ``state`` does not fit this run (its task ``task``, model and optimizer), to follow
+    ``checkpoint PATH``; None when they fit, or when it is no trainer checkpoint at all (the caller says so). Another
+    task is named first, both tasks in one line: its parameters' names would only list the towers' differences."""
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
         return None
     run: dict[str, Any] = state["run"] if isinstance(state.get("run"), dict) else {}
-    segment = run.get("task") == "segment"  # older checkpoints record no task: none was segmentation
-    if segment != (config.task == "segment"):
-        return ("is for a segmentation run (--task segment); this run is not" if segment
-                else "is for a run without --task segment; this run trains segmentation")
+    saved = _saved_task(run, state["model"])
+    if saved is not None and saved != task:
+        return f"is for --task {saved}; this run is --task {task}"
+    if saved is None and task in ("segment", "clip"):  # never auto before (segment), or without CLIP's temperature
+        return f"is for a task other than {task}; this run is --task {task}"
     was = run.get("model")
     if was is not None and was != config.model:
         return f"is for model {was}; this run builds {config.model}"

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dataio.formats.file_gate import atomic_writer
 from dataio.formats.files import write_atomic
 from dataio.train import bottleneck
 
@@ -134,7 +135,8 @@ class Chronometer:
         axes[2].plot(times, rates, lw=0.8)
         axes[2].set(xlabel="s", title=f"throughput ({self.unit}/s)")
         fig.tight_layout()
-        fig.savefig(path, dpi=100)
+        with atomic_writer(path) as f:  # matplotlib given a path would write through a link planted there
+            fig.savefig(f, format="png", dpi=100)
         plt.close(fig)
         return [path]
 

@@ -62,6 +62,11 @@ class ClipTask:
     def mixture_record(self) -> dict | None:
         return self.loaders.mixture
 
+    def tokenizer_record(self) -> dict | None:
+        """The captions' tokenizer (file, sha256): a resume with another one is refused (the same ids would
+        mean other words to the text tower)."""
+        return self.loaders.tokenizer
+
     def build_model(self) -> nn.Module:
         model = build_clip_model(self.config.model, self.loaders.vocab_size, self.loaders.context_length, self.towers)
         return model.to(memory_format=torch.channels_last) if self.config.channels_last else model

@@ -26,7 +26,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dataio.formats.bounded_read import FileTooLarge, read_at_most
+from dataio.formats.bounded_read import read_at_most
+from dataio.formats.file_gate import FileRefused
 from dataio.formats.remote.storage import is_remote
 from dataio.formats.shown import shown
 from dataio.mixtures.mixture_plan import MAX_EPOCH
@@ -53,7 +54,7 @@ def read_mixture_file(path: Path) -> dict[str, Any]:
 def _load(path: Path) -> Any:
     try:
         text = read_at_most(path, MAX_FILE_BYTES).decode("utf-8")
-    except FileTooLarge as e:
+    except FileRefused as e:  # too large, or not a regular file (a FIFO would block here for ever)
         raise ValueError(f"mixture file {path}: {e}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"mixture file {path} cannot be read: {getattr(e, 'strerror', None) or e}") from None

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from dataio.formats.errors import ConfigError
+from dataio.formats.files import sha256_file
 from dataio.pairs.caption_config import CaptionConfig
 from dataio.pairs.loader import PairLoader
 from dataio.train.config import TrainConfig
@@ -44,6 +45,7 @@ class PairLoaders:
     context_length: int  # the longest ``input_ids`` row the loaders give
     tally: Tally | None = None  # a mixture's per-source counts (``ReadTally``); None for one source
     mixture: dict | None = None  # what a resume must find unchanged (``mixture_record``)
+    tokenizer: dict | None = None  # {"file", "sha256"} of the ids' tokenizer: what a resume must find unchanged
 
 
 # ClipTask's loaders: the run's config and device -> its PairLoaders (a stand-in in tests/train/pair_stand_in.py)
@@ -93,7 +95,16 @@ def pair_loaders(config: TrainConfig, device: torch.device, data: RunData | None
     train = loaders[0]
     tally = ReadTally(train, c.weights.names) if c.mixture else None
     return PairLoaders(train=train, val=val, vocab_size=train.source.captions.vocab, context_length=c.context_length,
-                       tally=tally, mixture=record)
+                       tally=tally, mixture=record, tokenizer=_tokenizer_record(c, train))
+
+
+def _tokenizer_record(config: TrainConfig, train: PairLoader) -> dict[str, str]:
+    """The tokenizer whose ids the text tower learns: the file given (its sha256), else the train set's stored
+    one (the manifest's record)."""
+    if config.tokenizer is not None:
+        return {"file": str(config.tokenizer), "sha256": sha256_file(config.tokenizer)}
+    record = train.source.captions.data.tokenizer
+    return {"file": f"{train.folder}/{record.get('file', 'tokenizer.json')}", "sha256": str(record["sha256"])}
 
 
 def _check_ids(train: PairLoader, val: dict[str, PairLoader], stored: bool) -> None:

@@ -11,11 +11,11 @@ for Nsight Systems. The profiler records every thread (``all_threads_config``).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
 
+from dataio.formats.file_gate import private_temp_path, refuse_link
 from dataio.pipeline.stage_times import all_threads_config
 
 
@@ -24,6 +24,7 @@ class StepProfiler:
 
     def __init__(self, out: Path, steps: int, rank: int, cuda: bool) -> None:
         self.path = out / "profile" / f"rank{rank}.pt.trace.json"
+        refuse_link(self.path.parent, "the profiler's traces")  # before training, not at the trace's write
         activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
         self._profiler: torch.profiler.profile | None = torch.profiler.profile(
             activities=activities, schedule=torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1),
@@ -32,10 +33,10 @@ class StepProfiler:
         self.written = False
 
     def _write(self, profiler: torch.profiler.profile) -> None:
+        refuse_link(self.path.parent, "the profiler's traces")  # a link planted since the start
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        partial = self.path.with_name(self.path.name + ".partial")
-        profiler.export_chrome_trace(str(partial))
-        os.replace(partial, self.path)  # never a half-written trace under the final name
+        with private_temp_path(self.path, "a profiler trace") as partial:  # torch opens it itself: no link there
+            profiler.export_chrome_trace(str(partial))  # moved into place whole: never a half-written trace
         self.written = True
 
     def step(self) -> None:

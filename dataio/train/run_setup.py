@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from dataio.formats.errors import ConfigError, UsageError
+from dataio.formats.file_gate import create_new
 from dataio.train.config import TrainConfig
 
 
@@ -33,7 +34,7 @@ def output_folder(out: Path) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / f".write-test-{os.getpid()}"
-        probe.touch()
+        os.close(create_new(probe))  # created by this call, never through a link planted at its guessable name
         probe.unlink()
     except OSError as e:
         raise UsageError(f"output folder {out} cannot be written: {e.strerror or e}") from None

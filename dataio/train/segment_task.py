@@ -9,7 +9,9 @@ model (``small_cnn``: a small FCN) is trained with per-pixel cross-entropy, and
 each validation set reports its mean IoU over the classes present (the
 background's included, as in Pascal VOC and ADE20K) from a confusion matrix
 summed over ranks, and its loss. MixUp and CutMix are refused: they have no
-rule for masks.
+rule for masks. So is a folder in which an object has no segmentation (box-only
+annotations merged in: ``require_masks``): its all-zero mask would train and
+score its pixels as background.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from torch.nn import functional as F
 from dataio.augment import RandAugmentConfig
 from dataio.detection.detection_config import DetectionConfig
 from dataio.detection.loader import DetectionLoader
+from dataio.detection.target_columns import ObjectsWithoutMasks
 from dataio.images.kind_loader import ImageKindLoader
 from dataio.formats.errors import ConfigError
 from dataio.train.config import TrainConfig
@@ -37,8 +40,9 @@ from dataio.train.val_sets import val_metrics, val_sets
 
 IGNORE = -100  # cross-entropy's ignore_index: crowd regions
 CROWD = 32767  # their value while the class maps are built (int16: above any label + 1, so a crowd wins)
-TRAIN_TARGETS = DetectionConfig(masks=True, crop="random_resized", min_visible=0.0, min_side=0.0)
-VAL_TARGETS = DetectionConfig(masks=True, eval_crop="whole", min_visible=0.0, min_side=0.0)
+# every object's mask required: a box-only object's pixels would be trained and scored as background (refused)
+TRAIN_TARGETS = DetectionConfig(masks=True, crop="random_resized", min_visible=0.0, min_side=0.0, require_masks=True)
+VAL_TARGETS = DetectionConfig(masks=True, eval_crop="whole", min_visible=0.0, min_side=0.0, require_masks=True)
 
 
 def semantic_targets(batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -84,6 +88,17 @@ class SegmentTask(ImageTask):
         options, val_options_of = train_options(c), val_options(c)
         mixture = self._mixture((data or RunData(c)).samples) if c.mixture else {}
         self.schedule = _schedule(c)
+        try:
+            self._open_loaders(c, common, options, val_options_of, mixture)
+        except ObjectsWithoutMasks as e:  # the task and the data together: named as --task segment's refusals are
+            if hasattr(self, "train_loader"):  # a validation set's objects: the train loader's threads closed first
+                self.train_loader.close()
+            raise ConfigError(f"{{0}} segment trains and scores every object's pixels as its class: {e}; pack them "
+                              "with segmentations, or leave them out of the JSON", "task") from None
+        self.tally = ReadTally(self.train_loader, c.weights.names) if c.mixture else None
+
+    def _open_loaders(self, c: TrainConfig, common: dict[str, Any], options: Any, val_options_of: dict[str, Any],
+                      mixture: dict[str, Any]) -> None:
         self.train_loader = DetectionLoader(
             c.train, batch_size=c.batch_size, image_size=c.image_size, train=True, schedule=self.schedule,
             randaugment=RandAugmentConfig(magnitude=c.randaugment) if c.randaugment else None, **mixture,
@@ -100,7 +115,6 @@ class SegmentTask(ImageTask):
             if tuple(loader.classes) != tuple(self.train_loader.classes):
                 raise ValueError(f"val set {name}: its categories {list(loader.classes)[:6]} are not the train "
                                  f"folder's {list(self.train_loader.classes)[:6]} (same names, same order)")
-        self.tally = ReadTally(self.train_loader, c.weights.names) if c.mixture else None
 
     def build_model(self) -> nn.Module:
         model = build_segment_model(self.config.model, self.num_classes + 1)  # + the background

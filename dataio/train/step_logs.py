@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from dataio.formats.errors import ConfigError
+from dataio.formats.file_gate import open_append, refuse_link
 from dataio.formats.files import write_atomic
 
 COLUMNS = ("step", "epoch", "time_s", "loss", "lr", "samples", "per_second", "val_acc", "val_loss", "val_ppl")
@@ -118,6 +119,7 @@ def summary_writer() -> type:
 def open_tensorboard(folder: Path, purge_step: int | None) -> Any:
     """A ``SummaryWriter`` on ``folder`` that drops the events at ``purge_step`` and past it."""
     SummaryWriter = summary_writer()
+    refuse_link(folder, "TensorBoard's event files")  # it names and opens its files itself: the folder is dataio's
     return SummaryWriter(log_dir=str(folder), purge_step=purge_step, max_queue=1000)
 
 
@@ -133,7 +135,7 @@ class StepLogs:
         writer.writerow([*COLUMNS, *self.sources.header])
         writer.writerows(rows(steps, epochs, self.sources))
         write_atomic(self.path, buffer.getvalue().encode())  # the checkpoint's rows, nothing past them
-        self._file = open(self.path, "a", newline="", encoding="utf-8")
+        self._file = open_append(self.path, "its step log")  # never through a link planted in OUT
         self._csv = csv.writer(self._file, lineterminator="\n")
         self.writer = open_tensorboard(out / TENSORBOARD, len(steps) + 1 if steps else None) if tensorboard else None
 

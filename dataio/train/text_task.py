@@ -54,6 +54,11 @@ class TextTask:
         self.max_length = max(c.block_size, int(self.train_loader.shards.lengths.max()))
         self.tally = PlanTally(self.train_loader, c.world_size) if c.mixture else None
 
+    def tokenizer_record(self) -> dict | None:
+        """The documents' tokenizer as their manifest records it (file, sha256): a resume must find it unchanged."""
+        record = self.train_loader.shards.tokenizer
+        return {"file": str(record.get("file")), "sha256": str(record["sha256"])} if record.get("sha256") else None
+
     def _train_loader(self, common: dict[str, Any]) -> TextLoader:
         """One folder, or a mixture. A schedule in fractions of training (or steps) is placed once the loader knows
         an epoch's length in its units: it starts with equal weights (every source drawn, whatever the epoch

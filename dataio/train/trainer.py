@@ -114,7 +114,9 @@ class Trainer:
                 "schedule": schedule.state(self.schedule, self.step), "scaler": self.scaler.state_dict(),
                 "rng": checkpoint.rng_state(), "loader": self.task.train_loader.state_dict(), "step": self.step,
                 "chronometer": json.dumps(self.chronometer.as_dict()),
-                "mixture": json.dumps(self.task.mixture_record()), "run": checkpoint_fit.run_record(self.config)}
+                "mixture": json.dumps(self.task.mixture_record()),
+                "run": checkpoint_fit.run_record(self.config, self.task.name),
+                "tokenizer": json.dumps(self._tokenizer_record())}
 
     def _save(self) -> None:
         with self.signals.saving():  # a second signal waits for the checkpoint, never breaks torch's writer
@@ -140,7 +142,11 @@ class Trainer:
     def _restore_state(self, state: dict[str, Any]) -> None:
         if not isinstance(state, dict):
             raise TypeError(f"it holds a {type(state).__name__}, not a dict")
-        misfit = checkpoint_fit.misfit(state, self.model, self.config)
+        other = checkpoint.tokenizer_mismatch(json.loads(state.get("tokenizer", "null")), self._tokenizer_record())
+        if other:  # before the shapes: a tokenizer of the same size fits them, and means other words
+            raise CheckpointError(f"checkpoint {self.config.out / checkpoint.NAME} does not fit this run: {other}; "
+                                  "resume with the tokenizer that wrote it, or move it away to start afresh")
+        misfit = checkpoint_fit.misfit(state, self.model, self.config, self.task.name)
         if misfit:  # another model, its shapes (classes, vocabulary) or another optimizer: named, never "corrupted"
             raise CheckpointError(f"checkpoint {self.config.out / checkpoint.NAME} {misfit}; resume with the options "
                                   "and data that wrote it, or move it away to start afresh")
@@ -171,6 +177,11 @@ class Trainer:
                      if isinstance(self.schedule, schedule.Resumed) and self.schedule.start == self.step else "")
         self._print(f"resumed from step {self.step}: epoch {epoch + 1}/{self.config.epochs}, {consumed} samples of it "
                     f"consumed{replanned}")  # epochs counted from 1, as the epoch lines count them
+
+    def _tokenizer_record(self) -> dict | None:
+        """The task's tokenizer (file, sha256), for tasks that tokenise (clip, lm); None for the others."""
+        record = getattr(self.task, "tokenizer_record", None)
+        return record() if callable(record) else None
 
     def _mixture_record(self) -> dict | None:
         """This run's mixture as a checkpoint holds it (JSON's lists and floats, to compare with a saved one)."""
@@ -253,10 +264,13 @@ class Trainer:
             if c.halt_after_steps is not None and self.step >= c.halt_after_steps:
                 os._exit(75)  # fault injection: as if killed, with no cleanup and no final checkpoint
             clock.start_wait()
+        digest = loader.epoch_digest() if hasattr(loader, "epoch_digest") else None  # the pass proved, every rank
         metrics = self.task.evaluate(self.network)
         recent = [s for s in clock.steps if s["epoch"] == epoch]
         rate = sum(s["samples"] for s in recent) / max(sum(s["wait"] + s["compute"] for s in recent), 1e-9)
         clock.epoch_done(epoch, {**metrics, "train_loss": recent[-1]["loss"] if recent else float("nan")})
+        if digest is not None:
+            clock.epochs[-1]["digest"] = digest
         sources = self.tally.epoch_summary() if self.tally is not None else {}
         if sources:
             clock.epochs[-1]["sources"] = sources

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from dataio.formats.bounded_read import FileTooLarge
+from dataio.formats.file_gate import FileRefused
 from dataio.formats.coco.coco_fields import COLUMN_TYPES
 from dataio.formats.coco.coco_json import MAX_ANNOTATIONS_BYTES, CocoImage, CocoIndex, read_coco_json
 from dataio.formats.coco.coco_targets import PreparedTargets, prepare_coco_image, pycocotools_mask
@@ -44,7 +44,7 @@ from dataio.formats.fallback_log import warn_once
 from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.images.image_convert import REJECTED_NAME
 from dataio.formats.images.image_prepare import WITHOUT_CODEC, ImagePrepareConfig, Rejection, add_restart_markers
-from dataio.formats.images.image_tree import NotRegularFile, errno_text, escape_path, read_regular_file
+from dataio.formats.images.image_tree import errno_text, escape_path, read_regular_file
 from dataio.formats.kinds import kind_named
 from dataio.formats.progress import progress
 from dataio.formats.ranks.rank_merge import merge_if_complete
@@ -121,8 +121,9 @@ def _prepare_job(job: tuple) -> PreparedTargets | Rejection:
     """In a worker: one image file read (bounded), prepared, its annotations moved with it."""
     root, image, prepare, masks = job
     try:
+        # regular files only; a link may leave the folder (images are decoded and checked: image_convert's rule)
         data = read_regular_file(os.path.join(root, image.file_name), prepare.max_file_size)
-    except (NotRegularFile, FileTooLarge) as e:
+    except FileRefused as e:  # not a regular file, a kernel file, too large
         return Rejection(str(e))
     except OSError as e:
         return Rejection(f"cannot read: {errno_text(e)}")

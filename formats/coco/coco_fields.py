@@ -34,6 +34,10 @@ BOX_COLUMNS = ("image_id", "boxes", "labels", "iscrowd")
 COLUMN_TYPES = {"image_id": pa.int64(), "boxes": pa.list_(pa.float32()), "labels": pa.list_(pa.int32()),
                 "iscrowd": pa.list_(pa.uint8()), "masks": pa.list_(pa.large_binary())}
 EDGE = 1e-3  # pixels a stored box may pass its image's edge by (float32 rounding of the edge itself)
+# a stored box's least width and height in its packed image's pixels: a thinner one bounds no object (packing refuses
+# those under coco_json.MIN_BOX_SIDE in the JSON's pixels, and any a --max-side scaling thins below this); ``verify``
+# names them in folders packed before, the readers keep dropping them by ``min_side`` as they always did
+MIN_STORED_SIDE = 1e-3
 # objects one sample may hold: a batch's boxes are padded to its busiest sample's count and its masks cost
 # S x S bytes an object (10,000 at 224: 500 MB, 20 s to resample); COCO's busiest image has 93, LVIS's ~700
 MAX_OBJECTS = 10_000
@@ -173,4 +177,19 @@ def target_faults(targets: TargetArrays, widths: np.ndarray, heights: np.ndarray
                                             f"{int(widths[owners[row]])}x{int(heights[owners[row]])} image")
     for row in np.flatnonzero((found.labels < 0) | (found.labels >= num_classes)).tolist():
         faults.setdefault(int(owners[row]), f"box label {int(found.labels[row])} is not in 0..{num_classes - 1}")
+    return faults
+
+
+def thin_boxes(targets: TargetArrays, skip: np.ndarray) -> dict[int, str]:
+    """Rows (not in ``skip``) holding a box under ``MIN_STORED_SIDE`` wide or high, with the first such box: what
+    ``verify`` names in a folder packed before packing refused them (the readers drop such boxes by ``min_side``)."""
+    found = targets.gather(np.arange(len(skip)), skip=skip)
+    owners = np.repeat(np.arange(len(skip)), found.counts)
+    b = found.boxes.astype(np.float64)
+    thin = np.minimum(b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]) < MIN_STORED_SIDE
+    faults: dict[int, str] = {}
+    for row in np.flatnonzero(thin).tolist():
+        faults.setdefault(int(owners[row]), f"box {b[row].round(4).tolist()} is {b[row, 2] - b[row, 0]:.3g} x "
+                                            f"{b[row, 3] - b[row, 1]:.3g} px: no area, it bounds no object (packing "
+                                            "refuses such boxes now; pack the folder again)")
     return faults

@@ -8,12 +8,15 @@ defines are looked at, each for its type. What is wrong with the whole file (no
 one line; what is wrong with one entry rejects that entry alone, with its reason:
 
 - an image: no integer ``id``, a ``file_name`` that is not a relative path
-  inside IMAGES, a size that is not two positive integers, an id or file given
-  twice;
+  inside IMAGES, a size that is not two positive integers, a file given twice
+  (the first kept), an id given to two images or more (every one of them
+  rejected, and every annotation naming that id: two merged files that both
+  number from 1 would otherwise put both images' boxes on the first photo);
 - an annotation: an ``image_id`` of no image, a ``category_id`` of no
   category, a ``bbox`` that is not four finite numbers, of zero or negative
-  width or height, or past the image's edge by more than ``EDGE_SLACK`` pixels
-  (COCO's own boxes pass it by rounding), an ``iscrowd`` other than 0 or 1, a
+  width or height, past the image's edge by more than ``EDGE_SLACK`` pixels
+  (COCO's own boxes pass it by rounding), under ``MIN_BOX_SIDE`` (1 px) wide or
+  high once clipped to the image, an ``iscrowd`` other than 0 or 1, a
   polygon of fewer than 3 points or of odd length, an RLE whose ``size`` is not
   the image's or whose counts do not cover it;
 - an image with more than ``coco_fields.MAX_OBJECTS`` good annotations (the readers refuse such a sample).
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +43,10 @@ from dataio.formats.errors import DataioError
 from dataio.formats.images.image_tree import NotRegularFile, errno_text, read_regular_file
 from dataio.formats.limits import MAX_CLASSES, MAX_CLASSES_FILE_BYTES
 
+# a box's least width and height once clipped to its image, in the JSON's pixels: less bounds no object (a box of
+# width 1e-7, or one past the edge by under EDGE_SLACK, clipped to nothing) and the loader's min_side (1 px) would
+# drop it unseen; mmdetection skips the same boxes (w < 1 or h < 1)
+MIN_BOX_SIDE = 1.0
 EDGE_SLACK = 1.0  # pixels a box may pass the image's edge by (then clipped); COCO's pass it by rounding
 MAX_POLYGON_VALUES = 1 << 20  # coordinates in one annotation's polygons: more is not an outline
 # pycocotools rasterises a polygon by walking its outline at 5 steps a pixel, 16 bytes a step, unchecked (a point
@@ -80,6 +88,7 @@ class CocoIndex:
     images: list[CocoImage]
     rejected: list[tuple[str, str]] = field(default_factory=list)
     has_segmentation: bool = False
+    ambiguous: dict[int, int] = field(default_factory=dict)  # image ids given to more than one image -> how many
 
     @property
     def classes(self) -> tuple[str, ...]:
@@ -161,6 +170,8 @@ def _images(raw: list, name: str, index: CocoIndex) -> dict[int, CocoImage]:
     """The good image entries by id, in file order; the others rejected with their reason."""
     images: dict[int, CocoImage] = {}
     files: dict[str, int] = {}
+    given = Counter(entry["id"] for entry in raw if isinstance(entry, dict) and _integer(entry.get("id")))
+    index.ambiguous = {image_id: count for image_id, count in given.items() if count > 1}
     for i, entry in enumerate(raw):
         at = f"{name}#images[{i}]"
         if not isinstance(entry, dict) or not _integer(entry.get("id")):
@@ -177,8 +188,9 @@ def _images(raw: list, name: str, index: CocoIndex) -> dict[int, CocoImage]:
             reason = "no file_name"
         elif not (_integer(width) and _integer(height) and width > 0 and height > 0):
             reason = f"width and height must be positive integers, got {width!r:.20} and {height!r:.20}"
-        elif image_id in images:
-            reason = "its id is given twice (the first is kept)"
+        elif image_id in index.ambiguous:  # two merged files both numbering from 1: whose boxes are whose is unknown
+            reason = (f"its id is given to {index.ambiguous[image_id]} images (file_name {file_name[:200]!r}): none "
+                      "of them is packed, nor any annotation naming the id")
         elif file_name in files:
             reason = f"its file {file_name[:200]!r} is image {files[file_name]}'s too"
         else:
@@ -212,6 +224,10 @@ def _annotations(raw: list, name: str, labels: dict[int, int], images: dict[int,
             index.rejected.append((at, "not an object"))
             continue
         image = images.get(entry.get("image_id")) if _integer(entry.get("image_id")) else None
+        if image is None and entry.get("image_id") in index.ambiguous and _integer(entry.get("image_id")):
+            index.rejected.append((at, f"image_id {entry['image_id']} is given to {index.ambiguous[entry['image_id']]}"
+                                       " images (which one it belongs to is unknown)"))
+            continue
         if image is None:
             index.rejected.append((at, f"image_id {entry.get('image_id')!r:.20} is not an image of the file "
                                        "(or that image was rejected)"))
@@ -242,7 +258,12 @@ def _annotation(entry: dict, ann_id: int, labels: dict[int, int], image: CocoIma
     crowd = entry.get("iscrowd", 0)
     if crowd not in (0, 1) or isinstance(crowd, float):
         raise ValueError(f"iscrowd {crowd!r:.20} is not 0 or 1")
-    box_xyxy = (max(x, 0.0), max(y, 0.0), min(x + w, float(image.width)), min(y + h, float(image.height)))
+    right, bottom = float(image.width), float(image.height)
+    box_xyxy = (min(max(x, 0.0), right), min(max(y, 0.0), bottom), min(x + w, right), min(y + h, bottom))
+    sides = (max(0.0, box_xyxy[2] - box_xyxy[0]), max(0.0, box_xyxy[3] - box_xyxy[1]))
+    if min(sides) < MIN_BOX_SIDE:
+        raise ValueError(f"bbox {box!r:.60} is {sides[0]:.3g} x {sides[1]:.3g} px once clipped to the "
+                         f"{image.width}x{image.height} image, under the {MIN_BOX_SIDE:g} px a box must span each way")
     return Annotation(ann_id, box_xyxy, labels[category], bool(crowd),
                       _segmentation(entry.get("segmentation"), image))
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from dataio.formats.coco.coco_fields import MIN_STORED_SIDE
 from dataio.formats.coco.coco_json import Annotation
 from dataio.formats.coco.coco_rle import decode_rle
 from dataio.formats.images.image_prepare import EXIF_ORIENTATION, ImagePrepareConfig, PreparedImage, Rejection, prepare_image
@@ -84,7 +85,14 @@ def prepare_coco_image(data: bytes, width: int, height: int, annotations: tuple[
             except ValueError as e:
                 out.rejected.append((annotation.id, str(e)))
                 continue
-        out.boxes.append(_moved_box(annotation.box, (width, height), turn, scale, prepared))
+        box = _moved_box(annotation.box, (width, height), turn, scale, prepared)
+        stored = np.asarray(box, np.float32).astype(np.float64)  # as the table keeps it
+        if min(stored[2] - stored[0], stored[3] - stored[1]) < MIN_STORED_SIDE:  # --max-side thinned it to nothing
+            out.rejected.append((annotation.id, f"its box is {stored[2] - stored[0]:.3g} x {stored[3] - stored[1]:.3g}"
+                                                f" px once the image is scaled to {prepared.width}x{prepared.height}"
+                                                f", under the {MIN_STORED_SIDE:g} px a stored box must span"))
+            continue
+        out.boxes.append(box)
         out.labels.append(annotation.label)
         out.iscrowd.append(annotation.iscrowd)
         out.masks.append(rle)

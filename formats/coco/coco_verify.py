@@ -1,12 +1,14 @@
 """What ``dataio verify`` checks of a folder with box targets (``convert coco``'s; its ``verify`` part in
-``dataio.formats.kinds``): each sample's targets against themselves and the manifest, and (``--deep``) each
-mask's RLE against its image's size."""
+``dataio.formats.kinds``): each sample's targets against themselves and the manifest, boxes of no area (packed
+before packing refused them: ``coco_fields.thin_boxes``), and (``--deep``) each mask's RLE against its image's
+size."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from dataio.formats.coco.coco_fields import declares_boxes, declares_masks, read_target_arrays, target_faults
+from dataio.formats.coco.coco_fields import (declares_boxes, declares_masks, read_target_arrays, target_faults,
+                                             thin_boxes)
 from dataio.formats.coco.coco_rle import rle_counts
 
 from dataio.formats.dataset.manifest import Manifest
@@ -33,6 +35,9 @@ def target_problems(manifest: Manifest, table: SampleTable, deep: bool) -> dict[
     except ValueError as e:
         return {-1: str(e)}
     faults = target_faults(targets, table.width, table.height, len(manifest.classes))
+    skip = np.zeros(len(table), bool)
+    skip[list(faults)] = True
+    faults.update(thin_boxes(targets, skip))
     if deep and masks:
         skip = np.zeros(len(table), bool)
         skip[list(faults)] = True

@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
+from dataio.formats.file_gate import open_new, write_new
+
 COLOURS = np.array([(225, 35, 35), (35, 200, 35), (35, 35, 225), (215, 215, 30), (215, 35, 215), (30, 205, 205)])
 CATEGORIES = ((3, "red"), (7, "green"), (12, "blue"), (20, "yellow"), (41, "magenta"), (90, "cyan"))
 KINDS = ("rect", "ellipse", "polygon")
@@ -59,14 +61,15 @@ def write_coco_folder(root: str | Path, config: SyntheticCocoConfig = SyntheticC
         if config.grain:
             pixels = _grained(pixels, rng, config.grain)
         name = f"{index:06d}.jpg"
-        Image.fromarray(pixels).save(folder / name, "JPEG", quality=config.quality)
+        with open_new(folder / name) as f:  # created new: PIL given a path would write through a planted link
+            Image.fromarray(pixels).save(f, "JPEG", quality=config.quality)
         images.append({"id": 1000 + index, "file_name": name, "width": width, "height": height})
         for colour, kind, mask, polygon in shapes:
             annotations.append(_annotation(len(annotations) + 1, 1000 + index, colour, kind, mask, polygon))
     document = {"images": images, "annotations": annotations,
                 "categories": [{"id": cid, "name": name, "supercategory": "shape"} for cid, name in CATEGORIES]}
     path = root / "instances.json"
-    path.write_text(json.dumps(document))
+    write_new(path, json.dumps(document).encode())
     return folder, path
 
 

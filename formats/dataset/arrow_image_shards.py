@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from dataio.formats.errors import OutputError
 from dataio.formats.files import sha256_file
+from dataio.formats.file_gate import map_input, open_new
 from dataio.formats.dataset.manifest import ShardEntry
 from dataio.formats.dataset.wds_shards import MemberLocation
 
@@ -42,7 +43,7 @@ def shard_name(index: int) -> str:
 
 def image_locations(path: str | Path) -> list[list[MemberLocation]]:
     """Where each row's image bytes lie in the file: ``[[MemberLocation(key, "jpg", offset, size)]]``."""
-    source = pa.memory_map(str(path), "r")
+    source = map_input(path)  # the gate's mapping: a regular file only, opened once
     base = source.read_buffer().address  # a zero-copy view of the whole mapping: its start
     source.seek(0)
     reader = pa.ipc.open_stream(source)
@@ -93,7 +94,7 @@ class ArrowImageWriter:
         tmp = self.folder / f".{name}.partial"
         batch = pa.RecordBatch.from_pylist(self._rows, schema=self.schema)
         try:
-            with open(tmp, "wb") as file:
+            with open_new(tmp) as file:  # created new: a link planted as the temp file is removed, not followed
                 with pa.ipc.new_stream(file, self.schema) as writer:
                     writer.write_batch(batch)
                 file.flush()

@@ -26,6 +26,8 @@ from typing import Any
 
 from dataio.formats.errors import ConfigError, UsageError
 from dataio.formats.files import refuse_link, sha256_file, write_atomic
+from dataio.formats.limits import MAX_STATE_FILE_BYTES
+from dataio.formats.file_gate import read_input
 from dataio.formats.dataset.manifest import MANIFEST_NAME
 from dataio.formats.dataset.out_lock import LOCK_NAME
 
@@ -68,7 +70,7 @@ class Journal:
         interrupted = self.folder.is_dir() and not (out / MANIFEST_NAME).exists()
         if interrupted and not overwrite:
             options = self.folder / "options.json"
-            saved = json.loads(options.read_text()) if options.is_file() else {"identity": self.identity}
+            saved = json.loads(read_input(options, MAX_STATE_FILE_BYTES)) if options.is_file() else {"identity": self.identity}
             if saved.get("identity") != self.identity:
                 raise ConfigError(f"{out} holds an interrupted conversion with other options or source files "
                                  "(pass {0} to start again)", "overwrite=True")
@@ -89,7 +91,7 @@ class Journal:
         for index in range(len(list(self.folder.glob("[0-9]*.json")))):
             path = self.folder / f"{index:06d}.json"
             try:
-                record = ShardRecord(**json.loads(path.read_text()))
+                record = ShardRecord(**json.loads(read_input(path, MAX_STATE_FILE_BYTES)))
             except (OSError, ValueError, TypeError):
                 break
             shard = out / record.entry["file"]
@@ -114,7 +116,7 @@ class Journal:
     def noted(self, name: str) -> Any:
         """A value ``note`` saved, or None."""
         try:
-            return json.loads((self.folder / f"note-{name}.json").read_text())
+            return json.loads(read_input(self.folder / f"note-{name}.json", MAX_STATE_FILE_BYTES))
         except (OSError, ValueError):
             return None
 

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dataio.formats.errors import UsageError
-from dataio.formats.files import refuse_link
+from dataio.formats.file_gate import open_lock
 
 LOCK_NAME = ".dataio.lock"
 
@@ -57,8 +57,7 @@ def _open_out(out: Path) -> int:
         raise UsageError(f"output {out} exists and is not a folder")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        refuse_link(out / LOCK_NAME, "its lock")
-        return os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        return open_lock(out / LOCK_NAME, "its lock")  # a link there is refused in one line, never followed
     except OSError as e:
         raise UsageError(f"output folder {out} cannot be written: {e.strerror or e}") from None
 

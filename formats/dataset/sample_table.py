@@ -15,6 +15,7 @@ import pyarrow as pa
 import xxhash
 
 from dataio.formats.errors import DataioError
+from dataio.formats.file_gate import map_input
 from dataio.formats.files import write_atomic
 from dataio.formats.dataset.row_overlaps import overlapping_rows
 
@@ -101,7 +102,7 @@ def read_sample_table(path: str | Path, data: bytes | None = None, declared: fro
     DataioError naming the file. ``declared``: the columns the manifest's fields add (``sample_fields``); None
     when not known (a label column is then taken as the samples' classes)."""
     try:
-        source = pa.memory_map(str(path), "r") if data is None else pa.BufferReader(data)
+        source = map_input(path) if data is None else pa.BufferReader(data)
         table = pa.ipc.open_file(source).read_all()
     except (OSError, pa.ArrowInvalid) as e:
         raise DataioError(f"{path}: cannot read sample table ({e})") from None

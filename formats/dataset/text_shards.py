@@ -22,12 +22,14 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
 
 from dataio.formats.errors import OutputError
 from dataio.formats.files import sha256_file
+from dataio.formats.file_gate import open_new
 from dataio.formats.dataset.manifest import ShardEntry
 
 ROWS_PER_BATCH = 4096
@@ -62,6 +64,7 @@ class ArrowTokenWriter:
         self.entries: list[ShardEntry] = []
         self._rows: list[tuple[np.ndarray, int, int]] = []
         self._writer: pa.ipc.RecordBatchFileWriter | None = None
+        self._file: BinaryIO | None = None
         self._tmp: Path | None = None
         self._samples = self._tokens = 0
 
@@ -96,7 +99,8 @@ class ArrowTokenWriter:
             return
         if self._writer is None:
             self._tmp = self.folder / f".{text_shard_name(self.next_index)}.partial"
-            self._writer = pa.ipc.new_file(str(self._tmp), self.schema)
+            self._file = open_new(self._tmp)  # created new by the gate: pyarrow given a path would follow a link
+            self._writer = pa.ipc.new_file(self._file, self.schema)
         lengths = np.array([len(ids) for ids, _, _ in self._rows], dtype=np.int64)
         offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
         np.cumsum(lengths, out=offsets[1:])
@@ -117,8 +121,7 @@ class ArrowTokenWriter:
         name = text_shard_name(self.next_index)
         with self._output_errors():
             self._writer.close()
-            with open(self._tmp, "rb+") as f:
-                os.fsync(f.fileno())
+            self._close_file(sync=True)
             entry = ShardEntry(file=name, num_samples=self._samples, bytes=self._tmp.stat().st_size,
                                sha256=sha256_file(self._tmp), num_tokens=self._tokens)
             os.replace(self._tmp, self.folder / name)
@@ -139,6 +142,15 @@ class ArrowTokenWriter:
         if kind is not None:
             self.abort()
 
+    def _close_file(self, sync: bool) -> None:
+        """Close the open shard's file (pyarrow's writer leaves it open), flushed to disk first if ``sync``."""
+        file, self._file = self._file, None
+        if file is not None:
+            with file:
+                if sync:
+                    file.flush()
+                    os.fsync(file.fileno())
+
     def abort(self) -> None:
         """Drop the open shard's partial file."""
         if self._writer is not None:
@@ -146,6 +158,10 @@ class ArrowTokenWriter:
                 self._writer.close()
             except (OSError, pa.ArrowException):
                 pass
+        try:
+            self._close_file(sync=False)
+        except OSError:
+            pass
         if self._tmp is not None:
             self._tmp.unlink(missing_ok=True)
         self._writer, self._tmp, self._rows = None, None, []

@@ -38,6 +38,7 @@ from dataio.formats.dataset.remote_copy import copy_dataset
 from dataio.formats.dataset.verify_context import VerifyContext, VerifyReport, arrow_batches
 from dataio.formats.remote.storage import DEFAULT_TIMEOUT, Location, RetryPolicy
 from dataio.formats.files import sha256_file
+from dataio.formats.file_gate import open_input
 from dataio.formats.dataset.sample_table import (LABEL_FIELD, SampleTable, read_sample_table, sample_checksum,
                                                  table_faults)
 from dataio.formats.dataset.table_members import member_faults
@@ -49,7 +50,7 @@ def count_tar_samples(path: Path) -> int:
     """Number of sample keys among a tar's regular members; raises DataioError if it is not a whole tar."""
     keys = set()
     try:
-        with tarfile.open(path, "r:") as tar:
+        with open_input(path) as file, tarfile.open(fileobj=file, mode="r:") as tar:
             for member in tar:  # listed only: nothing is ever extracted
                 if member.isreg() and "." in member.name.rsplit("/", 1)[-1]:
                     keys.add(member.name.split(".", 1)[0])
@@ -148,7 +149,7 @@ def _decode_images(folder: Path, manifest: Manifest, table: SampleTable, faults:
                 continue
             name = manifest.shards[shard].file
             if shard not in files:
-                files[shard] = open(folder / name, "rb")
+                files[shard] = open_input(folder / name)
             handle = files[shard]
             handle.seek(int(table.offset[sample]))
             data = handle.read(int(table.size[sample]))

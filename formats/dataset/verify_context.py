@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from dataio.formats.dataset.manifest import Manifest
+from dataio.formats.file_gate import map_input
 from dataio.formats.dataset.sample_table import SampleTable
 
 
@@ -58,7 +59,7 @@ class VerifyContext:
 
 def arrow_batches(path: Path) -> list[pa.RecordBatch]:
     """The record batches of an Arrow IPC file (text shards) or stream (image shards, HF's layout)."""
-    source = pa.memory_map(str(path), "r")
+    source = map_input(path)
     try:
         reader = pa.ipc.open_file(source)
         return [reader.get_batch(i) for i in range(reader.num_record_batches)]

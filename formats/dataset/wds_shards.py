@@ -19,6 +19,7 @@ import webdataset as wds
 
 from dataio.formats.errors import OutputError
 from dataio.formats.files import sha256_file, write_atomic
+from dataio.formats.file_gate import open_input, open_new
 from dataio.formats.dataset.manifest import ShardEntry
 
 TAR_BLOCK = 512
@@ -53,7 +54,7 @@ def scan_tar(path: str | Path) -> list[list[MemberLocation]]:
     finds it).
     """
     samples: dict[str, list[MemberLocation]] = {}
-    with tarfile.open(path, "r:") as tar:
+    with open_input(path) as file, tarfile.open(fileobj=file, mode="r:") as tar:
         for member in tar:
             if not member.isreg():
                 continue
@@ -130,7 +131,7 @@ class ShardWriter:
 
     def _open(self) -> None:
         self._tmp = self.folder / f".{shard_name(self.next_index)}.partial"
-        self._file = open(self._tmp, "wb")
+        self._file = open_new(self._tmp)  # created new: a link planted as the temp file is removed, not followed
         self._tar = wds.TarWriter(self._file, mtime=FIXED_MTIME)
         self._bytes = 2 * TAR_BLOCK  # end-of-archive blocks
         self._count = 0

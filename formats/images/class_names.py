@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dataio.formats.bounded_read import FileTooLarge, read_at_most
+from dataio.formats.bounded_read import read_at_most
 from dataio.formats.errors import UsageError
+from dataio.formats.file_gate import FileRefused
 from dataio.formats.limits import MAX_CLASSES, MAX_CLASSES_FILE_BYTES
 
 
 def read_class_names(path: Path) -> tuple[str, ...]:
     """The names in ``path`` (blank lines skipped); UsageError if unreadable, past ``MAX_CLASSES_FILE_BYTES``
-    (``/dev/zero`` is refused, not read on), empty or with a name twice."""
+    (a FIFO or ``/dev/zero`` is refused as not a regular file, unread), empty or with a name twice."""
     try:
         text = read_at_most(path, MAX_CLASSES_FILE_BYTES).decode()
         names = [line.strip() for line in text.splitlines() if line.strip()]
-    except FileTooLarge as e:
+    except FileRefused as e:  # too large, or not a regular file: the reason says which
         raise UsageError(f"classes file {path}: {e}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"classes file {path}: cannot read ({e})") from None

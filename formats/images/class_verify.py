@@ -11,6 +11,7 @@ from pathlib import Path
 from dataio.formats.dataset.manifest import Manifest
 from dataio.formats.dataset.shard_members import LABEL_MEMBER, MAX_LABEL_BYTES, decode_label, member_extension
 from dataio.formats.dataset.verify_context import VerifyContext, arrow_batches
+from dataio.formats.file_gate import open_input
 
 
 def verify_labels(context: VerifyContext) -> None:
@@ -50,7 +51,7 @@ def _stored_labels(folder: Path, manifest: Manifest, bad_shards: set[int]) -> di
                                       strict=True):
                     labels[(index, key)] = label
             continue
-        with tarfile.open(folder / entry.file, "r:") as tar:
+        with open_input(folder / entry.file) as file, tarfile.open(fileobj=file, mode="r:") as tar:
             for member in tar:
                 if member.isreg() and member_extension(member.name) == LABEL_MEMBER and member.size <= MAX_LABEL_BYTES:
                     handle = tar.extractfile(member)

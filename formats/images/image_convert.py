@@ -34,14 +34,14 @@ from pathlib import Path
 
 import numpy as np
 
-from dataio.formats.bounded_read import FileTooLarge
+from dataio.formats.file_gate import FileRefused
 from dataio.formats.dataset.arrow_image_shards import ArrowImageWriter, image_locations
 from dataio.formats.progress import progress
-from dataio.formats.errors import NothingConverted
+from dataio.formats.errors import DataioError, NothingConverted
 from dataio.formats.fallback_log import warn_once
 from dataio.formats.images.image_prepare import (WITHOUT_CODEC, ImagePrepareConfig, PreparedImage, Rejection,
                                           add_restart_markers, prepare_image)
-from dataio.formats.images.image_tree import NotRegularFile, errno_text, read_regular_file, source_path
+from dataio.formats.images.image_tree import errno_text, read_regular_file, source_path
 from dataio.formats.images.packing_kind import ConvertKind, asked_kind, convert_kind
 from dataio.formats.images.skipped_folders import refuse_output_inside_source
 from dataio.formats.dataset.convert_journal import Journal, JournalledShards, fingerprint
@@ -150,8 +150,10 @@ def _prepare_job(job: tuple) -> PreparedImage | Rejection:
     else:
         try:
             data = read_regular_file(item.path if isinstance(item, LocalFile) else source_path(src, item),
-                                     config.max_file_size)
-        except (NotRegularFile, FileTooLarge) as e:
+                                     config.max_file_size)  # regular files only; a link may leave the folder:
+            # an image is decoded and checked before it is packed, and subsets linked into a shared store (and the
+            # Hugging Face cache's snapshots/ -> blobs/) are how clusters hold images; text sidecars stay in the tree
+        except FileRefused as e:
             return Rejection(str(e) if src is not None else f"{item.path}: {e}")
         except OSError as e:
             return Rejection(f"cannot read: {errno_text(e)}" if src is not None
@@ -322,7 +324,12 @@ def _pack_locked(config: ConvertImagesConfig, kind: ConvertKind, inputs: _Inputs
     locate = image_locations if config.format == "arrow" else scan_tar
     locations = [locate(config.out / e.file) for e in shards[:len(done)]] + writer.locations
     columns = _table_columns(locations, accepted, kind)
-    kind.finish(columns, options, config.tokenizer, config.out)  # last columns: a pair's token ids
+    failed = kind.finish(columns, options, config.tokenizer, config.out)  # last columns: a pair's token ids
+    if failed:  # their samples are in the shards already: the run stops, named, before the table and manifest
+        row = min(failed)
+        raise DataioError(f"{config.out}: the tokenizer failed on {len(failed)} caption(s), the first of "
+                          f"{accepted[row][0]}: {failed[row]}; no table or manifest written (the shards are kept "
+                          "for a rerun with a tokenizer that encodes them)")
     write_sample_table(config.out / SAMPLE_TABLE_NAME, columns)
     lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rejected)
     write_atomic(config.out / REJECTED_NAME, lines.encode())

@@ -16,10 +16,11 @@ only for such files).
 from __future__ import annotations
 
 import os
-import stat
 from functools import cache
 
 from PIL import Image
+
+from dataio.formats.file_gate import open_input_fd
 
 # What ImageFolder accepts (torchvision's IMG_EXTENSIONS), compared lower-case; WebP only if PIL decodes it.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -74,12 +75,10 @@ def sniff_picture(path: bytes) -> str | None:
     the file after the listing is neither waited on nor read.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        fd = open_input_fd(path)  # the gate: regular files only, checked on the open descriptor
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
         head = os.read(fd, _SNIFF_BYTES)
     except OSError:
         return None

@@ -50,7 +50,7 @@ from pathlib import Path
 
 from PIL import features
 
-from dataio.formats.bounded_read import read_fd_at_most
+from dataio.formats.file_gate import NotRegularFile, file_kind, read_input  # noqa: F401  (imported from here)
 from dataio.formats.errors import UsageError
 from dataio.formats.images.image_names import IMAGE_EXTENSIONS  # noqa: F401  (imported from here by dataio.dataloader)
 from dataio.formats.images.image_names import (extension_reason, is_packed_name, no_extension_reason,
@@ -144,33 +144,12 @@ def errno_text(error: OSError) -> str:
     return f"{errno.errorcode.get(code, f'errno {code}')} ({os.strerror(code)})"
 
 
-def file_kind(mode: int) -> str:
-    """What a non-regular file is, for a rejection reason."""
-    kinds = ((stat.S_ISDIR, "folder"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"),
-             (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"), (stat.S_ISLNK, "symlink"))
-    return next((name for test, name in kinds if test(mode)), "special file")
-
-
-class NotRegularFile(OSError):
-    """A path names a FIFO, socket, device or folder rather than a regular file."""
-
-
-def read_regular_file(path: str | bytes | Path, limit: int = MAX_FILE_BYTES) -> bytes:
-    """The bytes of a regular file; ``NotRegularFile`` for anything else, without blocking or reading it;
-    ``FileTooLarge`` past ``limit`` bytes, after reading at most one byte more (``bounded_read``).
-
-    ``O_NONBLOCK`` makes opening a FIFO return at once; ``fstat`` on the
-    open descriptor then refuses it, or a device, whatever the walk saw.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotRegularFile(f"not a regular file: {file_kind(mode)}")
-        os.set_blocking(fd, True)
-        return read_fd_at_most(fd, limit)
-    finally:
-        os.close(fd)
+def read_regular_file(path: str | bytes | Path, limit: int = MAX_FILE_BYTES, *,
+                      root: str | bytes | Path | None = None) -> bytes:
+    """The bytes of a regular file, through the gate (``file_gate.read_input``): ``NotRegularFile`` for a FIFO,
+    device or kernel file, unread; ``LinkLeavesTree`` for a link out of the source folder ``root``;
+    ``FileTooLarge`` past ``limit`` bytes, after reading at most one byte more."""
+    return read_input(path, limit, root=root)
 
 
 class _Walk:

@@ -71,8 +71,11 @@ class PackingKind(Protocol):
     def start(self, config: Any) -> None:
         """What is checked before anything is read or written (a tokenizer file, loaded once)."""
 
-    def finish(self, columns: dict[str, Any], options: dict[str, Any], tokenizer: Any, out: Path) -> None:
-        """Columns computed over every sample (and the options recording them), added in place last."""
+    def finish(self, columns: dict[str, Any], options: dict[str, Any], tokenizer: Any, out: Path
+               ) -> dict[int, str] | None:
+        """Columns computed over every sample (and the options recording them), added in place last; the rows it
+        could not compute (a user's tokenizer failing on a caption), each with why, for the packer to reject
+        (those rows are left out of the columns it added)."""
 
 
 class ConvertKind(PackingKind, Protocol):

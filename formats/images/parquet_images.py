@@ -32,6 +32,8 @@ import pyarrow.parquet as pq
 
 from dataio.formats.images.class_names import numbered_classes, read_class_names
 from dataio.formats.errors import UsageError
+from dataio.formats.file_gate import open_input, open_parquet
+from dataio.formats.parquet_values import UnreadValue, ValuesUnread, bounded_values, chunk_over
 
 # What pyarrow raises for a damaged file: its own errors, OSError, and UnicodeDecodeError for a footer whose
 # column names are not UTF-8 (found by tests/test_fuzz.py); each is that file's one rejected row, never a traceback.
@@ -39,6 +41,7 @@ DAMAGED_PARQUET = (pa.ArrowException, OSError, UnicodeDecodeError)
 
 BATCH_ROWS = 64  # most rows per streamed record batch: ~7 MB of ImageNet JPEGs ...
 BATCH_BYTES = 16 << 20  # ... or fewer, by the row groups' bytes per row: 3 to 4 camera photos
+PAGE_BOUND = 64 << 20  # most bytes of one snappy/lz4 page decompressed whole when its values are read page by page
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,7 @@ class ParquetImages:
     label_column: str  # the second column streamed (labels, or an image-text pair's captions); "": none
     classes: tuple[str, ...]
     rows: tuple[tuple[str, int], ...]  # (id, label or -1 when missing), in file and row order
+    value_limit: int = 0  # the second column's values are byte strings of at most this many bytes packed (0: any)
 
     def row_sizes(self) -> np.ndarray:
         """``(rows,)`` int64: each row's share of its row group's bytes (from the footers: no data read), to
@@ -118,7 +122,7 @@ class ParquetImages:
         sizes = []
         for file in self.files:
             try:
-                metadata = pq.ParquetFile(file).metadata
+                metadata = open_parquet(file).metadata  # the gate: pyarrow given a path waits on a FIFO
             except DAMAGED_PARQUET:  # a damaged file: its one rejected row
                 sizes.append(np.zeros(1, dtype=np.int64))
                 continue
@@ -134,7 +138,7 @@ class ParquetImages:
         first = 0  # number of the file's first row
         for file in self.files:
             try:
-                reader = pq.ParquetFile(file)
+                reader = open_parquet(file)
             except DAMAGED_PARQUET as e:  # listed as one row by scan_parquet_images
                 if first >= start:
                     name = _name(self.root, file)
@@ -151,27 +155,69 @@ class ParquetImages:
         return [self.image_column, self.label_column] if self.label_column else [self.image_column]
 
     def _file_rows(self, reader: pq.ParquetFile, file: Path, skip: int) -> Iterator[ParquetRow]:
+        """The file's rows from ``skip`` on, one row group at a time, so a damaged one costs only its own rows; a
+        row group that fails is read again one row at a time, so only the rows from the failing one on are lost."""
         name, row = _name(self.root, file), 0
         for group in range(reader.metadata.num_row_groups):
-            size = reader.metadata.row_group(group).num_rows
-            end = row + size
+            end = row + reader.metadata.row_group(group).num_rows
             if end <= skip:
                 row = end
                 continue
-            try:  # one row group at a time, so a damaged one costs only its own rows
-                for batch in reader.iter_batches(batch_size=_batch_rows(reader.metadata, [group]), row_groups=[group],
-                                                 columns=self._columns()):
-                    images = batch.column(0).to_pylist()
-                    values = batch.column(1).to_pylist() if batch.num_columns > 1 else [None] * len(images)
-                    for image, label in zip(images, values, strict=True):
-                        if row >= skip:
-                            yield _row(f"{name}#{row}", image, label, file.parent)
-                        row += 1
-            except DAMAGED_PARQUET as e:
-                reason = f"row group {group} (rows {end - size}-{end - 1}) is damaged: {plain(e)}"
-                for lost in range(max(row, skip), end):
-                    yield ParquetRow(f"{name}#{lost}", None, None, f"{name}#{lost}", damaged=reason)
+            done = max(row, skip)  # the first row not yet given
+            for batch_rows in dict.fromkeys((_batch_rows(reader.metadata, [group]), 1)):  # once if already 1
+                try:
+                    for number, parquet_row in self._group_rows(reader, file, group, row, batch_rows):
+                        if number >= done:
+                            yield parquet_row
+                            done = number + 1
+                    break
+                except DAMAGED_PARQUET as e:
+                    if batch_rows > 1:
+                        continue
+                    reason = (f"row group {group} (rows {row}-{end - 1}) is damaged"
+                              f"{f' from row {done}' if done > row else ''}: {plain(e)}")
+                    yield from (ParquetRow(f"{name}#{lost}", None, None, f"{name}#{lost}", damaged=reason)
+                                for lost in range(done, end))
+                    break
             row = end
+
+    def _group_rows(self, reader: pq.ParquetFile, file: Path, group: int, first: int, batch_rows: int
+                    ) -> Iterator[tuple[int, ParquetRow]]:
+        """(row number, row) for each row of the group, ``batch_rows`` at a time; the second column's byte strings
+        read page by page (``parquet_values``) when its footer says some value is over ``value_limit``."""
+        name, columns = _name(self.root, file), self._columns()
+        values: list | None = None
+        if self.value_limit and len(columns) > 1:
+            chunk_column = _leaf_index(reader.metadata, columns[1])
+            if chunk_column is not None and chunk_over(reader.metadata, group, chunk_column, self.value_limit):
+                values = self._bounded_values(reader, file, group, chunk_column)
+                columns = columns[:1]
+        number = first
+        for batch in reader.iter_batches(batch_size=batch_rows, row_groups=[group], columns=columns):
+            images = batch.column(0).to_pylist()
+            if values is not None:
+                labels = values[number - first:number - first + len(images)]
+            elif batch.num_columns > 1:
+                labels = _as_bytes(batch.column(1)).to_pylist() if self.value_limit else batch.column(1).to_pylist()
+            else:
+                labels = [None] * len(images)
+            for image, label in zip(images, labels, strict=True):
+                yield number, _row(f"{name}#{number}", image, label, file.parent)
+                number += 1
+
+    def _bounded_values(self, reader: pq.ParquetFile, file: Path, group: int, column: int) -> list:
+        """The group's values of the second column, each of at most ``value_limit`` bytes held (longer ones are
+        ``TooLong``); a chunk this reader cannot read is an ``UnreadValue`` per row naming why."""
+        rows = reader.metadata.row_group(group).num_rows
+        try:
+            with open_input(file) as handle:
+                return bounded_values(handle, reader.metadata, group, column, self.value_limit, PAGE_BOUND)
+        except (ValuesUnread, OSError) as e:
+            size = reader.metadata.row_group(group).column(column).total_uncompressed_size
+            reason = (f"row group {group}: column {self.label_column!r} holds {size:,} bytes uncompressed, more "
+                      f"than {rows} values of at most {self.value_limit:,} bytes can, and was not read page by "
+                      f"page ({e}): its rows are not read")
+            return [UnreadValue(reason)] * rows
 
 
 def plain(error: BaseException) -> str:
@@ -194,6 +240,21 @@ def _batch_rows(metadata: pq.FileMetaData, groups: list[int]) -> int:
     row_bytes = max((metadata.row_group(g).total_byte_size // max(1, metadata.row_group(g).num_rows)
                      for g in groups), default=1)
     return max(1, min(BATCH_ROWS, BATCH_BYTES // max(1, row_bytes)))
+
+
+def _leaf_index(metadata: pq.FileMetaData, name: str) -> int | None:
+    """The column chunk index of the top-level leaf column ``name``, or None (a nested column)."""
+    return next((i for i in range(metadata.num_columns) if metadata.schema.column(i).path == name), None)
+
+
+def _as_bytes(column: pa.Array) -> pa.Array:
+    """A string column as binary (no copy, no UTF-8 check): a value that is not UTF-8 is its own row's problem, not
+    a ``UnicodeDecodeError`` that rejects the row group."""
+    if pa.types.is_string(column.type):
+        return column.cast(pa.binary())
+    if pa.types.is_large_string(column.type):
+        return column.cast(pa.large_binary())
+    return column
 
 
 def _row(row_id: str, image, value, folder: Path) -> ParquetRow:
@@ -262,7 +323,7 @@ def open_parquet_source(file: Path, image_column: str, other_column: str, other:
     the file and the columns it has, with ``other`` saying which flag names the second one); None when its
     footer is damaged (that file is then one rejected row of its source)."""
     try:
-        reader = pq.ParquetFile(file)
+        reader = open_parquet(file)
         schema = reader.schema_arrow
     except DAMAGED_PARQUET:
         return None

@@ -17,6 +17,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from dataio.formats.errors import UsageError
+from dataio.formats.file_gate import write_new
 
 # (width, height) pairs in ImageNet's common aspect ratios.
 _SIZES = ((500, 375), (375, 500), (500, 333), (450, 375), (400, 400), (500, 400))
@@ -135,7 +136,7 @@ def write_image_folder(root: str | Path, config: SyntheticImagesConfig = Synthet
         folder.mkdir(parents=True, exist_ok=True)
         for i in range(config.images_per_class):
             data = photo_bytes(label, rng, config.photo_class, config.quality)
-            (folder / f"{class_name(label)}_{i:05d}.JPEG").write_bytes(data)
+            write_new(folder / f"{class_name(label)}_{i:05d}.JPEG", data)
     return root
 
 
@@ -154,7 +155,7 @@ def add_faulty_files(root: str | Path, seed: int = 1) -> dict[str, str]:
     written: dict[str, str] = {}
 
     def put(name: str, data: bytes, kind: str) -> None:
-        (folder / name).write_bytes(data)
+        write_new(folder / name, data)
         written[f"{folder.name}/{name}"] = kind
 
     cmyk = io.BytesIO()
@@ -172,8 +173,8 @@ def add_faulty_files(root: str | Path, seed: int = 1) -> dict[str, str]:
     full = jpeg_bytes(rgb)
     put("zz_truncated.JPEG", full[: len(full) // 3], "truncated")
     put("zz_empty.JPEG", b"", "empty")
-    (folder / "README.txt").write_text("not an image\n")
-    (folder / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")
+    write_new(folder / "README.txt", b"not an image\n")
+    write_new(folder / ".DS_Store", b"\x00\x00\x00\x01Bud1")
     written[f"{folder.name}/README.txt"] = "not_image"
     written[f"{folder.name}/.DS_Store"] = "not_image"
     return written

@@ -1,7 +1,7 @@
 """``dataio index SHARDS``: adopt existing WebDataset tars in place, without rewriting them.
 
-Tars as timm's imagenet-1k-wds ships them (``KEY.jpg``/``.jpeg``/``.png`` plus ``KEY.cls``, other
-members ignored) get, beside them, what ``dataio convert images`` would have written: a DALI index
+Tars as timm's imagenet-1k-wds ships them (``KEY.jpg``/``.jpeg``/``.png`` plus ``KEY.cls``; a second picture
+of a key, and a member of no kind, are left in the tar with a line each in ``rejected.jsonl``) get, beside them, what ``dataio convert images`` would have written: a DALI index
 per tar, the sample table (with each image's offset, size, label, width, height and xxh3-64),
 ``rejected.jsonl`` and ``manifest.json``, written last. ``ImageLoader`` then reads the tars directly,
 with the same output contract; the restart-marker splicing simply does not apply (the JPEGs are the
@@ -29,12 +29,14 @@ import os
 import tarfile
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 
 from dataio.formats.errors import NothingConverted, ShardError, UsageError
 from dataio.formats.files import sha256_file, write_atomic
+from dataio.formats.limits import MAX_STATE_FILE_BYTES
+from dataio.formats.file_gate import open_input, read_input
 from dataio.formats.images.image_headers import image_size
 from dataio.formats.images.packing_kind import IndexKind, asked_kind, check_index_options, index_kind
 from dataio.formats.kinds import kind_named
@@ -42,7 +44,7 @@ from dataio.formats.limits import MAX_CAPTION_BYTES
 from dataio.formats.progress import progress
 from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry, version_for
 from dataio.formats.dataset.sample_table import CHECKSUM_FIELD, MAX_MEMBER_BYTES, sample_checksum, write_sample_table
-from dataio.formats.dataset.shard_members import IMAGE_MEMBERS
+from dataio.formats.dataset.shard_members import IMAGE_MEMBERS, MEMBERS
 from dataio.formats.dataset.wds_shards import MemberLocation, dali_index_text, duplicate_members, scan_tar
 from dataio.formats.text.tokenizer_setup import TokenizerConfig
 
@@ -127,7 +129,7 @@ def _index_tar(path: Path, kind: IndexKind, config: IndexConfig) -> dict:
     rows: list[list] = []
     rejected: list[dict[str, str]] = []
     indexed: list[list[MemberLocation]] = []  # what the DALI index lists: each sample once, repeats left out
-    with open(path, "rb") as handle:
+    with open_input(path) as handle:
         for components in samples:
             components, repeats = duplicate_members(components)
             indexed.append(components)
@@ -157,10 +159,25 @@ def _index_tar(path: Path, kind: IndexKind, config: IndexConfig) -> dict:
                 continue
             rows.append([key, image.offset, image.size, value, size[0], size[1],
                          f"{path.name}/{key}.{image.extension}", sample_checksum(data)])
+            rejected += _left_out(path.name, key, image, components)
     extensions = Counter(c.extension.lower() for components in samples for c in components)
     return {"file": path.name, "bytes": path.stat().st_size, "sha256": sha256_file(path),
             "members": len(samples), "rows": rows, "rejected": rejected,
             "index_text": dali_index_text(indexed), "extensions": dict(extensions)}
+
+
+def _left_out(tar: str, key: str, image: MemberLocation, components: list[MemberLocation]) -> list[dict[str, str]]:
+    """A line for each member of an indexed key that nothing reads: a second picture (the table has one image a
+    key), a member of no kind (``MEMBERS``: an embedding, a mask). It stays in the tar; it is not in the table."""
+    lines = []
+    for c in components:
+        if c.extension.lower() in IMAGE_MEMBERS and c is not image:
+            lines.append({"path": f"{tar}/{key}.{c.extension}",
+                          "reason": f"a second picture of {key} ({key}.{image.extension} is indexed): not indexed"})
+        elif c.extension.lower() not in MEMBERS:
+            lines.append({"path": f"{tar}/{key}.{c.extension}",
+                          "reason": f"a member no kind reads (only .{', .'.join(MEMBERS)}): not indexed"})
+    return lines
 
 
 def _read(handle, member: MemberLocation) -> bytes:
@@ -173,7 +190,7 @@ def _journaled(folder: Path, path: Path, kind: IndexKind, config: IndexConfig) -
     stamp = [stat.st_size, stat.st_mtime_ns, kind.name, *kind.stamp(config)]
     journal = folder / JOURNAL_DIR / f"{path.name}.json"
     try:
-        saved = json.loads(journal.read_text())
+        saved = json.loads(read_input(journal, MAX_STATE_FILE_BYTES))
         if saved.get("stamp") == stamp:
             return saved
     except (OSError, ValueError):
@@ -220,16 +237,25 @@ def index_shards(config: IndexConfig) -> IndexSummary:
         entries.append(ShardEntry(file=result["file"], index=index_name, num_samples=len(kept),
                                   bytes=result["bytes"], sha256=result["sha256"],
                                   num_skipped=result["members"] - len(kept)))
-    rejected.sort(key=lambda r: r["path"])
-    write_atomic(folder / REJECTED_NAME, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rejected).encode())
     if not columns["key"]:
+        _write_rejected(folder, rejected)
         _remove_journal(folder)
         raise NothingConverted(_nothing_indexed(folder, results))
+    options: dict = {"adopted": "webdataset", "sample_checksum": CHECKSUM_FIELD.name, "restart_interval": 0}
+    before = set(columns)
+    failed = kind.finish(columns, options, config.tokenizer, folder)  # last columns: a pair's token ids
+    if failed:  # a user's tokenizer failed on these captions: their pairs are rejected, one line each
+        entries = _drop_rows(columns, before, failed, entries, rejected, results)
+        if not columns["key"]:
+            _write_rejected(folder, rejected)
+            _remove_journal(folder)
+            first = next(line for line in rejected if line["reason"] == failed[min(failed)])
+            raise NothingConverted(f"nothing indexed in {folder}: the tokenizer failed on every caption ({first['path']}: "
+                                   f"{first['reason']}); each pair is listed in {folder / REJECTED_NAME}")
+    options.update(kind.index_options(columns["path"]))
+    _write_rejected(folder, rejected)
     for index_name, text in indexes.items():
         write_atomic(folder / index_name, text.encode())
-    options: dict = {"adopted": "webdataset", "sample_checksum": CHECKSUM_FIELD.name, "restart_interval": 0,
-                     **kind.index_options(columns["path"])}
-    kind.finish(columns, options, config.tokenizer, folder)  # last columns: a pair's token ids
     write_sample_table(folder / SAMPLE_TABLE_NAME, columns)
     fields = kind_named(kind.name).part("fields")(options)
     Manifest(kind="images", num_samples=len(columns["key"]), shards=tuple(entries), classes=classes,
@@ -237,6 +263,25 @@ def index_shards(config: IndexConfig) -> IndexSummary:
              version=version_for("images", fields)).write(folder)
     _remove_journal(folder)
     return IndexSummary(len(columns["key"]), len(rejected), len(entries), folder, kind.what)
+
+
+def _write_rejected(folder: Path, rejected: list[dict[str, str]]) -> None:
+    rejected.sort(key=lambda r: r["path"])
+    write_atomic(folder / REJECTED_NAME, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rejected).encode())
+
+
+def _drop_rows(columns: dict[str, list], before: set[str], failed: dict[int, str], entries: list[ShardEntry],
+               rejected: list[dict[str, str]], results: list[dict]) -> list[ShardEntry]:
+    """``failed`` rows out of the columns that were there ``before`` the kind's last ones (which left them
+    out already), each a rejected line naming ``TAR/KEY``; the shard entries recounted."""
+    for row, reason in sorted(failed.items()):
+        rejected.append({"path": f"{results[columns['shard'][row]]['file']}/{columns['key'][row]}", "reason": reason})
+    keep = [row not in failed for row in range(len(columns["key"]))]
+    for name in before:
+        columns[name] = [value for value, kept in zip(columns[name], keep, strict=True) if kept]
+    counts = Counter(columns["shard"])
+    return [replace(entry, num_samples=counts[shard], num_skipped=entry.num_skipped + entry.num_samples - counts[shard])
+            for shard, entry in enumerate(entries)]
 
 
 def _held_kind(pool: ThreadPoolExecutor, tars: list[Path]) -> str:

@@ -4,7 +4,8 @@ img2dataset's tars (and LAION's) hold ``KEY.jpg`` (or ``.png``/``.webp``), ``KEY
 sample and no ``.cls``. The policy for each awkward pair, one line each in ``rejected.jsonl`` naming
 ``TAR/KEY`` (nothing is dropped without a line, and nothing else is lost):
 
-- no ``.txt``, a caption that is not UTF-8, empty (or only white space), or longer than
+- no ``.txt``, a caption that is not text (``caption_text``: not UTF-8, NUL bytes, empty or only white space
+  or control characters), or longer than
   ``MAX_CAPTION_BYTES``: the pair is not indexed (a caption is what a pair is for);
 - no image member, or one whose header does not read: not indexed (as for classification);
 - a ``.json`` that is not JSON (or not an object, or larger than ``MAX_META_BYTES``): the pair is indexed
@@ -20,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 
-from dataio.formats.pairs.pair_fields import MAX_META_BYTES, caption_problem, caption_too_long
+from dataio.formats.pairs.pair_fields import MAX_META_BYTES, caption_text, caption_too_long
 from dataio.formats.dataset.shard_members import CAPTION_MEMBER, META_MEMBER
 from dataio.formats.dataset.wds_shards import MemberLocation
 
@@ -42,8 +43,8 @@ def pair_text(handle, by_ext: dict[str, MemberLocation], where: str,
     if caption.size > max_caption:  # never read whole
         return None, caption_too_long(caption.size, max_caption), []
     data = _read(handle, caption)
-    problem = caption_problem(data, max_caption)
-    if problem:
+    text, problem = caption_text(data, max_caption)
+    if text is None:
         return None, problem, []
     meta, notes = NO_META, []
     member = by_ext.get(META_MEMBER)
@@ -54,7 +55,7 @@ def pair_text(handle, by_ext: dict[str, MemberLocation], where: str,
         else:
             notes.append({"path": f"{where}.{META_MEMBER}", "reason": f"{reason}: the pair is indexed without its "
                                                                       "metadata"})
-    return [data.decode("utf-8"), *meta], None, notes
+    return [text, *meta], None, notes
 
 
 def _meta_problem(handle, member: MemberLocation) -> str | None:

@@ -6,12 +6,16 @@ files with an image column and a caption column.
   that are not UTF-8, hidden files, the same rejections), from the top: every image is a sample. Its
   caption is the file of the same name with the extension ``.txt``, read by the worker that prepares the
   image (``read_caption``); an image without one is rejected, and so is a ``.txt`` without an image
-  (listed: a caption nobody reads is a sign the folder is not what it seems).
+  (listed: a caption nobody reads is a sign the folder is not what it seems), and so is a second picture of one
+  name (``NAME.jpg`` and ``NAME.png``: the first in sorted order is packed with ``NAME.txt``).
 - **Hub Parquet** (``datasets``' ``Image`` struct or plain bytes, and a string column): only the caption
   column is read to list the rows (``parquet_images``' projection); image bytes and captions are then
-  streamed in row order, the caption handed to the worker with the bytes.
+  streamed in row order, the caption handed to the worker with the bytes, as bytes (a caption that is not
+  UTF-8 is its own row's rejection, not its row group's). A row group whose caption column is larger, by its
+  footer, than its rows' captions of at most ``--max-caption-bytes`` can be has its captions read page by page
+  (``parquet_values``): a longer caption is never held, only its size (``TooLong``).
 
-A caption is checked where its image is prepared (``pair_fields.caption_problem``: UTF-8, not empty, at
+A caption is checked where its image is prepared (``pair_fields.caption_text``: UTF-8, printable text, no NUL, at
 most ``limit`` bytes, never read past it), so a rejected pair is one line in ``rejected.jsonl`` naming the
 file or ``FILE#ROW``, as a rejected image is.
 """
@@ -25,9 +29,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from dataio.formats.bounded_read import FileTooLarge
-from dataio.formats.pairs.pair_fields import MAX_CAPTION_BYTES, NO_LABEL, caption_problem, caption_too_long
+from dataio.formats.file_gate import FileTooLarge, LinkLeavesTree
+from dataio.formats.pairs.pair_fields import MAX_CAPTION_BYTES, NO_LABEL, caption_text, caption_too_long
 from dataio.formats.errors import UsageError
+from dataio.formats.parquet_values import TooLong, UnreadValue
 from dataio.formats.images.image_prepare import Rejection
 from dataio.formats.images.image_tree import (ImageTree, NotRegularFile, _Walk, errno_text, escape_path, read_regular_file,
                                               source_path, unescape_path)
@@ -64,6 +69,10 @@ def read_caption(src: str | None, caption: CaptionInput) -> str | tuple[str]:
         value = caption.value
         if value is None:
             return ("no caption in the row",)
+        if isinstance(value, TooLong):  # never read whole (parquet_values)
+            return (caption_too_long(value.size, caption.limit),)
+        if isinstance(value, UnreadValue):
+            return (value.reason,)
         if not isinstance(value, (str, bytes)):
             return (f"caption is a {type(value).__name__}, not text",)
         data = value
@@ -71,8 +80,8 @@ def read_caption(src: str | None, caption: CaptionInput) -> str | tuple[str]:
         assert src is not None
         name = caption.sidecar.rsplit('/', 1)[-1]
         try:  # regular files only: a FIFO named NAME.txt would block the open for ever, /dev/zero read on
-            data = read_regular_file(source_path(src, caption.sidecar), caption.limit)
-        except NotRegularFile as e:
+            data = read_regular_file(source_path(src, caption.sidecar), caption.limit, root=src)
+        except (NotRegularFile, LinkLeavesTree) as e:  # a link out of SRC: a credentials file is never packed
             return (f"its caption {name} is {e}",)
         except FileTooLarge:
             size = os.stat(source_path(src, caption.sidecar)).st_size
@@ -81,10 +90,8 @@ def read_caption(src: str | None, caption: CaptionInput) -> str | tuple[str]:
             return (f"no caption file {name} beside it",)
         except OSError as e:
             return (f"cannot read its caption {caption.sidecar}: {errno_text(e)}",)
-    problem = caption_problem(data, caption.limit)
-    if problem:
-        return (problem,)
-    return data if isinstance(data, str) else data.decode("utf-8")
+    text, problem = caption_text(data, caption.limit)
+    return (problem,) if text is None else text
 
 
 class _CaptionWalk(_Walk):
@@ -113,6 +120,7 @@ def walk_caption_folder(src: str | Path) -> ImageTree:
         raise UsageError(f"source folder {src} does not exist or is not a folder")
     walk = _CaptionWalk(root)
     walk.walk_class(b"", NO_LABEL, (info.st_dev, info.st_ino))
+    walk.files = _one_picture_per_name(walk)
     images = {os.path.splitext(unescape_path(path))[0] for path, _ in walk.files}
     for caption in sorted(walk.captions):
         if os.path.splitext(caption)[0] not in images:
@@ -122,8 +130,28 @@ def walk_caption_folder(src: str | Path) -> ImageTree:
     return ImageTree([], walk.files, sorted(walk.rejected))
 
 
-def scan_parquet_pairs(files: list[Path], *, image_column: str, caption_column: str) -> ParquetImages:
-    """List a Parquet pair source: its rows (only the caption column's row counts are read), no classes."""
+def _one_picture_per_name(walk: _CaptionWalk) -> list[tuple[str, int]]:
+    """The walk's images less a name's second picture (``NAME.jpg`` and ``NAME.png`` share one ``NAME.txt``: a
+    caption describes one picture), each left out with its line; the first in the walk's sorted order is packed."""
+    kept: dict[bytes, bytes] = {}
+    files = []
+    for path, label in walk.files:
+        raw = unescape_path(path)
+        stem = os.path.splitext(raw)[0]
+        if stem in kept:
+            first, name = escape_path(os.path.basename(kept[stem])), escape_path(os.path.basename(stem))
+            walk.reject(raw, f"a second picture of the name {name} ({first} is packed with its caption): not packed")
+        else:
+            kept[stem] = raw
+            files.append((path, label))
+    return files
+
+
+def scan_parquet_pairs(files: list[Path], *, image_column: str, caption_column: str,
+                       max_caption_bytes: int = MAX_CAPTION_BYTES) -> ParquetImages:
+    """List a Parquet pair source: its rows (only the caption column's row counts are read), no classes; captions
+    are streamed as bytes, a row group whose caption chunk is over what ``max_caption_bytes`` allows page by page
+    (``parquet_values``)."""
     src = _common_root(files)
     rows: list[tuple[str, int]] = []
     for file in files:
@@ -138,4 +166,5 @@ def scan_parquet_pairs(files: list[Path], *, image_column: str, caption_column: 
             raise UsageError(f"{file}: column {caption_column!r} is {kind}, not captions (strings)")
         name = _name(src, file)
         rows += [(f"{name}#{row}", NO_LABEL) for row in range(reader.metadata.num_rows)]
-    return ParquetImages(src, tuple(files), image_column, caption_column, (), tuple(rows))
+    return ParquetImages(src, tuple(files), image_column, caption_column, (), tuple(rows),
+                         value_limit=max_caption_bytes)

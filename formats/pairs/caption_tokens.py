@@ -10,6 +10,10 @@ a text folder's does. The ``tokenizer.json`` saved frames and pads as the stored
 (a post-processor adding BOS and EOS, the padding id), so that file on the loader's decode threads, or in
 any ``tokenizers`` user's hands, gives exactly the stored ids (``framed_copy``). Tokenising is redone from
 the captions at the end of every run, so a resumed conversion writes the same bytes.
+
+A given tokenizer is the user's code (``tokenizer_calls``): a caption it fails on (a regex panic included) is
+that pair's rejection, returned to the packer, and ``tokenizer.json`` is written only when some caption
+encoded. The ids' dtype follows the largest id (``id_bound``), and an id past it is refused before storing.
 """
 
 from __future__ import annotations
@@ -23,7 +27,10 @@ from tokenizers import Tokenizer
 from tokenizers.processors import TemplateProcessing
 
 from dataio.formats.dataset.text_shards import token_dtype
+from dataio.formats.errors import UsageError
+from dataio.formats.remote.secrets import redact_path
 from dataio.formats.text.text_convert import encode_documents
+from dataio.formats.text.tokenizer_calls import TokenizerFailure, encoded_each, panic_reports_held
 from dataio.formats.text.tokenizer_setup import TokenizerConfig, load_tokenizer, save_tokenizer, train_bpe
 
 
@@ -51,21 +58,33 @@ def framed_copy(tokenizer: Any, config: TokenizerConfig) -> Any:
     return copy
 
 
-def caption_ids(captions: list[str], config: TokenizerConfig, out: Path) -> tuple[pa.Array, dict[str, Any]]:
-    """``(the input_ids list column, the manifest's tokenizer record)``; ``OUT/tokenizer.json`` written."""
+def caption_ids(captions: list[str], config: TokenizerConfig, out: Path
+                ) -> tuple[pa.Array | None, dict[str, Any], dict[int, str]]:
+    """``(the input_ids list column of the captions encoded, the manifest's tokenizer record, {row: why the
+    tokenizer failed on it})``; ``OUT/tokenizer.json`` written unless it failed on every caption (column None)."""
     tokenizer = load_tokenizer(config.path) if config.path is not None else train_bpe(captions, config)
+    with panic_reports_held() as held:  # a panic's report is its rejected line, not Rust's lines on stderr
+        encoded = encoded_each(lambda texts: encode_documents(tokenizer, texts), captions)
+        failed = {row: ids.reason for row, ids in enumerate(encoded) if isinstance(ids, TokenizerFailure)}
+        held[0] = bool(failed)
+    ids = [row for row in encoded if not isinstance(row, TokenizerFailure)]
+    if not ids:
+        return None, {}, failed
     info = save_tokenizer(framed_copy(tokenizer, config), out, config)
     dtype = token_dtype(info.vocab_size)
     head = np.array([] if info.bos_id is None else [info.bos_id], dtype=np.int64)
     tail = np.array([] if info.eos_id is None else [info.eos_id], dtype=np.int64)
-    ids = encode_documents(tokenizer, captions)
     lengths = np.array([len(row) + len(head) + len(tail) for row in ids], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)  # 64-bit: past 2**31 ids in all
-    values = np.concatenate([np.concatenate([head, row, tail]) for row in ids]) if ids else np.zeros(0, np.int64)
+    values = np.concatenate([np.concatenate([head, row, tail]) for row in ids])
+    if len(values) and (int(values.max()) >= info.vocab_size or int(values.min()) < 0):  # never stored wrapped
+        bad = int(values.max()) if int(values.max()) >= info.vocab_size else int(values.min())
+        shown = redact_path(config.path) if config.path is not None else "(trained)"
+        raise UsageError(f"tokenizer {shown} gave token id {bad}, outside its vocabulary of {info.vocab_size} ids")
     column = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), pa.array(values.astype(dtype)))
     record = {"file": info.file, "sha256": info.sha256, "vocab_size": info.vocab_size, "bos_id": info.bos_id,
               "eos_id": info.eos_id, "pad_id": info.pad_id}
-    return column, record
+    return column, record, failed
 
 
 def token_dtype_name(record: dict[str, Any]) -> str:

@@ -46,20 +46,37 @@ def holds_pairs(fields: tuple[FieldSpec, ...]) -> bool:
             and not any(f.kind == "class" for f in fields))
 
 
-def caption_problem(data: bytes | str, limit: int = MAX_CAPTION_BYTES) -> str | None:
-    """Why the bytes of a ``.txt`` member or sidecar file (or a Parquet row's string) are not a caption to pack,
-    or None."""
+def caption_text(data: bytes | str, limit: int = MAX_CAPTION_BYTES) -> tuple[str, None] | tuple[None, str]:
+    """``(text, None)`` when the bytes of a ``.txt`` member, a sidecar file or a Parquet row's value are a caption
+    to pack, else ``(None, why)``: the one check of folder, tar and Parquet packing.
+
+    A caption is UTF-8 text with printable content: text never holds NUL bytes (a UTF-16 caption without a
+    byte-order mark is valid UTF-8, every ASCII letter followed by a NUL, and would be packed as gibberish), and
+    one of only control characters (or only blanks and invisible format characters) says nothing, nor one of only
+    U+FFFD (text decoded lossily before: what it said is lost). A leading byte-order mark is not text: it is
+    dropped (a tokenizer would see another first word)."""
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogatepass")
     if len(data) > limit:
-        return caption_too_long(len(data), limit)
+        return None, caption_too_long(len(data), limit)
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as e:
-        return f"caption is not UTF-8 (byte 0x{data[e.start]:02x} at {e.start})"
-    if not "".join(c for c in text if unicodedata.category(c) != "Cf").strip():  # Cf: a BOM, zero-width spaces
-        return "empty caption"
-    return None
+        return None, f"caption is not UTF-8 (byte 0x{data[e.start]:02x} at {e.start})"
+    if "\0" in text:
+        nuls = text.count("\0")
+        if nuls == len(text):
+            return None, f"caption is only NUL bytes ({nuls:,}), not text"
+        return None, (f"caption holds {nuls:,} NUL bytes, which text never does (UTF-16 without a byte-order mark, "
+                      "or binary data)")
+    shown = "".join(c for c in text if unicodedata.category(c) != "Cf").strip()  # Cf: a BOM, zero-width spaces
+    if not shown:
+        return None, "empty caption"
+    if all(unicodedata.category(c) in ("Cc", "Cf", "Zs") for c in shown):
+        return None, "caption holds only control characters, no printable text"
+    if all(c == "\ufffd" or unicodedata.category(c) in ("Cc", "Cf", "Zs") for c in shown):
+        return None, "caption holds only U+FFFD replacement characters (text decoded lossily before), no text"
+    return text, None
 
 
 def caption_too_long(size: int, limit: int = MAX_CAPTION_BYTES) -> str:

@@ -49,13 +49,18 @@ class PairPacking:
     def start(self, config: Any) -> None:
         checked_tokenizer(config.tokenizer)  # a bad tokenizer file is named before anything is read or written
 
-    def finish(self, columns: dict[str, Any], options: dict[str, Any], tokenizer: Any, out: Path) -> None:
+    def finish(self, columns: dict[str, Any], options: dict[str, Any], tokenizer: Any, out: Path
+               ) -> dict[int, str] | None:
         """Each caption's token ids, with a tokenizer (given, or trained on the captions): the ``input_ids``
-        column, the tokenizer's record and the ids' dtype."""
+        column (of the captions it encoded), the tokenizer's record and the ids' dtype; the rows whose caption
+        the tokenizer failed on, with why."""
         if tokenizer is None:
-            return
-        columns[TOKENS], options["tokenizer"] = caption_ids(columns[CAPTION.name], tokenizer, out)
-        options["token_dtype"] = token_dtype_name(options["tokenizer"])
+            return None
+        column, record, failed = caption_ids(columns[CAPTION.name], tokenizer, out)
+        if column is not None:
+            columns[TOKENS], options["tokenizer"] = column, record
+            options["token_dtype"] = token_dtype_name(record)
+        return failed
 
     # convert images
 
@@ -72,7 +77,8 @@ class PairPacking:
         return walk_caption_folder(config.src)
 
     def parquet(self, files: list[Path], config: Any) -> ParquetImages:
-        return scan_parquet_pairs(files, image_column=config.image_column, caption_column=config.caption_column)
+        return scan_parquet_pairs(files, image_column=config.image_column, caption_column=config.caption_column,
+                                  max_caption_bytes=config.max_caption_bytes)
 
     def row_problem(self, row: ParquetRow, classes: list[str]) -> str | None:
         return None  # no label: the caption is checked with the image

@@ -30,6 +30,7 @@ import webdataset as wds
 
 from dataio.formats.errors import ConfigError, UsageError
 from dataio.formats.files import atomic_writer, write_atomic
+from dataio.formats.file_gate import write_new
 from dataio.formats.pairs.synthetic_pairs import Pair, SyntheticPairsConfig, huge_caption, make_pair, not_utf8
 
 OOM_SHARD_COUNT = 5  # img2dataset's default: shard names of five digits
@@ -222,10 +223,10 @@ def write_caption_folder(root: str | Path, config: SyntheticPairsConfig) -> Pair
         elif kind == "truncated_image":
             image = image[:len(image) // 3]
         if kind != "missing_image":
-            (root / f"{name}.{config.image_format}").write_bytes(image)
+            write_new(root / f"{name}.{config.image_format}", image)
             written.files.append(root / f"{name}.{config.image_format}")
         if kind != "missing_caption":
-            (root / f"{name}.txt").write_bytes(caption)
+            write_new(root / f"{name}.txt", caption)
             written.files.append(root / f"{name}.txt")
         if kind is None:
             written.captions[name] = pair.caption

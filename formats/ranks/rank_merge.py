@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import re
 from collections import Counter
 from dataclasses import replace
@@ -26,6 +27,8 @@ from dataio.formats.files import write_atomic
 from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, check_shard_file, read_manifest
 from dataio.formats.dataset.sample_table import read_sample_table, write_sample_table
 from dataio.formats.limits import REPORT_EXAMPLES
+from dataio.formats.limits import MAX_STATE_FILE_BYTES
+from dataio.formats.file_gate import open_lock, read_input
 
 RANK_FOLDER = re.compile(r"rank-(\d{5})-of-(\d{5})")
 MERGE_LOCK = ".merge.lock"
@@ -110,10 +113,13 @@ def _check_rank_files(out: Path, folders: list[Path], parts: list[Manifest], ver
 
 def merge_if_complete(out: Path) -> Manifest | None:
     """Merge if every rank has finished (the last rank to finish does it); None otherwise."""
-    with open(out / MERGE_LOCK, "a") as lock:
+    lock = open_lock(out / MERGE_LOCK, "its merge lock")  # the gate: a link there is refused, never followed
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)  # ranks finishing together merge one after the other
         _, _, missing = _finished(out)
         return None if missing else merge_ranks(out)
+    finally:
+        os.close(lock)
 
 
 def _identity(manifest: Manifest) -> str:
@@ -135,7 +141,7 @@ def _merge_tables(out: Path, folders: list[Path], parts: list[Manifest]) -> None
 
 
 def _merge_lines(out: Path, folders: list[Path], name: str) -> None:
-    text = "".join((f / name).read_text() for f in folders if (f / name).is_file())
+    text = "".join(read_input(f / name, MAX_STATE_FILE_BYTES).decode("utf-8") for f in folders if (f / name).is_file())
     write_atomic(out / name, text.encode())
 
 
@@ -153,7 +159,7 @@ def _merge_text(out: Path, folders: list[Path], parts: list[Manifest]) -> dict:
     examples: dict[str, list[str]] = {}
     for folder in folders:
         if (folder / "rejected.json").is_file():
-            for kind, found in json.loads((folder / "rejected.json").read_text()).get("examples", {}).items():
+            for kind, found in json.loads(read_input(folder / "rejected.json", MAX_STATE_FILE_BYTES)).get("examples", {}).items():
                 examples.setdefault(kind, []).extend(found[:max(0, REPORT_EXAMPLES - len(examples.get(kind, [])))])
     merged = {"skipped": options["skipped"], "examples": examples}
     write_atomic(out / "rejected.json", (json.dumps(merged, indent=1, sort_keys=True) + "\n").encode())
@@ -169,4 +175,4 @@ def _merge_tokenizer(out: Path, folders: list[Path], parts: list[Manifest]) -> N
         raise DataioError(f"{out}: the ranks used {len(hashes)} different tokenizers; convert again with one "
                           "(--tokenizer FILE, or rank 0 trains it)")
     source = folders[0] / Path(tokenizer["file"]).name
-    write_atomic(out / Path(tokenizer["file"]).name, source.read_bytes())
+    write_atomic(out / Path(tokenizer["file"]).name, read_input(source, MAX_STATE_FILE_BYTES))

@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dataio.formats.bounded_read import FileTooLarge, read_at_most
+from dataio.formats.bounded_read import FileTooLarge
 from dataio.formats.errors import ConfigError, UsageError
 from dataio.formats.remote.backend_check import connect, rejected_option
 from dataio.formats.remote.secrets import redact, redact_url
 from dataio.formats.remote.storage_options import StorageOptions
+from dataio.formats.file_gate import open_input, read_input
 
 T = TypeVar("T")
 
@@ -131,7 +132,10 @@ class Location:
         """The whole file ``name``: small files only (manifest, sample table, tokenizer); with ``limit``, one
         past it is ``FileTooLarge``, read no further than ``limit + 1`` bytes."""
         if self.fs is None:
-            return (self.root / name).read_bytes() if limit is None else read_at_most(self.root / name, limit)
+            if limit is None:
+                with open_input(self.root / name) as f:  # the gate: a regular file, no FIFO or kernel file
+                    return f.read()
+            return read_input(self.root / name, limit)
         bounds = {} if limit is None else {"start": 0, "end": limit + 1}
         try:
             data = (retry or RetryPolicy()).call(lambda: self.fs.cat_file(self.path(name), **bounds))

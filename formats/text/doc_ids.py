@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import pyarrow.parquet as pq
-
+from dataio.formats.file_gate import open_parquet
 from dataio.formats.text.text_sources import TextPiece, source_kind
 
 
@@ -30,7 +29,7 @@ def first_doc_id(before: Sequence[TextPiece]) -> int:
     for piece in before:
         if source_kind(piece.path) == "parquet":
             if piece.path not in row_counts:  # the footer only, once per file
-                metadata = pq.read_metadata(piece.path)
+                metadata = open_parquet(piece.path).metadata
                 row_counts[piece.path] = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
             groups = row_counts[piece.path]
             bound += sum(groups[piece.start:len(groups) if piece.stop is None else piece.stop])

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dataio.formats.file_gate import write_new
+
 _SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta", "shi", "po", "ve", "da", "en", "ar", "io", "ul", "be", "zo")
 
 
@@ -47,5 +49,5 @@ def write_text_corpus(path: str | Path, count: int, *, seed: int = 0, mean_words
     """Write ``count`` documents, one per line, to ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(synthetic_documents(count, seed=seed, mean_words=mean_words)) + "\n", encoding="utf-8")
+    write_new(path, ("\n".join(synthetic_documents(count, seed=seed, mean_words=mean_words)) + "\n").encode("utf-8"))
     return path

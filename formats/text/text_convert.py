@@ -8,7 +8,9 @@ count), framed with BOS/EOS, and split into ``max_length`` chunks; splits are
 counted, never silent truncation. Rows go to Arrow shards (default) or
 WebDataset shards; ``manifest.json`` records counts, a length histogram, the
 tokenizer's hash and per-shard checksums. Bad documents are counted and listed
-(a few examples each) in ``rejected.json``. Killed at any point, the same
+(a few examples each) in ``rejected.json``, documents the tokenizer fails on
+(a user's regex pre-tokenizer panicking: ``tokenizer_calls``) among them; a
+whole conversion that packs none leaves only that file. Killed at any point, the same
 command resumes from the last finished shard with byte-identical output
 (``dataio.formats.dataset.convert_journal``); a tokenizer trained by the interrupted run is
 reused, after checking its hash.
@@ -29,11 +31,10 @@ from typing import Literal
 import numpy as np
 
 from dataio.formats.progress import progress
-from dataio.formats.errors import ConfigError, NothingConverted, UsageError
+from dataio.formats.errors import ConfigError, UsageError
 from dataio.formats.dataset.convert_journal import Journal, ShardRecord, fingerprint
-from dataio.formats.files import sha256_file, write_atomic
-from dataio.formats.dataset.manifest import MANIFEST_NAME, Manifest, ShardEntry
-from dataio.formats.kinds import kind_named
+from dataio.formats.files import sha256_file
+from dataio.formats.dataset.manifest import MANIFEST_NAME, ShardEntry
 from dataio.formats.dataset.out_lock import locked_output
 from dataio.formats.ranks.rank_merge import merge_if_complete
 from dataio.formats.ranks.rank_split import rank_folder, rank_range
@@ -41,11 +42,13 @@ from dataio.formats.dataset.text_shards import ArrowTokenWriter, token_dtype
 from dataio.formats.text.doc_ids import first_doc_id
 from dataio.formats.text.text_sources import (Document, SourceStats, TextPiece, expand_sources, iter_documents,
                                          join_pieces, text_pieces)
-from dataio.formats.text.tokenizer_setup import (TOKENIZER_NAME, TokenizerConfig, TokenizerInfo, load_tokenizer,
-                                     save_tokenizer, train_bpe)
+from dataio.formats.text.text_reports import (REJECTED_TEXT_NAME, TextTotals, nothing_converted, write_rejected,
+                                              write_reports)
+from dataio.formats.text.tokenizer_calls import TokenizerFailure, encoded_each, panic_reports_held
+from dataio.formats.text.tokenizer_setup import (TOKENIZER_NAME, TokenizerConfig, load_tokenizer, save_tokenizer,
+                                                 special_ids, train_bpe)
 from dataio.formats.dataset.wds_shards import ShardWriter
 
-REJECTED_TEXT_NAME = "rejected.json"
 ENCODE_CHUNK = 2048  # documents per batch-encode call ...
 BATCH_CHARS = 1 << 20  # ... or fewer, once they hold this many characters
 PIECE_CHARS = 1 << 16  # longer documents are encoded in pieces of at most this many characters
@@ -104,16 +107,6 @@ class ConvertTextSummary:
         return (f"packed {self.documents} documents into {self.samples} samples ({self.tokens:,} tokens) in "
                 f"{self.shards} shards at {self.out}; {self.split_documents} documents split at max length; "
                 f"skipped: {skipped}")
-
-
-def length_bin(length: int) -> int:
-    """The power-of-two bin of a row length: floor(log2(length)), 0 for 0."""
-    return max(length, 1).bit_length() - 1
-
-
-def length_histogram(bin_counts: list[int]) -> list[list[int]]:
-    """[[lo, hi, count], ...] over the non-empty power-of-two bins [lo, hi]."""
-    return [[1 << b, (1 << (b + 1)) - 1, int(c)] for b, c in enumerate(bin_counts) if c]
 
 
 def frame_and_split(ids: list[int] | np.ndarray, bos: int | None, eos: int | None,
@@ -199,25 +192,6 @@ def _npy_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-@dataclass
-class _Totals:
-    """Running totals of a conversion, journaled at each shard boundary so a rerun resumes from there."""
-
-    next_doc: int = 0  # position of the next row: document index ...
-    next_part: int = 0  # ... and chunk of it (a split document can straddle shards)
-    rows: int = 0
-    tokens: int = 0
-    split: int = 0
-    bins: list[int] = field(default_factory=lambda: [0] * 33)
-
-    def add_row(self, length: int, doc: int, part: int, parts: int) -> None:
-        self.rows += 1
-        self.tokens += length
-        self.bins[length_bin(length)] += 1
-        self.split += part == 0 and parts > 1
-        self.next_doc, self.next_part = (doc, part + 1) if part + 1 < parts else (doc + 1, 0)
-
-
 def _identity(config: ConvertTextConfig, pieces: list[TextPiece], first_doc: int) -> str:
     tok = config.tokenizer
     options = {name: getattr(config, name) for name in ("doc_sep", "field", "max_length", "format", "shard_tokens")}
@@ -267,14 +241,8 @@ def convert_text(config: ConvertTextConfig) -> ConvertTextSummary:
     to finish merges (``rank_merge``).
     """
     files = expand_sources(list(config.sources))
-    if config.world_size == 1:
-        summary = _tokenise(config, [TextPiece(path) for path in files])
-        if summary.samples == 0:  # a rank with no share is fine; a whole conversion of nothing is not
-            skipped = ", ".join(f"{n} {kind}" for kind, n in sorted(summary.skipped.items()))
-            raise NothingConverted(f"no document converted from {', '.join(map(str, config.sources))}: "
-                                   + (f"every one was skipped ({skipped}; listed in "
-                                      f"{config.out / REJECTED_TEXT_NAME})" if skipped else "they hold no text"))
-        return summary
+    if config.world_size == 1:  # a rank with no share is fine; a whole conversion of nothing is not
+        return _tokenise(config, [TextPiece(path) for path in files], whole=True)
     pieces, sizes = text_pieces(files, config.world_size, doc_sep=config.doc_sep, field_name=config.field)
     start, stop = rank_range(np.array(sizes, dtype=np.int64), config.rank, config.world_size)
     tokenizer = config.tokenizer
@@ -313,16 +281,30 @@ def shared_tokenizer(config: ConvertTextConfig, files: list[Path]) -> Path:
     return path
 
 
-def _tokenise(config: ConvertTextConfig, pieces: list[TextPiece], first_doc: int = 0) -> ConvertTextSummary:
+def _tokenise(config: ConvertTextConfig, pieces: list[TextPiece], first_doc: int = 0,
+              whole: bool = False) -> ConvertTextSummary:
     """The conversion of ``pieces`` (whole files, or a rank's parts of them, whose ``doc`` ids start at
-    ``first_doc``: ``doc_ids``) into ``config.out``, holding its lock (``out_lock``)."""
+    ``first_doc``: ``doc_ids``) into ``config.out``, holding its lock (``out_lock``). ``whole``: the whole
+    conversion, which fails when it packs no document, leaving only ``rejected.json``."""
     with locked_output(config.out):
-        return _tokenise_locked(config, pieces, first_doc)
+        return _tokenise_locked(config, pieces, first_doc, whole)
 
 
-def _tokenise_locked(config: ConvertTextConfig, pieces: list[TextPiece], first_doc: int) -> ConvertTextSummary:
+def _encoded(tokenizer, texts: list[str]) -> list[np.ndarray | TokenizerFailure]:
+    """Each text's ids, or why the user's tokenizer failed on it (``tokenizer_calls``: a Rust panic included,
+    whose report on stderr is held back when it is named as a rejection)."""
+    with panic_reports_held() as held:
+        encoded = encoded_each(lambda batch: encode_documents(tokenizer, batch), texts)
+        held[0] = any(isinstance(ids, TokenizerFailure) for ids in encoded)
+    return encoded
+
+
+def _tokenise_locked(config: ConvertTextConfig, pieces: list[TextPiece], first_doc: int,
+                     whole: bool) -> ConvertTextSummary:
     tok = config.tokenizer
     tokenizer = load_tokenizer(tok.path) if tok.path else None  # fail on a bad tokenizer before touching OUT
+    if tokenizer is not None:
+        special_ids(tokenizer, tok)  # ... or on a special token it lacks
     journal = Journal(config.out, _identity(config, pieces, first_doc))
     done = journal.start(config.out, config.overwrite, _TEXT_OUTPUTS, keep=(TOKENIZER_NAME,))
 
@@ -337,7 +319,7 @@ def _tokenise_locked(config: ConvertTextConfig, pieces: list[TextPiece], first_d
     info = save_tokenizer(tokenizer, config.out, tok)
     journal.note("tokenizer_sha256", info.sha256)
     dtype = token_dtype(info.vocab_size)
-    totals = _Totals(**done[-1].totals) if done else _Totals()
+    totals = TextTotals(**done[-1].totals) if done else TextTotals()
     writer = _writer(config, dtype, first_index=len(done))
     stats = SourceStats()
     remaining = documents(stats)
@@ -348,8 +330,12 @@ def _tokenise_locked(config: ConvertTextConfig, pieces: list[TextPiece], first_d
     try:
         with writer:
             for chunk in _chunks(remaining, ENCODE_CHUNK):
-                for ids in encode_documents(tokenizer, [d.text for d in chunk]):
+                for document, ids in zip(chunk, _encoded(tokenizer, [d.text for d in chunk]), strict=True):
                     doc = totals.next_doc
+                    if isinstance(ids, TokenizerFailure):  # journaled in the totals: a resume does not re-encode
+                        totals.reject(doc, lambda: f"{document.source}:{document.number}: {ids.reason}")
+                        resume_part = 0
+                        continue
                     parts = frame_and_split(ids, info.bos_id, info.eos_id, config.max_length)
                     for part in range(resume_part, len(parts)):
                         entry = _write_row(writer, parts[part], first_doc + doc, part, dtype)
@@ -362,32 +348,18 @@ def _tokenise_locked(config: ConvertTextConfig, pieces: list[TextPiece], first_d
             writer.close()
     finally:
         bar.close()
+    totals.into(stats)
+    if whole and totals.rows == 0:  # no half-written output: the list of what was skipped is all that stays
+        write_rejected(config.out, stats)
+        for name in _TEXT_OUTPUTS:
+            for path in config.out.glob(name):
+                if path.name != REJECTED_TEXT_NAME and path.is_file():
+                    path.unlink()
+        journal.finish()
+        raise nothing_converted(config.sources, config.out, stats)
     shards = [ShardEntry(**record.entry) for record in done] + writer.entries
-    _write_reports(config, stats, shards, totals, info, dtype)
+    write_reports(config.out, {name: getattr(config, name) for name in ("format", "max_length", "doc_sep")}, stats,
+                  shards, totals, info, dtype)
     journal.finish()
-    return ConvertTextSummary(totals.next_doc, totals.rows, totals.tokens, totals.split, dict(stats.skipped),
+    return ConvertTextSummary(totals.documents, totals.rows, totals.tokens, totals.split, dict(stats.skipped),
                               len(shards), config.out, stats.examples)
-
-
-def _write_reports(config: ConvertTextConfig, stats: SourceStats, shards: list[ShardEntry], totals: _Totals,
-                   info: TokenizerInfo, dtype: np.dtype) -> None:
-    """``rejected.json``, then ``manifest.json`` (last: its presence marks a finished conversion)."""
-    write_atomic(config.out / REJECTED_TEXT_NAME,
-                 (json.dumps({"skipped": stats.skipped, "examples": stats.examples}, indent=1, sort_keys=True)
-                  + "\n").encode())
-    options = {
-        "format": config.format,
-        "num_documents": totals.next_doc,
-        "num_tokens": totals.tokens,
-        "max_length": config.max_length,
-        "split_documents": totals.split,
-        "skipped": stats.skipped,
-        "length_histogram": length_histogram(totals.bins),
-        "token_dtype": dtype.name,
-        "tokenizer": {"file": info.file, "sha256": info.sha256, "vocab_size": info.vocab_size,
-                      "bos_id": info.bos_id, "eos_id": info.eos_id, "pad_id": info.pad_id},
-        "doc_sep": config.doc_sep,
-    }
-    Manifest(kind="text", num_samples=totals.rows, shards=tuple(shards), num_rejected=sum(stats.skipped.values()),
-             sample_table="", options=options, fields=kind_named("tokens").part("fields")(options),
-             sample_kind="tokens").write(config.out)

@@ -24,6 +24,7 @@ from typing import Literal
 import pyarrow.parquet as pq
 
 from dataio.formats.errors import UsageError
+from dataio.formats.file_gate import open_input, open_parquet
 from dataio.formats.limits import REPORT_EXAMPLES
 
 SUFFIXES = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
@@ -123,7 +124,7 @@ class _LinesBefore:
     def __call__(self) -> int:
         if self.count is None:
             count, left = 0, self.offset
-            with open(self.path, "rb") as f:
+            with open_input(self.path) as f:
                 while left > 0 and (block := f.read(min(_SCAN, left))):
                     count += block.count(b"\n")
                     left -= len(block)
@@ -133,7 +134,7 @@ class _LinesBefore:
 
 def _lines(path: Path, piece: TextPiece) -> Iterator[bytes]:
     """The raw lines (with their newline) of a .txt/.jsonl piece."""
-    with open(path, "rb") as f:
+    with open_input(path) as f:
         f.seek(piece.start)
         position = piece.start
         for raw in f:
@@ -207,7 +208,7 @@ def _jsonl(piece: TextPiece, field_name: str, stats: SourceStats) -> Iterator[Do
 def _open_parquet(path: Path, field_name: str):
     """The ``pq.ParquetFile``; UsageError naming the file if it cannot be read or lacks the column."""
     try:
-        parquet = pq.ParquetFile(path)
+        parquet = open_parquet(path)
     except Exception as e:  # pyarrow raises ArrowInvalid/OSError subclasses for corrupt files
         raise UsageError(f"{path}: not a readable parquet file ({e})") from None
     if field_name not in parquet.schema_arrow.names:
@@ -281,7 +282,7 @@ def text_pieces(files: Sequence[Path], world_size: int, *, doc_sep: Literal["lin
             continue
         separator = doc_sep if source_kind(path) == "txt" else "line"
         cuts, last = {0, size}, 0
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             for offset in range(block, size, block):
                 if offset > last:  # else the scan for the last cut passed it: each byte is scanned once at most
                     last = _boundary(f, offset, size, separator)
@@ -307,7 +308,7 @@ def join_pieces(pieces: Sequence[TextPiece]) -> list[TextPiece]:
 
 def _end(path: Path) -> int:
     if source_kind(path) == "parquet":
-        return pq.ParquetFile(path).metadata.num_row_groups
+        return open_parquet(path).metadata.num_row_groups
     return os.stat(path).st_size
 
 

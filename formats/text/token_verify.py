@@ -7,6 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dataio.formats.dataset.verify_context import VerifyContext
+from dataio.formats.file_gate import map_input
 
 
 def verify_tokens(context: VerifyContext) -> None:
@@ -18,7 +19,7 @@ def verify_tokens(context: VerifyContext) -> None:
     for index, entry in enumerate(manifest.shards):
         if index in context.bad_shards or not entry.file.endswith(".arrow"):
             continue
-        table = pa.ipc.open_file(pa.memory_map(str(context.folder / entry.file), "r")).read_all()
+        table = pa.ipc.open_file(map_input(context.folder / entry.file)).read_all()
         largest = pc.max(pc.list_flatten(table.column("input_ids"))).as_py()
         if vocab and largest is not None and largest >= vocab:
             context.report.problems.append(f"shard {entry.file}: token id {largest} >= vocabulary size {vocab}")

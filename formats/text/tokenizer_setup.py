@@ -16,10 +16,12 @@ from typing import Literal
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from dataio.formats.bounded_read import FileTooLarge, read_at_most
+from dataio.formats.bounded_read import read_at_most
 from dataio.formats.errors import ConfigError, UsageError
+from dataio.formats.file_gate import FileRefused
 from dataio.formats.files import write_atomic
 from dataio.formats.remote.secrets import redact_path
+from dataio.formats.text.tokenizer_calls import id_bound
 
 TOKENIZER_NAME = "tokenizer.json"
 MAX_VOCAB_SIZE = 1 << 24  # 4294967296 aborts inside the Rust trainer; real vocabularies stay below 2**18
@@ -53,7 +55,7 @@ class TokenizerInfo:
 
     file: str
     sha256: str
-    vocab_size: int
+    vocab_size: int  # its largest id + 1 (``id_bound``), not its count: a pruned vocabulary keeps its ids
     bos_id: int | None
     eos_id: int | None
     pad_id: int
@@ -87,7 +89,7 @@ def read_tokenizer_text(path: Path) -> str:
         raise UsageError(f"tokenizer {shown} " + ("is not a regular file" if path.exists() else "does not exist"))
     try:
         return read_at_most(path, MAX_TOKENIZER_BYTES).decode("utf-8")
-    except FileTooLarge as e:
+    except FileRefused as e:  # too large, or swapped for a FIFO since the check above
         raise UsageError(f"tokenizer {shown}: {e}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"tokenizer {shown}: cannot read ({getattr(e, 'strerror', None) or e})") from None
@@ -107,18 +109,39 @@ def load_tokenizer(path: Path):
     return tokenizer
 
 
-def save_tokenizer(tokenizer, out: Path, config: TokenizerConfig) -> TokenizerInfo:
-    """Save into ``out/tokenizer.json`` and describe it (ids of the special tokens, hash)."""
-    text = tokenizer.to_str()
-    write_atomic(out / TOKENIZER_NAME, text.encode("utf-8"))
+MAX_TOKEN_ID = (1 << 32) - 1  # stored ids are at most uint32
+
+
+def special_ids(tokenizer, config: TokenizerConfig) -> dict[str, int | None]:
+    """The ids of ``config``'s BOS, EOS and padding tokens in ``tokenizer``, the padding falling back to the EOS;
+    a ConfigError naming the tokenizer and the token it lacks, checked before anything is written. Without a
+    padding token or an EOS to pad with it was id 0, silently: a real token of most vocabularies."""
+    shown = redact_path(config.path) if config.path else "(trained)"
     ids = {name: tokenizer.token_to_id(token) if token else None
            for name, token in (("bos", config.bos), ("eos", config.eos), ("pad", config.pad))}
     for name in ("bos", "eos"):
         token = getattr(config, name)
         if token and ids[name] is None:
-            raise ConfigError(f"the tokenizer has no {name.upper()} token {token!r} (set {{0}} to one it has, or {{1}})",
-                              name, f"{name}=None")
-    pad_id = ids["pad"] if ids["pad"] is not None else (ids["eos"] if ids["eos"] is not None else 0)
+            raise ConfigError(f"the tokenizer {shown} has no {name.upper()} token {token!r} (set {{0}} to one it "
+                              "has, or {1})", name, f"{name}=None")
+    if ids["pad"] is None:
+        if ids["eos"] is None:
+            lacks = f"no padding token {config.pad!r}" if config.pad else "no padding token given"
+            raise ConfigError(f"the tokenizer {shown} has {lacks} and no EOS to pad with instead (set {{0}} to a "
+                              "token it has, or {1} to one)", "pad", "eos")
+        ids["pad"] = ids["eos"]
+    return ids
+
+
+def save_tokenizer(tokenizer, out: Path, config: TokenizerConfig) -> TokenizerInfo:
+    """Save into ``out/tokenizer.json`` and describe it (ids of the special tokens, hash); its vocabulary size
+    is its largest id + 1, which the stored ids' dtype follows. Special tokens it lacks are refused first."""
+    bound = id_bound(tokenizer)
+    if bound - 1 > MAX_TOKEN_ID:
+        raise UsageError(f"tokenizer {redact_path(config.path) if config.path else '(trained)'}: its largest id "
+                         f"{bound - 1} does not fit the 32 bits token ids are stored in")
+    ids = special_ids(tokenizer, config)
+    text = tokenizer.to_str()
+    write_atomic(out / TOKENIZER_NAME, text.encode("utf-8"))
     return TokenizerInfo(file=TOKENIZER_NAME, sha256=hashlib.sha256(text.encode()).hexdigest(),
-                         vocab_size=tokenizer.get_vocab_size(with_added_tokens=True),
-                         bos_id=ids["bos"], eos_id=ids["eos"], pad_id=pad_id)
+                         vocab_size=bound, bos_id=ids["bos"], eos_id=ids["eos"], pad_id=int(ids["pad"]))

@@ -14,9 +14,9 @@ import os
 import stat
 from pathlib import Path
 
-import pyarrow.parquet as pq
 
 from dataio.formats.errors import UsageError
+from dataio.formats.file_gate import open_parquet
 from dataio.formats.images.image_tree import ImageTree, _Walk, errno_text
 from dataio.formats.images.parquet_images import (DAMAGED_PARQUET, ParquetImages, _common_root, _name,
                                                   check_image_column)
@@ -46,7 +46,7 @@ def scan_parquet_views(files: list[Path], *, image_column: str) -> ParquetImages
     rows: list[tuple[str, int]] = []
     for file in files:
         try:
-            reader = pq.ParquetFile(file)
+            reader = open_parquet(file)
             schema = reader.schema_arrow
         except DAMAGED_PARQUET:  # a damaged footer: the file is one rejected row, the rest go on
             rows.append((_name(src, file), NO_LABEL))

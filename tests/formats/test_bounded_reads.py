@@ -103,8 +103,8 @@ def test_path_only_parquet_rows_naming_a_huge_or_endless_file_are_rejected_rows(
     assert rejected_of(out) == {
         "rows.parquet#1": f"{tree_with_a_huge_file}/a/huge.jpg: file too large: 50,000,000,000 bytes "
                           "(limit 1,048,583)",
-        "rows.parquet#2": f"{PAGEMAP}: file too large: it reads on past 1,048,583 bytes (limit 1,048,583), though "
-                          "its size says 0"}
+        "rows.parquet#2": f"{PAGEMAP}: not a regular file: a kernel file of /proc (its size, 0, does not bound what "
+                          "it reads)"}  # the gate refuses /proc unread (issue 42)
     assert "packed 2 images" in done.stdout
 
 
@@ -142,8 +142,8 @@ def test_a_classes_file_that_reads_on_is_one_line(tree_with_a_huge_file, tmp_pat
     done = dataio_capped("convert", "images", str(tree_with_a_huge_file), str(tmp_path / "out"), "--classes",
                          "/dev/zero", "--no-progress")
     assert done.returncode == 2, done.stderr[-2000:]
-    assert done.stderr.splitlines() == ["dataio convert: error: classes file /dev/zero: file too large: it reads on "
-                                        "past 67,108,864 bytes (limit 67,108,864), though its size says 0"]
+    assert done.stderr.splitlines() == ["dataio convert: error: classes file /dev/zero: not a regular file: "
+                                        "character device"]  # the gate (issue 42): refused unread, not read to 64 MiB
 
 
 def test_a_huge_tokenizer_file_is_one_line_unread(tmp_path):

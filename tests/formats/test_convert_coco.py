@@ -104,10 +104,10 @@ def bad_entries(folder: Path, path: Path) -> dict[str, str]:
     document["images"] += [{"id": 7001, "file_name": "missing.jpg", "width": 10, "height": 10},
                            {"id": 7002, "file_name": "../outside.jpg", "width": 10, "height": 10},
                            {"id": 7003, "file_name": "small.jpg", "width": 30, "height": 40},
-                           {"id": image_id, "file_name": "again.jpg", "width": 10, "height": 10}]
+                           {"id": 7004, "file_name": first["file_name"], "width": w, "height": h}]
     expected.update({"missing.jpg": "ENOENT", f"{path.name}#image 7002": "is not a relative path",
                      "small.jpg": "the annotations are for a 30x40 image, the file is 40x30",
-                     f"{path.name}#image {image_id}": "its id is given twice"})
+                     f"{path.name}#image 7004": f"is image {image_id}'s too"})
     path.write_text(json.dumps(document))
     return expected
 

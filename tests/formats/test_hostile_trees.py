@@ -180,10 +180,10 @@ def test_errors_seen_in_process_folder_listing_and_eio_are_named(tmp_path, monke
             raise PermissionError(errno.EACCES, "Permission denied")
         return real_scandir(path)
 
-    def read(path, *limit):
+    def read(path, *limit, **root):
         if os.fsencode(path) == broken:
             raise OSError(errno.EIO, "Input/output error")
-        return real_read(path, *limit)
+        return real_read(path, *limit, **root)
 
     monkeypatch.setattr(os, "scandir", scandir)
     monkeypatch.setattr(image_convert, "read_regular_file", read)

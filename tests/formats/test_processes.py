@@ -15,8 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dataio.formats import files
-from dataio.formats.dataset import wds_shards
+from dataio.formats import file_gate
 from dataio.formats.errors import OutputError
 from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
 from dataio.formats.images.synthetic import SyntheticImagesConfig, write_image_folder
@@ -153,13 +152,25 @@ class _FullDisk:
         self._file.close()
 
 
+class _OsOfAFullDisk:
+    """The gate's ``os`` (issue 42: every file dataio writes opens there), whose ``fdopen`` gives ``_FullDisk``
+    files: shards' temp files, the sample table and the manifest alike."""
+
+    def __init__(self, room: list[int]) -> None:
+        self._room = room
+
+    def fdopen(self, *args, **kwargs):
+        return _FullDisk(os.fdopen(*args, **kwargs), self._room)
+
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+
 @pytest.mark.parametrize("room", [30_000, 300_000])
 def test_a_full_disk_is_one_error_naming_the_file_and_leaves_nothing_half_written(image_folder, tmp_path,
                                                                                    monkeypatch, room):
     left = [room]
-    real_open = open
-    monkeypatch.setattr(wds_shards, "open", lambda *a, **k: _FullDisk(real_open(*a, **k), left), raising=False)
-    monkeypatch.setattr(files, "open", lambda *a, **k: _FullDisk(real_open(*a, **k), left), raising=False)
+    monkeypatch.setattr(file_gate, "os", _OsOfAFullDisk(left))
     out = tmp_path / "out"
     with pytest.raises(OutputError, match=r"cannot write .*out/.*: No space left on device") as raised:
         convert_images(ConvertImagesConfig(src=image_folder[0], out=out, max_shard_samples=4, num_workers=1,

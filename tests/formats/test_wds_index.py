@@ -67,10 +67,14 @@ def test_index_adopts_tars_in_place_and_the_loader_reads_them(wds_tars, tmp_path
     assert main(["index", str(folder), "--no-progress"]) == 0
     assert {t.name: sha256_file(t) for t in folder.glob("*.tar")} == before  # not rewritten
     _, manifest = read_manifest(folder)
-    assert manifest.num_samples == 15 and manifest.num_rejected == 6 and manifest.classes == ("0", "1", "2", "3")
+    # 6 keys rejected, and each indexed key's planted .pyd named: a member no kind reads (issue 42)
+    assert manifest.num_samples == 15 and manifest.num_rejected == 6 + 15 and manifest.classes == ("0", "1", "2", "3")
     assert all((folder / s.index).read_text().startswith("v1.2 7\n") for s in manifest.shards)
     rejected = [json.loads(line) for line in (folder / "rejected.jsonl").read_text().splitlines()]
-    assert {r["path"].split("/")[1] for r in rejected} == {f"n{s}_{k}" for s in range(3) for k in ("nolabel", "broken")}
+    planted = [r for r in rejected if r["path"].endswith(".pyd")]
+    assert {r["path"].split("/")[1] for r in rejected if r not in planted} == {
+        f"n{s}_{k}" for s in range(3) for k in ("nolabel", "broken")}
+    assert len(planted) == 15 and all(r["reason"].startswith("a member no kind reads") for r in planted)
     assert not (folder / JOURNAL_DIR).exists()
     report = verify(folder, deep=True)
     assert report.ok, report.problems

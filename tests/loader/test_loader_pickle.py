@@ -124,3 +124,18 @@ def test_a_closed_loader_or_a_hook_that_does_not_pickle_is_refused_in_one_line(c
         message = str(raised.value)
         assert "\n" not in message and "does not pickle" in message and "module level" in message, message
         assert isinstance(raised.value, TypeError)  # what code probing picklability catches
+
+
+def test_a_loader_unpickled_in_another_working_folder_reads_the_folder_it_opened(coloured_shards, image_shards,
+                                                                                tmp_path, monkeypatch):
+    # Its folder was recorded as given: "out", relative, rebuilt elsewhere read whatever "out" was there.
+    monkeypatch.chdir(coloured_shards.parent)
+    loader = _image("out", train=False)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "out").symlink_to(image_shards)  # another data set under the same relative name
+    monkeypatch.chdir(elsewhere)
+    with loader, pickle.loads(pickle.dumps(loader)) as rebuilt:
+        assert len(rebuilt.dataset) == len(loader.dataset) == 45
+        for a, b in zip(loader, rebuilt, strict=True):
+            _same(a, b)

@@ -4,6 +4,7 @@ truncates; ranks that disagree on their settings. Pure functions and one process
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -94,31 +95,61 @@ class _Store:
 
 
 @pytest.mark.parametrize("world_size", [2, 3, 5])
-def test_any_rank_that_differs_is_caught_whatever_the_order_ranks_arrive_in(world_size, monkeypatch):
+def test_any_rank_that_differs_is_caught_by_every_rank_whatever_the_order_ranks_arrive_in(world_size, monkeypatch):
+    # Before, a rank compared only its two neighbours' entries already there: the first to publish read on.
     for odd, order in itertools.product(range(world_size), itertools.permutations(range(world_size))):
         store = _Store()
         monkeypatch.setattr(rank_agreement, "_store", lambda *_: store)
-        monkeypatch.setattr(rank_agreement, "_begun", rank_agreement.Counter())
-        raised = []
-        for rank in order:
+        agreements, raised = {}, set()
+        for rank in order:  # each rank its own process: publishes, finds only the earlier ranks' entries
             settings = {"dataset": "abc", "seed": 1 if rank == odd else 0, "batch_size": 4}
-            with monkeypatch.context() as m:
-                m.setattr(rank_agreement, "_begun", rank_agreement.Counter())  # each rank its own process
-                try:
-                    rank_agreement.check_ranks_agree("ImageLoader/train", settings, world_size=world_size,
-                                                     rank=rank)
-                except rank_agreement.RanksDisagree as e:
-                    raised.append(str(e))
-        assert raised and all("seed is" in message for message in raised)
+            agreements[rank] = rank_agreement.RankAgreement("site")
+            try:
+                agreements[rank].check("ImageLoader/train", settings, world_size=world_size, rank=rank, wait=0)
+            except rank_agreement.RanksDisagree as e:
+                assert "seed is" in str(e)
+                raised.add(rank)
+        for rank, agreement in agreements.items():  # the later ranks' entries, at the next batches
+            agreement._seen = 0.0
+            try:
+                agreement.poll()
+            except rank_agreement.RanksDisagree as e:
+                assert "seed is" in str(e)
+                raised.add(rank)
+        assert raised == set(range(world_size))
+
+
+def test_the_data_and_the_weights_are_compared_not_matched_on(monkeypatch):
+    store = _Store()
+    monkeypatch.setattr(rank_agreement, "_store", lambda *_: store)
+    rank_agreement.RankAgreement("site").check("ImageLoader/train", {"dataset": "abc", "size": 45, "weights": "a"},
+                                               world_size=2, rank=0, wait=0)
+    with pytest.raises(rank_agreement.RanksDisagree) as caught:
+        rank_agreement.RankAgreement("site").check("ImageLoader/train", {"dataset": "abd", "size": 44, "weights": "b"},
+                                                   world_size=2, rank=1, wait=0)
+    assert ("dataset is 'abd' on rank 1 and 'abc' on rank 0; size is 44 on rank 1 and 45 on rank 0; weights is 'b' "
+            "on rank 1 and 'a' on rank 0") in str(caught.value)
 
 
 def test_ranks_that_agree_pass_and_nothing_is_checked_without_a_process_group(monkeypatch):
     store = _Store()
     monkeypatch.setattr(rank_agreement, "_store", lambda *_: store)
     for rank in range(3):
-        monkeypatch.setattr(rank_agreement, "_begun", rank_agreement.Counter())
-        rank_agreement.check_ranks_agree("TextLoader/fixed", {"seed": 1}, world_size=3, rank=rank)
+        rank_agreement.RankAgreement("site").check("TextLoader/fixed", {"seed": 1}, world_size=3, rank=rank, wait=0)
     assert len(store.data) == 3
     monkeypatch.undo()
     assert not dist.is_initialized()
-    rank_agreement.check_ranks_agree("TextLoader/fixed", {"seed": 1}, world_size=2, rank=1)  # no store: no check
+    rank_agreement.RankAgreement("site").check("TextLoader/fixed", {"seed": 1}, world_size=2, rank=1)  # no store
+
+
+def test_a_loader_is_known_by_where_it_was_built_not_by_the_order_of_first_passes(coloured_shards):
+    def build(**options):
+        return dataio.ImageLoader(coloured_shards, batch_size=4, image_size=16, num_workers=1, **options)
+
+    first, second = build(), build()  # one line, two loaders: the ordinal tells them apart
+    elsewhere = dataio.ImageLoader(coloured_shards, batch_size=4, image_size=16, num_workers=1)
+    sites = [loader._agreement.site for loader in (first, second, elsewhere)]
+    assert len(set(sites)) == 3 and sites[0].rsplit("#", 1)[0] == sites[1].rsplit("#", 1)[0]
+    # its own line, by file name and function (not the path: other nodes may hold the script elsewhere)
+    innermost = sites[2].split("@", 1)[1].split("<")[0]
+    assert innermost.startswith(f"{Path(__file__).name}:test_a_loader_is_known_by") and "/" not in innermost

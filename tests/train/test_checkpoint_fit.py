@@ -88,3 +88,18 @@ def test_a_damaged_checkpoint_is_still_called_corrupted(runs, tmp_path):
     result = cli("train", "--train", str(runs / "classes3"), "--out", str(out), "--resume", *OPTIONS)
     assert result.returncode == 1 and "Traceback" not in result.stderr and result.stderr.count("\n") == 1
     assert "truncated or corrupted" in result.stderr and str(out / "checkpoint.pt") in result.stderr
+
+
+def test_a_clip_checkpoint_resumed_as_classification_or_the_reverse_names_both_tasks(runs, pair_tars, tmp_path):
+    """Before: 'is for another model: 56 of its parameters are not in this run's small_cnn (...)', the tasks unnamed
+    (and a checkpoint recorded ``--task auto`` whatever auto chose)."""
+    clip = tmp_path / "clip"
+    done = cli("train", "--train", str(pair_tars), "--out", str(clip), "--context-length", "16", *OPTIONS)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _resume(runs, clip) == (f"dataio train: checkpoint {clip / 'checkpoint.pt'} is for --task clip; this run "
+                                   "is --task classify")
+    result = cli("train", "--train", str(pair_tars), "--out", str(runs / "run"), "--resume", "--context-length", "16",
+                 *OPTIONS)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert result.stderr == (f"dataio train: checkpoint {runs / 'run' / 'checkpoint.pt'} is for --task classify; this "
+                             "run is --task clip" + AFRESH)

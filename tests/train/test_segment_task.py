@@ -133,8 +133,29 @@ def test_segment_refusals_are_one_line(segment_data, whole, image_shards, capsys
         assert reason in err and err.count("\n") == 1, err
     state = torch.load(whole / "checkpoint.pt", weights_only=True)
     model = build_image_model("small_cnn", 6)
-    assert checkpoint_fit.misfit(state, model, TrainConfig(train=train)) == (
-        "is for a segmentation run (--task segment); this run is not")
+    assert checkpoint_fit.misfit(state, model, TrainConfig(train=train), "classify") == (
+        "is for --task segment; this run is --task classify")
     state["run"].pop("task")  # a checkpoint written before --task segment
-    assert checkpoint_fit.misfit(state, build_segment_model("small_cnn", 7),
-                                 TrainConfig(train=train, task="segment")).startswith("is for a run without")
+    assert checkpoint_fit.misfit(state, build_segment_model("small_cnn", 7), TrainConfig(train=train, task="segment"),
+                                 "segment") == "is for a task other than segment; this run is --task segment"
+
+
+def test_segment_over_objects_without_masks_is_refused_in_one_line(coco_folder, segment_data, tmp_path) -> None:
+    """Box-only annotations merged in: their masks were all background, and --task segment trained and scored their
+    pixels as background without a word. Refused for a train folder and a validation set alike."""
+    document = json.loads(coco_folder[1].read_text())
+    for annotation in document["annotations"][:3]:
+        annotation.pop("segmentation")
+    (tmp_path / "merged.json").write_text(json.dumps(document))
+    packed = cli("convert", "coco", str(coco_folder[0]), str(tmp_path / "merged.json"), str(tmp_path / "train"),
+                 "--workers", "1")
+    assert packed.returncode == 0 and "40 boxes (37 masks)" in packed.stdout, packed.stderr
+    for args in (["--train", str(tmp_path / "train")], ["--train", str(segment_data[0]), "--val",
+                                                         str(tmp_path / "train")]):
+        done = cli("train", "--task", "segment", *args, "--out", str(tmp_path / "out"), "--epochs", "1",
+                   "--image-size", "32", "--batch-size", "2", "--workers", "1")
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+        assert lines[0].startswith("dataio train: error: --task segment trains and scores every object's pixels as its "
+                                   f"class: {tmp_path / 'train'}: 3 of its 40 objects have no segmentation"), lines[0]
+    assert not (tmp_path / "out" / "checkpoint.pt").exists()

@@ -160,6 +160,11 @@ OPTION_CASES = [  # (id, data, args, the one line's words)
      ["--pack packs the documents into rows of --task lm; this run is classify"]),
     ("clip-randaugment", "pairs", ["--randaugment", "5"],
      ["--randaugment augments the images of --task classify or --task segment; this run is clip"]),
+    # issue 42: --task clip given by name, the flags a user reported accepted and ignored
+    ("clip-named-mixup", "pairs", ["--task", "clip", "--mixup", "0.2"],
+     ["--mixup mixes the images and their labels of --task classify; this run is clip"]),
+    ("clip-named-randaugment-9", "pairs", ["--task", "clip", "--randaugment", "9"],
+     ["--randaugment augments the images of --task classify or --task segment; this run is clip"]),
     ("segment-label-smoothing", "coco", ["--task", "segment", "--label-smoothing", "0"],
      ["--label-smoothing smooths the class targets of --task classify; this run is segment"]),
     ("segment-cutmix", "coco", ["--task", "segment", "--cutmix", "1"],

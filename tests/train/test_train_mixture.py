@@ -181,6 +181,8 @@ def test_an_image_mixture_of_different_class_lists_trains_and_validates(tmp_path
     assert np.abs(np.cumsum(counts, 0) - np.cumsum(counts.sum(1))[:, None] * [0.25, 0.75]).max() < 1
     summary = json.loads((out / "log.json").read_text())
     assert "val_acc" in epochs[-1] and 0 <= float(epochs[-1]["val_acc"]) <= 1
+    digest = summary["epochs"][-1]["digest"]  # the epoch proved against its plan: 16 samples, 4 and 12 a source
+    assert digest["ok"] and digest["samples"] == 16 and digest["sources"] == [4, 12] and digest["ranks"] == 1
     checkpoint = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)
     head = [v for k, v in checkpoint["model"].items() if k.endswith("weight")][-1]
     assert head.shape[0] == 4, summary  # cat, dog, fox, owl: one output per combined class
@@ -289,3 +291,5 @@ def test_per_source_counts_are_all_ranks_together_under_torchrun(corpora, tmp_pa
     assert len(steps_two) == (len(steps_one) + 1) // 2  # a step takes a batch on each rank
     for name in WEIGHTS:
         assert sum(int(r[f"samples/{name}"]) for r in steps_one) == sum(int(r[f"samples/{name}"]) for r in steps_two)
+    digests = [json.loads((tmp_path / run / "log.json").read_text())["epochs"][0]["digest"] for run in ("one", "two")]
+    assert digests[0]["ok"] and digests[1]["ok"] and digests[1]["ranks"] == 2  # each epoch proved, on 1 and 2 ranks
