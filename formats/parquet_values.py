@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 SKIP_STEP = 1 << 20  # bytes of an over-long value read (and dropped) at a time
 STREAMING = {"ZSTD": "zstd", "GZIP": "gzip", "BROTLI": "brotli"}  # Parquet codec -> pyarrow streaming codec
-WHOLE = {"SNAPPY": "snappy", "LZ4_RAW": "lz4_raw"}  # codecs pyarrow decompresses only whole
+WHOLE = {"SNAPPY": "snappy", "LZ4": "lz4_raw", "LZ4_RAW": "lz4_raw"}  # whole only; pyarrow says "LZ4" for LZ4_RAW
 _DATA, _DICTIONARY, _DATA_V2 = 0, 2, 3  # Parquet PageType
 _PLAIN, _DICT_ENCODINGS = 0, (2, 8)  # Encoding: PLAIN; PLAIN_DICTIONARY, RLE_DICTIONARY
 

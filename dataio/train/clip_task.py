@@ -27,6 +27,7 @@ from dataio.train.clip_loss import ClipLoss
 from dataio.train.clip_metrics import Embedded, block_loss_sum, caption_groups, recall_hits, recall_metrics
 from dataio.train.config import TrainConfig
 from dataio.train.image_task import IMAGE_OPTIONS
+from dataio.train.models import check_vocab
 from dataio.train.models.clip_towers import ClipModel, ClipTowers, build_clip_model
 from dataio.train.pair_loaders import Batch, PairLoaderFactory, PairLoaders, pair_loaders
 from dataio.train.task import TrainLoader
@@ -68,6 +69,8 @@ class ClipTask:
         return self.loaders.tokenizer
 
     def build_model(self) -> nn.Module:
+        named = self.loaders.tokenizer or {}
+        check_vocab(self.loaders.vocab_size, f"the captions' tokenizer {named.get('file', '')}".rstrip())
         model = build_clip_model(self.config.model, self.loaders.vocab_size, self.loaders.context_length, self.towers)
         return model.to(memory_format=torch.channels_last) if self.config.channels_last else model
 

@@ -11,7 +11,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn import functional as F
 
-from dataio.train.models import build_text_model
+from dataio.train.models import build_text_model, check_vocab
 from dataio.text.collate import IGNORE
 from dataio.text.loader import TextLoader
 from dataio.train.config import TrainConfig
@@ -97,6 +97,7 @@ class TextTask:
                 "epoch_length": loader_config.epoch_length, "epoch_until": loader_config.epoch_until}
 
     def build_model(self) -> nn.Module:
+        check_vocab(self.vocab_size, f"the tokenizer of {self.config.train}")  # named before the shapes' memory
         return build_text_model(self.config.model, self.vocab_size, self.max_length)
 
     def steps_in_epoch(self, epoch: int) -> int:

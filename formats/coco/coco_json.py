@@ -217,11 +217,18 @@ def _annotations(raw: list, name: str, labels: dict[int, int], images: dict[int,
                  index: CocoIndex) -> dict[int, list[Annotation]]:
     """Each image's good annotations, in file order; the others rejected with their reason."""
     grouped: dict[int, list[Annotation]] = {image_id: [] for image_id in images}
+    # an id given to two annotations: pycocotools (and any evaluation keyed by id) keeps one, so the packed boxes
+    # and the file's own evaluation would disagree; every annotation naming it is refused, as ambiguous image ids
+    given = Counter(e.get("id") for e in raw if isinstance(e, dict) and _integer(e.get("id")))
     for i, entry in enumerate(raw):
         ann_id = entry.get("id") if isinstance(entry, dict) else None
         at = f"{name}#annotation {ann_id}" if _integer(ann_id) else f"{name}#annotations[{i}]"
         if not isinstance(entry, dict):
             index.rejected.append((at, "not an object"))
+            continue
+        if _integer(ann_id) and given[ann_id] > 1:
+            index.rejected.append((at, f"annotation id {ann_id} is given to {given[ann_id]} annotations (an "
+                                       "evaluation keyed by id keeps one of them)"))
             continue
         image = images.get(entry.get("image_id")) if _integer(entry.get("image_id")) else None
         if image is None and entry.get("image_id") in index.ambiguous and _integer(entry.get("image_id")):

@@ -27,7 +27,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from collections import deque
+from collections import Counter, deque
 from itertools import islice
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -324,12 +324,13 @@ def _pack_locked(config: ConvertImagesConfig, kind: ConvertKind, inputs: _Inputs
     locate = image_locations if config.format == "arrow" else scan_tar
     locations = [locate(config.out / e.file) for e in shards[:len(done)]] + writer.locations
     columns = _table_columns(locations, accepted, kind)
+    before = set(columns)
     failed = kind.finish(columns, options, config.tokenizer, config.out)  # last columns: a pair's token ids
-    if failed:  # their samples are in the shards already: the run stops, named, before the table and manifest
-        row = min(failed)
-        raise DataioError(f"{config.out}: the tokenizer failed on {len(failed)} caption(s), the first of "
-                          f"{accepted[row][0]}: {failed[row]}; no table or manifest written (the shards are kept "
-                          "for a rerun with a tokenizer that encodes them)")
+    if failed:  # a user's tokenizer failed on these captions: their pairs rejected, one line each (as index's)
+        accepted, shards = _without(failed, columns, before, accepted, shards, rejected)
+        if not accepted:
+            raise NothingConverted(f"nothing converted from {config.src}: the tokenizer failed on every caption "
+                                   f"({rejected[-1]['path']}: {rejected[-1]['reason']})")
     write_sample_table(config.out / SAMPLE_TABLE_NAME, columns)
     lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rejected)
     write_atomic(config.out / REJECTED_NAME, lines.encode())
@@ -340,6 +341,20 @@ def _pack_locked(config: ConvertImagesConfig, kind: ConvertKind, inputs: _Inputs
     journal.finish()
     return ConvertSummary(len(accepted), len(rejected), converted, len(shards), config.out, tuple(rejected),
                           kind.what)
+
+
+def _without(failed: dict[int, str], columns: dict[str, list], before: set[str], accepted: list[tuple],
+             shards: list[ShardEntry], rejected: list[dict]) -> tuple[list[tuple], list[ShardEntry]]:
+    """The ``failed`` rows out of the table (their members stay in the shards, counted as skipped there, as
+    ``dataio index`` leaves a tar's members no kind reads), each a rejected line; the shard entries recounted."""
+    rejected.extend({"path": accepted[row][0], "reason": reason} for row, reason in sorted(failed.items()))
+    keep = [row not in failed for row in range(len(accepted))]
+    for name in before:
+        columns[name] = [value for value, kept in zip(columns[name], keep, strict=True) if kept]
+    counts = Counter(columns["shard"])
+    return ([row for row, kept in zip(accepted, keep, strict=True) if kept],
+            [replace(e, num_samples=counts[i], num_skipped=e.num_skipped + e.num_samples - counts[i])
+             for i, e in enumerate(shards)])
 
 
 def _table_columns(locations: list, accepted: list[tuple], kind: ConvertKind) -> dict[str, list]:

@@ -1,8 +1,8 @@
 """Issue 42 met by users' unmodified code patterns: other people's training scripts (pytorch/examples-style DDP,
 nanoGPT) and data layouts common on clusters, run as users run them (torchrun, the CLI, exit codes, stderr).
 
-Each test fails on the issue-42 library and passes on the version before it (``/work/main``): a correct job that
-the changes refuse, stall or leave without data.
+Each test failed on issue 42's first cut and passed on the version before it: a correct job that the changes
+refused, stalled or left without data; each passes now.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
 
 
 def _run(command: list[str], cwd: Path, timeout: int = 240) -> subprocess.CompletedProcess:
-    # run outside the clone, so that `python -m dataio` imports the installed library (this checkout's, or /work/main's
-    # when the test is run with that venv's python)
+    # run outside the clone, so that `python -m dataio` imports the installed library (this checkout's, or another
+    # checkout's when the test is run with that venv's python)
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=ENV)
 
 

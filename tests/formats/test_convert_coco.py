@@ -184,8 +184,9 @@ def test_exif_turns_and_max_side_move_boxes_and_masks_with_the_pixels(tmp_path) 
     document = {"images": [], "annotations": [], "categories": [{"id": c, "name": n} for c, n in CATEGORIES]}
     for image_id, photo in enumerate(photos, 1):
         document["images"].append({"id": image_id, **photo["image"]})
-        document["annotations"] += [{"id": len(document["annotations"]) + 1, "image_id": image_id, **a}
-                                    for a in photo["annotations"]]
+        first = len(document["annotations"]) + 1  # one id per annotation (an id given twice is refused)
+        document["annotations"] += [{"id": first + k, "image_id": image_id, **a}
+                                    for k, a in enumerate(photo["annotations"])]
     (tmp_path / "instances.json").write_text(json.dumps(document))
     done = dataio("convert", "coco", str(folder), str(tmp_path / "instances.json"), str(tmp_path / "out"),
                   "--max-side", "200", "--workers", "1", "--no-progress")

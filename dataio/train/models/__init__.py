@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 from torch import nn
 
+from dataio.formats.errors import UsageError
+
 from dataio.train.models.resnet import resnet18, resnet50
 from dataio.train.models.small_cnn import SmallCNN
 from dataio.train.models.small_fcn import SmallFCN
@@ -37,9 +39,23 @@ def build_segment_model(name: str, num_classes: int) -> nn.Module:
     return SEGMENT_MODELS[name](num_classes)
 
 
+# Past the largest vocabularies in use (256K ids): an embedding of more rows says an id far past the others (a
+# pruned vocabulary that kept one id near 2**31), and would ask for hundreds of GB at the model's first layer.
+MAX_VOCAB = 1 << 24
+
+
+def check_vocab(vocab_size: int, where: str) -> None:
+    """One line, before any model is built, for a vocabulary whose embedding no machine holds."""
+    if vocab_size > MAX_VOCAB:
+        raise UsageError(f"{where}: its largest id is {vocab_size - 1:,}, so a text model's embedding would have "
+                         f"{vocab_size:,} rows (at most {MAX_VOCAB:,}): renumber the tokenizer's ids (a pruned "
+                         "vocabulary keeps its ids)")
+
+
 def build_text_model(name: str, vocab_size: int, max_length: int) -> nn.Module:
     if name not in TEXT_MODELS:
         raise ValueError(f"unknown text model {name!r}; choose from {sorted(TEXT_MODELS)}")
+    check_vocab(vocab_size, "the data's tokenizer")
     return TEXT_MODELS[name](vocab_size, max_length)
 
 

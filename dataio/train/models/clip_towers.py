@@ -19,7 +19,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from dataio.formats.errors import ConfigError
-from dataio.train.models import IMAGE_MODELS, build_image_model
+from dataio.train.models import IMAGE_MODELS, build_image_model, check_vocab
 from dataio.train.models.small_gpt import CausalBlock
 
 INIT_LOGIT_SCALE = math.log(1 / 0.07)
@@ -110,5 +110,6 @@ def build_clip_model(image_model: str, vocab_size: int, context_length: int,
         raise ValueError(f"unknown image tower {image_model!r}; choose from {sorted(IMAGE_MODELS)}")
     if vocab_size < 1 or context_length < 1:
         raise ValueError(f"vocab_size and context_length must be >= 1, got {vocab_size} and {context_length}")
+    check_vocab(vocab_size, "the captions' tokenizer")
     return ClipModel(build_image_model(image_model, towers.embed_dim),
                      TextTower(vocab_size, context_length, towers))

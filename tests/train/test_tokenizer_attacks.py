@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from dataio.formats.pairs.synthetic_pair_writers import write_img2dataset
 from dataio.formats.pairs.synthetic_pairs import SyntheticPairsConfig
 from tests.hostile_helpers import one_line_refusal, run_cli
@@ -73,6 +75,9 @@ def test_a_clip_tokenizer_whose_largest_id_is_near_2_31_is_one_line_not_an_alloc
     assert "sparse.json" in err, err
 
 
+@pytest.mark.xfail(strict=True, reason="known, left: Rust's panic hook writes its report to fd 2 from the decode "
+                   "threads; the run's last line is the one-line error, but the report's lines come above it "
+                   "(index and convert text hold fd 2 while they tokenise; read time shares fd 2 with other threads)")
 def test_a_clip_run_over_a_panicking_tokenizer_keeps_rusts_report_off_stderr(tmp_path):
     """Now: exit 1 with the right last line, but above it Rust's panic report (``thread '<unnamed>' panicked at
     .../onig-6.5.3/src/lib.rs``, ``note: run with RUST_BACKTRACE=1``) for each caption tokenised: ~50 lines
