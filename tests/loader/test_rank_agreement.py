@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -13,23 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
 from tests.conftest import NUM_COLOURED
 
 HERE = Path(__file__).resolve().parent
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
-
-
-@pytest.fixture(scope="module")
-def one_photo_fewer(coloured_folder, tmp_path_factory) -> Path:
-    """The coloured shards' stale copy: the same photos but the last."""
-    root = tmp_path_factory.mktemp("stale")
-    shutil.copytree(coloured_folder, root / "src")
-    (root / "src" / f"c{(NUM_COLOURED - 1) % 3}" / f"img{NUM_COLOURED - 1:03d}.jpg").unlink()
-    convert_images(ConvertImagesConfig(src=root / "src", out=root / "out", max_shard_samples=7, num_workers=1,
-                                       progress=False))
-    return root / "out"
 
 
 def _run(kind: str, shards: Path, other: Path, out: Path) -> tuple[subprocess.CompletedProcess, list[dict]]:

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
 from tests.conftest import NUM_COLOURED
 
 HERE = Path(__file__).resolve().parent
@@ -26,16 +25,6 @@ def _torchrun(mode: str, shards: Path, other: Path, out: Path) -> tuple[subproce
     done = subprocess.run(TORCHRUN + [str(SCRIPT), mode, str(shards), str(other), str(out)], capture_output=True,
                           text=True, timeout=240, cwd=HERE.parents[1], env=ENV)
     return done, [json.loads(p.read_text()) for p in sorted(out.glob("rank*.json"))]
-
-
-@pytest.fixture(scope="module")
-def one_photo_fewer(coloured_folder, tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("stale42")
-    shutil.copytree(coloured_folder, root / "src")
-    (root / "src" / f"c{(NUM_COLOURED - 1) % 3}" / f"img{NUM_COLOURED - 1:03d}.jpg").unlink()
-    convert_images(ConvertImagesConfig(src=root / "src", out=root / "out", max_shard_samples=7, num_workers=1,
-                                       progress=False))
-    return root / "out"
 
 
 def test_a_validation_loader_built_in_the_training_loop_on_rank_0_alone_is_not_a_disagreement(coloured_shards,

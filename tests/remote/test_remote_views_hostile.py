@@ -13,16 +13,6 @@ from tests.remote.conftest import S3  # noqa: E402
 SECRET = "attack-secret-value"
 
 
-@pytest.fixture(autouse=True)
-def no_ambient_aws(monkeypatch) -> None:
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-
-
 # Class 4/5: under on_error="skip" a store that stops answering after the loader opened the folder makes every read
 # a "bad sample": the epoch yields 0 batches, raises nothing and logs nothing (samples_ok 0), as if the data set were
 # empty. A storage outage is not 45 damaged images; the pass should end with one line naming the URL (no secret).
