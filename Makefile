@@ -30,6 +30,13 @@ $(STAMP): pyproject.toml Makefile $(wildcard formats/jpeg/*.c formats/jpeg/*.h) 
 		> $(VENV)/dataio-requirements.txt
 	$(PIP) download -q --only-binary :all: -d $(VENV)/wheelhouse torch==2.13.0 pillow matplotlib \
 		-r $(VENV)/dataio-requirements.txt
+	# Clients' own code for tests/clients (open_clip's open_clip_train.main, timm, HF transformers' tokenizers,
+	# torchvision's transforms v2, tv_tensors and detection models) into a folder of their own, without their
+	# dependencies: torchvision's compiled ops need CUDA torch's libraries, so tests/clients/site gives them a CPU
+	# nms and only the client tests put both on PYTHONPATH; the library's own tests see no torchvision.
+	rm -rf $(VENV)/clients
+	$(PIP) install -q --no-deps --target $(VENV)/clients torchvision==0.28.0 open_clip_torch==3.3.0 timm==1.0.28 \
+		transformers==5.25.0 ftfy==6.3.1 wcwidth==0.9.5
 	# pillow-simd must be the last thing installed: matplotlib pulls `pillow`,
 	# which shares the PIL package and silently replaces the SIMD build.
 	$(PIP) uninstall -q -y pillow pillow-simd
