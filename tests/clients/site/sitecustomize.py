@@ -34,3 +34,9 @@ _LIBRARY.impl("nms", _nms, "CPU")
 import torchvision.ops.boxes as _boxes  # noqa: E402  (after the schemas it needs)
 
 _boxes._assert_has_ops = lambda: None  # nms has its kernel above
+
+import torchvision.ops.roi_align as _roi_align  # noqa: E402
+
+# torchvision wraps its Python roi_align in torch.compile at the first call: a minute and more of C++ compilation on
+# a CPU for every subprocess. The eager function (``__wrapped__``) gives the same values on the tiny inputs of tests.
+_roi_align._roi_align = _roi_align._roi_align.__wrapped__
