@@ -35,7 +35,11 @@ import torchvision.ops.boxes as _boxes  # noqa: E402  (after the schemas it need
 
 _boxes._assert_has_ops = lambda: None  # nms has its kernel above
 
-import torchvision.ops.roi_align as _roi_align  # noqa: E402
+import sys  # noqa: E402
+
+import torchvision.ops  # noqa: E402,F401
+
+_roi_align = sys.modules["torchvision.ops.roi_align"]  # the module: torchvision.ops.roi_align is also its function
 
 # torchvision wraps its Python roi_align in torch.compile at the first call: a minute and more of C++ compilation on
 # a CPU for every subprocess. The eager function (``__wrapped__``) gives the same values on the tiny inputs of tests.
