@@ -78,6 +78,7 @@ class TextLoader(GatheredRows, SourceLoader, TokenFacts):
                  even_batches: bool = True,
                  world_size: int | None = None,
                  rank: int | None = None,
+                 shard: bool | None = True,
                  device: str = "cpu",
                  pin_memory: bool = False,
                  batch_transform: Callable[[dict], dict] | None = None,
