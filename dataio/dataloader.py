@@ -17,6 +17,11 @@ with training transforms when the loader shuffles (``shuffle=True`` or a
 shuffling sampler) and evaluation transforms (resize + centre crop)
 otherwise, unless ``train=`` is given; the choice is logged on the
 ``dataio`` logger at info level.
+
+As torch's DataLoader, it reads the whole set on every rank unless a sampler
+asks for shares (a ``DistributedSampler`` passed as ``sampler=``, or the one
+Lightning or Accelerate would inject: ``dataio.loader.share_request``);
+``shard=True`` takes the process group's shares as dataio's own loaders do.
 """
 
 from __future__ import annotations
@@ -88,6 +93,8 @@ def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = 
     else:
         source = _shard_folder(dataset)
         manifest = _manifest(source, options)
+    # torch's semantics: every rank reads the whole set unless a sampler or a framework asks for shares
+    options.setdefault("shard", None)
     face = (KINDS[read_as] if read_as else kind_of(manifest)).part("face")  # else the folder's declared kind's
     face.dropin_defaults(options, where=_where(source), shuffles=bool(shuffle) or sampler_shuffles(sampler))
     return face(source, batch_size=batch_size, **options)

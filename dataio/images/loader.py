@@ -86,6 +86,7 @@ class ImageLoader(ImageKindLoader):
                  verify_samples: bool = True,
                  world_size: int | None = None,
                  rank: int | None = None,
+                 shard: bool | None = True,
                  shuffle_window: int = DEFAULT_WINDOW,
                  randaugment: RandAugmentConfig | None = None,
                  mix: MixConfig | None = None,

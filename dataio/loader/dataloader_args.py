@@ -145,20 +145,26 @@ def _sampler(given: dict[str, Any], out: dict[str, Any], seeds: dict[str, int],
     if given.get("shuffle"):
         raise ConfigError("{0} is mutually exclusive with shuffle=True (as in DataLoader): the sampler decides",
                           "sampler")
-    if isinstance(sampler, DistributedSampler):
+    if dealt_by_rank(sampler):
+        if given.get("shard") is False:
+            raise ConfigError("{0}=False reads the whole set on this rank; it excludes a sampler that deals "
+                              "ranks their shares (leave one out)", "shard")
         for name, value in (("world_size", sampler.num_replicas), ("rank", sampler.rank)):
             if given.get(name) is not None and given[name] != value:
                 raise ConfigError(f"{{0}}={given[name]} disagrees with the DistributedSampler's {value}", name)
             out[name] = value
-        out["shuffle"] = bool(sampler.shuffle)
+        out["shuffle"] = bool(getattr(sampler, "shuffle", False))
+        if unpadded(sampler):  # Lightning's UnrepeatedDistributedSampler(Wrapper): each sample once, uneven counts
+            out["even_batches"] = False
         if "drop_tail" in fields:  # the sampler's drop_last trims the uneven tail, DataLoader's the short batch
-            if given.get("drop_tail") is not None and given["drop_tail"] != sampler.drop_last:
+            drop = bool(getattr(sampler, "drop_last", False))
+            if given.get("drop_tail") is not None and given["drop_tail"] != drop:
                 raise ConfigError(f"{{0}}={given['drop_tail']} disagrees with the DistributedSampler's "
-                                  f"drop_last={sampler.drop_last}", "drop_tail")
-            out["drop_tail"] = bool(sampler.drop_last)
+                                  f"drop_last={drop}", "drop_tail")
+            out["drop_tail"] = drop
         else:  # TextLoader deals whole batches: either drop_last drops those that do not divide among the ranks
-            out["drop_last"] = bool(given.get("drop_last")) or bool(sampler.drop_last)
-        seeds["sampler"] = int(sampler.seed)
+            out["drop_last"] = bool(given.get("drop_last")) or bool(getattr(sampler, "drop_last", False))
+        seeds["sampler"] = int(getattr(sampler, "seed", 0))
         return sampler
     if isinstance(sampler, RandomSampler) and not sampler.replacement and sampler._num_samples is None:
         out["shuffle"] = True
@@ -171,6 +177,25 @@ def _sampler(given: dict[str, Any], out: dict[str, Any], seeds: dict[str, int],
     raise ConfigError(f"{{0}}={type(sampler).__name__} is not supported: dataio reads its shards in its own seeded "
                       "order; use shuffle=, seed= and world_size=/rank= (or a DistributedSampler), and select "
                       "samples when converting", "sampler")
+
+
+def dealt_by_rank(sampler: Any) -> bool:
+    """Whether ``sampler`` deals ranks their shares: a ``DistributedSampler``, or any sampler that says its
+    ``num_replicas`` and ``rank`` (as torch's DataLoader, dataio reads shares only when a sampler asks)."""
+    if isinstance(sampler, DistributedSampler):
+        return True
+    replicas, rank = getattr(sampler, "num_replicas", None), getattr(sampler, "rank", None)
+    return isinstance(replicas, int) and isinstance(rank, int) and not isinstance(replicas, bool)
+
+
+def unpadded(sampler: Any) -> bool:
+    """Whether a rank-dealing sampler leaves the uneven tail unpadded (Lightning's ``UnrepeatedDistributedSampler``
+    deals each index once: its ``total_size`` is the set's size, while a padding sampler's is a multiple of the
+    ranks; judged on the total, the same on every rank, never on this rank's ``num_samples``)."""
+    total = getattr(sampler, "total_size", None)
+    if not isinstance(total, int) or getattr(sampler, "drop_last", False):
+        return False
+    return total % sampler.num_replicas != 0
 
 
 def _device_keywords(given: dict[str, Any], defaults: Any) -> None:
@@ -186,7 +211,7 @@ def _device_keywords(given: dict[str, Any], defaults: Any) -> None:
 
 def check_sampler_size(sampler: Any, num_samples: int, where: str) -> None:
     """Refuse a sampler built over a data set of another size than the shards in ``where``."""
-    source = getattr(sampler, "dataset", None) if isinstance(sampler, DistributedSampler) else \
+    source = getattr(sampler, "dataset", None) if dealt_by_rank(sampler) else \
         getattr(sampler, "data_source", None)
     try:
         size = len(source)  # type: ignore[arg-type]
@@ -198,8 +223,8 @@ def check_sampler_size(sampler: Any, num_samples: int, where: str) -> None:
 
 def sampler_shuffles(sampler: Any) -> bool:
     """Whether ``sampler`` (DataLoader's ``sampler=``) draws a shuffled order: a training loader's."""
-    if isinstance(sampler, DistributedSampler):
-        return bool(sampler.shuffle)
+    if dealt_by_rank(sampler):
+        return bool(getattr(sampler, "shuffle", False))
     return isinstance(sampler, RandomSampler)
 
 

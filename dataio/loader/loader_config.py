@@ -35,6 +35,10 @@ class LoaderConfig:
     even_batches: bool = True  # False: the uneven tail is neither padded nor trimmed (ranks' counts differ: predict)
     world_size: int | None = None  # None: from torch.distributed when initialised, else 1
     rank: int | None = None
+    # True: a share of the process group's (the faces' default); False: the whole set on this rank (an eval on rank
+    # 0 alone); None: torch's DataLoader semantics (dataio.DataLoader's): shares only where a sampler or a framework
+    # (Lightning's loops, Accelerate) asks for them, else the whole set (dataio.loader.share_request)
+    shard: bool | None = True
     shuffle_window: int = DEFAULT_WINDOW  # samples shuffled together after the shard shuffle
     device: str = "cpu"
     pin_memory: bool = False
@@ -62,6 +66,11 @@ class LoaderConfig:
         if self.max_errors is not None and self.max_errors < 0:
             raise ValueError(f"max_errors must be >= 0, got {self.max_errors}")
         check_rank_args(self.world_size, self.rank)
+        if self.shard not in (True, False, None):
+            raise ConfigError(f"{{0}} must be True, False or None, got {self.shard!r:.30}", "shard")
+        if self.shard is False and self.world_size not in (None, 1):
+            raise ConfigError(f"{{0}}=False reads the whole set on this rank; it excludes world_size={self.world_size} "
+                              "(or a DistributedSampler): give one or the other", "shard")
         if self.shuffle_window < 1:
             raise ValueError(f"shuffle_window must be >= 1, got {self.shuffle_window}")
         check_remote_options(storage_options=self.storage_options, cache_dir=self.cache_dir,

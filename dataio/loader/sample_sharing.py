@@ -30,6 +30,7 @@ class SampleSharing:
     epoch: int
     batch_size: int
     _follow: Any
+    _unpadded: bool  # Lightning's predict: each sample once, no padding (``share_request``)
     _order: tuple[int, np.ndarray] | None = None
     _by_samples = True  # a failure is a sample, and the source drops it (the driver checks both)
 
@@ -79,7 +80,8 @@ class SampleSharing:
         self._follow_world()
         return partition.rank_share(self._epoch_size(), world_size=self.world_size, rank=self.rank,
                                     consumed=self.position.consumed, drop_last=False,
-                                    drop_tail=self.config.drops_tail, pad=self.config.even_batches,
+                                    drop_tail=self.config.drops_tail,
+                                    pad=self.config.even_batches and not self._unpadded,
                                     block=self.batch_size if self._deals_batches() else 1)
 
     def _make_plan(self) -> PassPlan:

@@ -26,6 +26,7 @@ from dataio.loader.accelerate_pass import AcceleratePass
 from dataio.loader.epoch_check import EpochDigesting
 from dataio.loader.epoch_sampler import EpochBatchSampler, EpochSampler
 from dataio.loader.rebuilt_on_unpickle import RebuiltOnUnpickle
+from dataio.loader.share_request import Request, share_request, whole_set_line
 from dataio.pipeline.device_copy import DeviceCopy
 from dataio.pipeline.exit_close import close_at_exit
 from dataio.pipeline.host_batch import HostBatch
@@ -57,14 +58,19 @@ class SourceLoader(EpochDigesting, RebuiltOnUnpickle, ResumableLoader):
     # nothing per batch (text): the base imports no augment, so a text loader never imports kornia.
     _key_type: Any = None
     _by_samples = False  # a batch's failures are its samples, dropped by the source (SampleSharing's kinds)
+    _unpadded = False  # Lightning's predict asked for UnrepeatedDistributedSampler's shares (``share_request``)
+    _whole_of = 0  # a drop-in reading the whole set in a process group of this many ranks (0: it reads a share)
+    _said_whole = False  # the whole-set line was said
 
     def _start(self, source: SampleSource, stats: LoaderStats, *, fingerprint: str, threads: int,
                prefetch: int = 1, timeout: float = 0, num_workers: int = 0, inline: bool = False) -> None:
         """Set up the world, the position, the driver and the copy, once the façade has its config and source."""
         c = self.config
         self.source, self.stats = source, stats
-        self.world_size, self.rank = resolve_world(c.world_size, c.rank)
-        self._explicit_world, self._agreed = c.world_size is not None, (0, 0)  # the world last agreed in
+        explicit = c.world_size is not None or c.shard is False  # shard=False: the whole set, whatever the group
+        self.world_size, self.rank = (resolve_world(c.world_size, c.rank) if c.world_size is not None else
+                                      (1, 0) if c.shard is False else self._process_world())
+        self._explicit_world, self._agreed = explicit, (0, 0)  # the world last agreed in
         # matched across ranks by where it was built and its role (a validation loader built on rank 0 alone in the
         # training loop's lines is not the training loader's match): the data's folder name (not its path: node-local
         # copies lie elsewhere; loaders built over a set() of names come in another order on each rank), batch size,
@@ -117,10 +123,22 @@ class SourceLoader(EpochDigesting, RebuiltOnUnpickle, ResumableLoader):
     def pass_plan(self) -> PassPlan:
         """This rank's batches in the next (or current) pass, made once per epoch, position and world."""
         self._follow_world()
-        key = (self.epoch, self.position.consumed, self.world_size, self.rank)
+        key = (self.epoch, self.position.consumed, self.world_size, self.rank, self._unpadded)
         if self._plan_cache is None or self._plan_cache[0] != key:
             self._plan_cache = (key, self._make_plan())
         return self._plan_cache[1]
+
+    def _process_world(self) -> tuple[int, int]:
+        """The process group's world; a drop-in's (``shard=None``) only where a framework asks for shares
+        (``share_request``), else ``(1, 0)``: the whole set, as torch's DataLoader without a sampler."""
+        world = resolve_world(None, None)
+        if self.config.shard is not None or world[0] < 2:
+            self._unpadded, self._whole_of = False, 0
+            return world
+        request = share_request()
+        self._unpadded = request is Request.UNPADDED
+        self._whole_of = world[0] if request is Request.NONE else 0
+        return (1, 0) if request is Request.NONE else world
 
     def _world_changed(self, before: int) -> None:
         self._plan_cache = None
@@ -147,6 +165,10 @@ class SourceLoader(EpochDigesting, RebuiltOnUnpickle, ResumableLoader):
         stacked on another: a text batch is ~30 us, and each layer costs a resume per batch.
         """
         self._follow_sampler_epoch()
+        if self._whole_of and not self._said_whole:  # once per loader: earlier drop-ins took shares unasked
+            self._said_whole = True
+            log.warning(whole_set_line(redact(f"dataio.DataLoader({self._describe()})"), self._whole_of,
+                                       self._epoch_total(), "samples" if self._by_samples else "batches"))
         consumed = self.position.begin(self._epoch_total())
         self._agree_once()
         plan = self.pass_plan()

@@ -178,12 +178,16 @@ class ResumableLoader:
         """
         if self._explicit_world or self._live:
             return
-        world = resolve_world(None, None)
+        world = self._process_world()
         if world != (self.world_size, self.rank):
             before = self.world_size
             self.world_size, self.rank = world
             self.position.world_size = world[0]
             self._world_changed(before)
+
+    def _process_world(self) -> tuple[int, int]:
+        """The world to read in when none was given: the process group's (a drop-in may read the whole set)."""
+        return resolve_world(None, None)
 
     def _world_changed(self, before: int) -> None:
         """Check the new world (``partition.check_world``) and drop what was dealt for the old one."""

@@ -33,8 +33,10 @@ import dataio
 
 
 def build_loader(folder, train, batch_size=4):
-    # the examples' train_loader / val_loader, swapped to dataio with one line each
-    return dataio.DataLoader(str(folder), batch_size=batch_size, shuffle=train, num_workers=1, image_size=16)
+    # the examples' train_loader / val_loader, swapped to dataio with one line each; the examples deal both with a
+    # DistributedSampler, which shard=True stands for (the drop-in alone reads the whole set, as torch's loader)
+    return dataio.DataLoader(str(folder), batch_size=batch_size, shuffle=train, num_workers=1, image_size=16,
+                             shard=True)
 
 
 def validate(loader, model):
@@ -90,7 +92,8 @@ def main() -> None:
         record["epochs"].append(ids)
         extra = []
         for folder in args.loop:  # loaders built in a loop over data sets
-            loader = dataio.DataLoader(str(folder), batch_size=4, shuffle=True, num_workers=1, image_size=16)
+            loader = dataio.DataLoader(str(folder), batch_size=4, shuffle=True, num_workers=1, image_size=16,
+                                       shard=True)
             loader.sampler.set_epoch(epoch)
             extra.append(sum(len(b[1]) for b in loader))
         record["loop"].append(extra)

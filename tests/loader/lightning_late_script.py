@@ -82,7 +82,7 @@ def main() -> None:
     predictions = trainer.predict(model, datamodule=data)
     rank = torch.distributed.get_rank()
     record = {"world": [data.train.world_size, data.train.rank], "read": model.read,
-              "predictions": sum(len(p) for p in predictions), "train_len": len(data.train)}
+              "predictions": sum(len(p) for p in predictions), "train_len": trainer.num_training_batches}  # len outside the trainer: the whole set, as torch
     (args.out / f"rank{rank}.json").write_text(json.dumps(record))
 
 
