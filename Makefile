@@ -37,6 +37,10 @@ $(STAMP): pyproject.toml Makefile $(wildcard formats/jpeg/*.c formats/jpeg/*.h) 
 	rm -rf $(VENV)/clients
 	$(PIP) install -q --no-deps --target $(VENV)/clients torchvision==0.28.0 open_clip_torch==3.3.0 timm==1.0.28 \
 		transformers==5.25.0 ftfy==6.3.1 wcwidth==0.9.5
+	# webdataset 0.2.86, the floor dataio declares and the only version open_clip_torch[training] shares with it, in a
+	# folder of its own: tests/clients puts it first on PYTHONPATH to run `dataio bench pairs`'s baseline against it.
+	rm -rf $(VENV)/clients-wds0286
+	$(PIP) install -q --no-deps --target $(VENV)/clients-wds0286 webdataset==0.2.86
 	# pillow-simd must be the last thing installed: matplotlib pulls `pillow`,
 	# which shares the PIL package and silently replaces the SIMD build.
 	$(PIP) uninstall -q -y pillow pillow-simd

@@ -24,6 +24,8 @@ std in the worker, and ``batched``. This reproduces it:
 
 from __future__ import annotations
 
+import inspect
+
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -131,6 +133,16 @@ def collate_pairs(samples: list[dict[str, Any]]) -> dict[str, Any]:
             "key": [s["key"] for s in samples]}
 
 
+def webdataset_options(wds: Any, seed: int) -> dict[str, Any]:
+    """``WebDataset``'s keywords that differ by version, feature-detected: 1.x takes ``empty_check`` and ``seed``;
+    0.2.86 (the floor dataio declares, and the only one ``open_clip_torch[training]`` shares with it) takes neither
+    and seeds its shard shuffle with ``detshuffle``."""
+    takes = inspect.signature(wds.WebDataset.__init__).parameters
+    if "seed" in takes:
+        return {"empty_check": False, "seed": seed} if "empty_check" in takes else {"seed": seed}
+    return {"detshuffle": True} if "detshuffle" in takes else {}
+
+
 def make_open_clip_style(shards: Iterable[Path], *, batch_size: int, size: int, num_workers: int, tokenizer: Any,
                          context_length: int = 77, normalize: bool = True, seed: int = 0) -> Epoch:
     """open_clip's training pipeline over ``shards`` (img2dataset tars) under ``DataLoader(num_workers)``.
@@ -144,7 +156,7 @@ def make_open_clip_style(shards: Iterable[Path], *, batch_size: int, size: int, 
     work = PairSample(OpenClipStyleTrainTransform(size, normalize=normalize, seed=seed),
                       CaptionTokenizer(tokenizer, context_length))
     dataset = (
-        wds.WebDataset(urls, shardshuffle=len(urls), empty_check=False, select_files=wanted_pair_member, seed=seed)
+        wds.WebDataset(urls, shardshuffle=len(urls), select_files=wanted_pair_member, **webdataset_options(wds, seed))
         .shuffle(SHUFFLE_BUFFER)
         .map(work, handler=wds.warn_and_continue)
         .batched(batch_size, collation_fn=collate_pairs, partial=True)

@@ -133,12 +133,13 @@ def main() -> None:
     args = parser.parse_args()
 
     torch.manual_seed(0)
-    captions = dataio.CaptionConfig(tokenizer=args.tokenizer, max_length=args.context_length)
+    captions = dataio.CaptionConfig(tokenizer=args.tokenizer, max_length=args.context_length, pad_to_max_length=True)
     common = dict(image_size=args.image_size, num_workers=args.workers, mean=CLIP_MEAN, std=CLIP_STD)
     loader = dataio.DataLoader(args.pairs, args.batch_size, shuffle=True, crop_scale=(0.9, 1.0), hflip=0.0,
                                captions=captions, **common)
     val = dataio.DataLoader(args.val, args.batch_size, shuffle=False, captions=dataio.CaptionConfig(
-        tokenizer=args.tokenizer, max_length=args.context_length, text=True), **common) if args.val else None
+        tokenizer=args.tokenizer, max_length=args.context_length, pad_to_max_length=True, text=True), **common) \
+        if args.val else None
     shown = dataio.DataLoader(args.pairs, 2, shuffle=False, captions=dataio.CaptionConfig(
         tokenizer=args.tokenizer, max_length=args.context_length, text=True, keys=True, json_fields=("url", "width")),
         **common)

@@ -12,6 +12,8 @@ and the text:
   (a fixed context, CLIP's 77).
 - ``caption``: the strings, with ``text=True``, or alone when the folder has no ids and no ``tokenizer`` is
   given.
+- ``output="tuple"``: each batch is open_clip's ``(images, input_ids)`` instead of the dict (its loops unpack
+  ``images, texts = batch``); ``batch_transform`` still gets the dict, and may return that tuple itself.
 - ``key`` (``keys=True``): each sample's key; ``json`` (``json_fields``): per sample a dict of those fields
   of its ``.json`` (img2dataset's ``url``, ``width``, ``original_width``, ``status`` ...), None where it
   has none.
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields as dataclass_fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from dataio.formats.errors import ConfigError
 from dataio.formats.remote.secrets import redact
@@ -44,6 +46,7 @@ class CaptionConfig:
     text: bool = False  # the caption strings too, as ``caption``
     keys: bool = False  # each sample's key, as ``key``
     json_fields: tuple[str, ...] = ()  # these fields of each sample's .json, as ``json``
+    output: Literal["dict", "tuple"] = "dict"  # batches as dicts, or open_clip's (images, input_ids)
 
     def __repr__(self) -> str:  # a tokenizer named by URL may carry credentials: never shown
         shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in dataclass_fields(self))
@@ -57,6 +60,9 @@ class CaptionConfig:
             raise ConfigError("{0} needs a max_length", "pad_to_max_length")
         if isinstance(self.pad_multiple, bool) or self.pad_multiple < 1:
             raise ConfigError(f"{{0}} must be >= 1, got {self.pad_multiple!r}", "pad_multiple")
+        if self.output not in ("dict", "tuple"):
+            raise ConfigError(f"{{0}} must be 'dict' or 'tuple' (open_clip's (images, input_ids)), got "
+                              f"{self.output!r:.20}", "output")
         fields = tuple(self.json_fields) if not isinstance(self.json_fields, str) else (self.json_fields,)
         if not all(isinstance(name, str) and name for name in fields) or len(set(fields)) != len(fields):
             raise ConfigError(f"{{0}} must be distinct field names, got {self.json_fields!r}", "json_fields")

@@ -88,11 +88,25 @@ def _tokens(parts: list[tuple[str, Manifest, pa.Table]], want_ids: bool) -> Toke
     return TokenArrays(values, np.concatenate(chunk_of), np.concatenate(starts), np.concatenate(lengths))
 
 
+def _located(shards: ImageShards, sample: int) -> tuple[pa.Table, Manifest, int]:
+    """The table and manifest ``sample`` lies in (a mixture's source), and its row there."""
+    if shards.mixture is None:
+        return shards.table.table, shards.manifest, sample
+    source = int(shards.mixture.source_of(np.array([sample]))[0])
+    opened = shards.mixture.sources[shards.mixture.names[source]]
+    return opened.table.table, opened.manifest, sample - int(shards.mixture.offsets[source])
+
+
 def caption_of(shards: ImageShards, sample: int) -> str:
     """One sample's caption (a map-style read: ``ShardDataset``); a mixture's from the source it lies in."""
-    if shards.mixture is None:
-        return shards.table.table.column(CAPTION.name)[sample].as_py()
-    source = int(shards.mixture.source_of(np.array([sample]))[0])
-    name = shards.mixture.names[source]
-    row = sample - int(shards.mixture.offsets[source])
-    return shards.mixture.sources[name].table.table.column(CAPTION.name)[row].as_py()
+    table, _, row = _located(shards, sample)
+    return table.column(CAPTION.name)[row].as_py()
+
+
+def ids_of(shards: ImageShards, sample: int) -> tuple[list[int], dict[str, Any]] | None:
+    """One sample's stored token ids (BOS and EOS included) and its source's tokenizer record (``pad_id``,
+    ``eos_id``); None where the folder stores no ids."""
+    table, manifest, row = _located(shards, sample)
+    if TOKENS not in table.schema.names:
+        return None
+    return [int(i) for i in table.column(TOKENS)[row].as_py()], _tokenizer(manifest)

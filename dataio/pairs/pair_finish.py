@@ -16,7 +16,8 @@ import torch
 
 from dataio.images.config import ImageLoaderConfig
 from dataio.images.image_finish import CROP_FIELDS, ImageFinish
-from dataio.pipeline.hook_sizes import checked_dict
+from dataio.formats.errors import ConfigError
+from dataio.pipeline.hook_sizes import check_rows, checked_dict
 from dataio.pipeline.host_batch import HostBatch
 
 
@@ -38,5 +39,13 @@ class PairFinish:
         return {"image": images, **{name: value for name, value in moved.items() if isinstance(value, torch.Tensor)},
                 **lists}
 
-    def checked(self, out: Any, rows: int, given: Any = None) -> dict:
+    def checked(self, out: Any, rows: int, given: Any = None) -> dict | tuple:
+        """A ``batch_transform``'s dict, or open_clip's ``(images, texts)`` tuple of two tensors, rows kept."""
+        if isinstance(out, tuple):
+            if len(out) != 2 or not all(isinstance(part, torch.Tensor) for part in out):
+                raise ConfigError("{0} may return the batch dict or a tuple of two tensors (images, input_ids), got "
+                                  f"a tuple of {', '.join(type(part).__name__ for part in out)[:80]}",
+                                  "batch_transform")
+            check_rows("batch_transform", {"images": out[0], "input_ids": out[1]}, rows, "samples")
+            return out
         return checked_dict(out, rows, given=given)

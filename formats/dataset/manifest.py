@@ -20,6 +20,7 @@ from dataio.formats.dataset.sample_fields import (FieldSpec, FieldsError, declar
 from dataio.formats.dataset.sample_kind import SAMPLE_KINDS, inferred_kind
 from dataio.formats.kinds import kind_problem
 from dataio.formats.bounded_read import read_at_most
+from dataio.formats.dataset.shard_patterns import is_pattern, no_manifest, pattern_shards, refused_pattern
 from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.limits import MAX_MANIFEST_BYTES
 from dataio.formats.remote.storage import DEFAULT_TIMEOUT, Location, RetryPolicy, describe, open_location, remote_errors
@@ -212,10 +213,19 @@ def _fields(data: dict[str, Any], where: str) -> tuple[FieldSpec, ...]:
 def read_manifest(source: str | Path) -> tuple[Path, Manifest]:
     """Read the manifest of a shard folder (or a manifest path); returns (folder, manifest)."""
     path = Path(source)
+    pattern = is_pattern(source) and not path.exists()
+    if pattern:  # open_clip's DIR/{00000..00003}.tar: its folder, when it names every shard there
+        path, named = pattern_shards(source)
     if path.is_dir():
         path = path / MANIFEST_NAME
     if not path.is_file():
-        raise ManifestError(f"{path}: no manifest (is this a folder written by `dataio convert`?)")
+        raise ManifestError(no_manifest(path, source))
+    if pattern:
+        folder, manifest = read_manifest(path)
+        shards = {entry.file for entry in manifest.shards}
+        if set(named) != shards:
+            raise ManifestError(refused_pattern(source, folder, shards, named))
+        return folder, manifest
     try:
         text = read_at_most(path, MAX_MANIFEST_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:  # FileTooLarge is an OSError: its message says the size

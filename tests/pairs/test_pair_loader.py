@@ -230,7 +230,7 @@ def test_shard_dataset_and_the_drop_in_give_dicts(pair_tars):
     rows = table(pair_tars)
     dataset = ShardDataset(pair_tars)
     sample = dataset[7]
-    assert set(sample) == {"image", "caption", "key"} and sample["caption"] == rows["caption"][7]
+    assert set(sample) == {"image", "caption", "key", "input_ids"} and sample["caption"] == rows["caption"][7]
     assert sample["image"].dtype == torch.uint8 and sample["image"].shape[0] == 3
     upper = ShardDataset(pair_tars, image_size=32, target_transform=str.upper)
     batch = next(iter(torch.utils.data.DataLoader(upper, batch_size=4)))  # torch's default_collate: lists of text
