@@ -11,6 +11,7 @@ parse) rejects that image with a one-line reason, listed in ``rejected.jsonl`` a
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 from dataclasses import dataclass, field
@@ -26,6 +27,9 @@ from dataio.formats.images.image_prepare import EXIF_ORIENTATION
 from dataio.formats.images.image_tree import errno_text
 
 MAX_LABEL_FILE_BYTES = 16 << 20  # one image's label file (YOLO .txt, VOC .xml): real ones are a few KB
+# what is read of an image for its size and orientation: JPEG's EXIF segment (at most 64 KiB) and frame header
+# come first, PNG's IHDR at byte 16; the packer reads the whole file later, checked
+HEADER_BYTES = 1 << 20
 
 
 @dataclass
@@ -73,7 +77,9 @@ def upright_size(path: Path, root: Path) -> tuple[int, int, int]:
     """(width, height, EXIF orientation) of the image at ``path`` as a viewer shows it (turned upright), from
     its header; OSError with the reason in one line."""
     try:
-        with open_input(path, root=root) as file, Image.open(file) as image:
+        with open_input(path, root=root) as file:
+            head = file.read(HEADER_BYTES)
+        with Image.open(io.BytesIO(head)) as image:  # the header only: PIL reads pixels on demand
             width, height = image.size
             orientation = image.getexif().get(EXIF_ORIENTATION, 1)
     except OSError as e:

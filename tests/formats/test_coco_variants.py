@@ -79,3 +79,12 @@ def test_convert_images_refuses_yolo_and_voc_folders_naming_the_command(coloured
         assert result.returncode == 2, result.stderr
         assert len(result.stderr.splitlines()) == 1 and what in result.stderr and command in result.stderr
         assert not (tmp_path / f"{layout}-out" / "manifest.json").exists()
+
+
+def test_the_other_detection_formats_block_of_the_docs_runs(tmp_path) -> None:
+    page = (ROOT / "docs" / "detection.md").read_text()
+    section = page.split("## Other detection formats", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```python\n", 1)[1].split("```", 1)[0]
+    result = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[[120.0, 60.0, 200.0, 180.0]] [1]"
