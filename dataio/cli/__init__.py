@@ -21,7 +21,7 @@ import signal
 import sys
 
 from dataio import __version__
-from dataio.cli import bench, convert, convert_coco, demo, index, merge, synth, train, verify
+from dataio.cli import bench, convert, convert_coco, convert_detection, demo, index, merge, synth, train, verify
 from dataio.cli.flags import Parser, flag_names
 from dataio.cli.storage_flag import storage_options_of as _storage_options  # noqa: F401  (the tests' name)
 from dataio.cli.train import train_data as _train_data  # noqa: F401  (the tests' name)
@@ -30,6 +30,7 @@ from dataio.formats.remote.secrets import redact
 
 _HANDLERS = {("convert", "images"): convert.run_images, ("convert", "text"): convert.run_text,
              ("convert", "coco"): convert_coco.run,
+             ("convert", "yolo"): convert_detection.run_yolo, ("convert", "voc"): convert_detection.run_voc,
              ("bench", "images"): bench.run_images, ("bench", "augment"): bench.run_augment,
              ("bench", "text"): bench.run_text, ("bench", "sampler"): bench.run_sampler,
              ("bench", "detection"): bench.run_detection,

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from dataio.cli import convert_coco
+from dataio.cli import convert_coco, convert_detection
 from dataio.cli.caption_flags import add_caption_flags, tokenizer_config
 from dataio.cli.flags import (add_rank_flags, add_storage, conversion_rank, given, local_for_ranks,
                               maybe_remote, positive, run_image_conversion, source)
@@ -69,6 +69,7 @@ def add(commands: argparse._SubParsersAction) -> None:
     text.add_argument("--tokenizer-wait", type=float, metavar="SECONDS",
                       help="how long a rank > 0 waits for the tokenizer rank 0 trains (default 3600)")
     convert_coco.add(kinds)
+    convert_detection.add(kinds)
 
 
 def run_images(args: argparse.Namespace) -> int:

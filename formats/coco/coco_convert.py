@@ -133,10 +133,11 @@ def _prepare_job(job: tuple) -> PreparedTargets | Rejection:
     return result
 
 
-def convert_coco(config: ConvertCocoConfig) -> CocoSummary:
+def convert_coco(config: ConvertCocoConfig, source: CocoIndex | None = None) -> CocoSummary:
     """Pack the COCO data of ``config`` into ``config.out``; resumes an interrupted run. With ``world_size`` > 1,
-    this rank's share of the images into ``OUT/rank-R-of-N``, merged by the last rank to finish."""
-    index = read_coco_json(config.annotations, config.max_annotations_bytes)
+    this rank's share of the images into ``OUT/rank-R-of-N``, merged by the last rank to finish. ``source``: the
+    index a source layer read from another layout (YOLO, VOC, Hub Parquet), packed instead of the JSON's."""
+    index = read_coco_json(config.annotations, config.max_annotations_bytes) if source is None else source
     if index.has_segmentation:
         try:
             pycocotools_mask()
@@ -177,8 +178,9 @@ def _pack(config: ConvertCocoConfig, index: CocoIndex, images: list[CocoImage], 
 
 def _options(config: ConvertCocoConfig, index: CocoIndex) -> dict:
     p = config.prepare
-    return {"source": "coco", "annotations": config.annotations.name,
-            "annotations_sha256": sha256_file(config.annotations),
+    origin = index.origin or {"source": "coco", "annotations": config.annotations.name,
+                              "annotations_sha256": sha256_file(config.annotations)}
+    return {**origin,
             "categories": [list(category) for category in index.categories],
             "empty": "skip" if config.skip_empty else "keep", "masks": index.has_segmentation,
             "sample_checksum": CHECKSUM_FIELD.name,

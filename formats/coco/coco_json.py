@@ -39,6 +39,7 @@ import numpy as np
 
 from dataio.formats.bounded_read import FileTooLarge
 from dataio.formats.coco.coco_fields import MAX_OBJECTS
+from dataio.formats.coco.coco_variants import lvis_file_name, refuse_other_coco_tasks
 from dataio.formats.errors import DataioError
 from dataio.formats.images.image_tree import NotRegularFile, errno_text, read_regular_file
 from dataio.formats.limits import MAX_CLASSES, MAX_CLASSES_FILE_BYTES
@@ -89,6 +90,9 @@ class CocoIndex:
     rejected: list[tuple[str, str]] = field(default_factory=list)
     has_segmentation: bool = False
     ambiguous: dict[int, int] = field(default_factory=dict)  # image ids given to more than one image -> how many
+    # what a source layer read it from, for the manifest's options (source, annotations, annotations_sha256);
+    # None: the COCO JSON of the conversion's config
+    origin: dict[str, str] | None = None
 
     @property
     def classes(self) -> tuple[str, ...]:
@@ -113,22 +117,29 @@ def read_coco_json(path: Path, max_bytes: int = MAX_ANNOTATIONS_BYTES) -> CocoIn
     except (ValueError, UnicodeDecodeError) as e:
         raise DataioError(f"{where}: not valid JSON ({e})") from None
     del data
+    return coco_index(document, where, path.name)
+
+
+def coco_index(document: Any, where: str, name: str) -> CocoIndex:
+    """The checked index of a parsed COCO document (``where`` names it in errors, ``name`` in rejections): the
+    JSON file's, or one a source layer built from another layout (``formats/coco/*_source.py``)."""
     if not isinstance(document, dict):
         raise DataioError(f"{where}: not COCO JSON (the top level is not an object)")
-    for name in ("images", "categories"):
-        if not isinstance(document.get(name), list):
-            raise DataioError(f"{where}: not COCO instances JSON (no {name!r} list)")
+    for listed in ("images", "categories"):
+        if not isinstance(document.get(listed), list):
+            raise DataioError(f"{where}: not COCO instances JSON (no {listed!r} list)")
+    refuse_other_coco_tasks(document, where)
     annotations = document.get("annotations", [])
     if not isinstance(annotations, list):
         raise DataioError(f"{where}: 'annotations' is not a list")
     categories = _categories(document["categories"], where)
     index = CocoIndex(categories=categories, images=[])
-    images = _images(document["images"], path.name, index)
-    grouped = _annotations(annotations, path.name, {cid: label for label, (cid, _, _) in enumerate(categories)},
+    images = _images(document["images"], name, index)
+    grouped = _annotations(annotations, name, {cid: label for label, (cid, _, _) in enumerate(categories)},
                            images, index)
     for image_id, found in grouped.items():
         if len(found) > MAX_OBJECTS:  # the readers would refuse the sample: refused here, with the count
-            index.rejected.append((f"{path.name}#image {image_id}", f"{len(found):,} good annotations, more than "
+            index.rejected.append((f"{name}#image {image_id}", f"{len(found):,} good annotations, more than "
                                    f"the {MAX_OBJECTS:,} a sample may hold"))
             del images[image_id]
     index.images = [CocoImage(image.id, image.file_name, image.width, image.height, tuple(grouped[image.id]))
@@ -180,7 +191,7 @@ def _images(raw: list, name: str, index: CocoIndex) -> dict[int, CocoImage]:
         if not -(1 << 63) <= entry["id"] < 1 << 63:  # stored in the table's int64 image_id column
             index.rejected.append((at, f"its id {str(entry['id'])[:40]} does not fit in 64 bits"))
             continue
-        image_id, file_name = entry["id"], entry.get("file_name")
+        image_id, file_name = entry["id"], entry.get("file_name", lvis_file_name(entry))
         at = f"{name}#image {image_id}"
         width, height = entry.get("width"), entry.get("height")
         reason = None

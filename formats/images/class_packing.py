@@ -18,6 +18,7 @@ from dataio.formats.dataset.shard_members import CAPTION_MEMBER, LABEL_MEMBER, M
 from dataio.formats.dataset.wds_shards import MemberLocation
 from dataio.formats.errors import UsageError
 from dataio.formats.images.class_names import label_outside, numbered_classes, read_class_names
+from dataio.formats.images.detection_layouts import refuse_detection_layout
 from dataio.formats.images.image_prepare import PreparedImage
 from dataio.formats.images.image_tree import ImageTree, walk_image_tree
 from dataio.formats.images.packing_kind import NOTHING_BESIDE, Beside, Sample
@@ -59,6 +60,7 @@ class ClassPacking:
             raise ValueError("tokenizer is for image-text pairs: give captions=True (--captions) too")
 
     def folder(self, config: Any) -> ImageTree:
+        refuse_detection_layout(config.src)  # its subfolders are no classes: refused, never packed as classes
         tree = walk_image_tree(config.src)
         if config.classes_file is None:
             return tree
