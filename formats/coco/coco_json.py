@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ import numpy as np
 
 from dataio.formats.bounded_read import FileTooLarge
 from dataio.formats.coco.coco_fields import MAX_OBJECTS
+from dataio.formats.coco.coco_keypoints import KeypointNames, checked_keypoints, keypoint_names
 from dataio.formats.errors import DataioError
 from dataio.formats.images.image_tree import NotRegularFile, errno_text, read_regular_file
 from dataio.formats.limits import MAX_CLASSES, MAX_CLASSES_FILE_BYTES
@@ -66,6 +67,7 @@ class Annotation:
     label: int
     iscrowd: bool
     segmentation: Any
+    keypoints: tuple[float, ...] | None = None  # 3 x K: x, y, visibility (``coco_keypoints``), in files with names
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class CocoIndex:
     rejected: list[tuple[str, str]] = field(default_factory=list)
     has_segmentation: bool = False
     ambiguous: dict[int, int] = field(default_factory=dict)  # image ids given to more than one image -> how many
+    keypoints: KeypointNames | None = None  # the categories' keypoint names and skeleton (person_keypoints files)
 
     @property
     def classes(self) -> tuple[str, ...]:
@@ -122,7 +125,8 @@ def read_coco_json(path: Path, max_bytes: int = MAX_ANNOTATIONS_BYTES) -> CocoIn
     if not isinstance(annotations, list):
         raise DataioError(f"{where}: 'annotations' is not a list")
     categories = _categories(document["categories"], where)
-    index = CocoIndex(categories=categories, images=[])
+    index = CocoIndex(categories=categories, images=[],
+                      keypoints=keypoint_names(document["categories"], annotations, where))
     images = _images(document["images"], path.name, index)
     grouped = _annotations(annotations, path.name, {cid: label for label, (cid, _, _) in enumerate(categories)},
                            images, index)
@@ -241,6 +245,9 @@ def _annotations(raw: list, name: str, labels: dict[int, int], images: dict[int,
             continue
         try:
             annotation = _annotation(entry, ann_id if _integer(ann_id) else -1, labels, image)
+            if index.keypoints is not None:
+                annotation = replace(annotation, keypoints=checked_keypoints(
+                    entry, len(index.keypoints.names), image.width, image.height))
         except ValueError as e:
             index.rejected.append((at, f"{e} (image {image.file_name[:200]!r})"))
             continue
