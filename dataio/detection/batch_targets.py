@@ -3,7 +3,7 @@
 Boxes are ``augment.box_targets.BoxTargets`` (each box's visible polygon in the
 output's pixels, so later warps clip and measure it exactly), with the crowd
 flag and the mask of each row beside them (``masks[j]`` is row ``j``'s), and
-each sample's COCO image id. A batch holds them as its ``targets`` field: a
+each sample's COCO image id, and each row's keypoints where the folder has them. A batch holds them as its ``targets`` field: a
 ragged field (``pipeline.host_batch.Rows``), whose ``keep`` drops a failed
 sample's rows when the error policy drops the sample from the other fields.
 """
@@ -25,6 +25,7 @@ class BatchTargets:
     iscrowd: np.ndarray
     masks: np.ndarray | None
     image_id: np.ndarray
+    keypoints: np.ndarray | None = None  # (T, K, 3) by row, in the output's pixels (``augment.keypoint_targets``)
 
     def __len__(self) -> int:
         """Samples (not boxes): a per-sample field's count."""
@@ -38,4 +39,4 @@ class BatchTargets:
         b = self.boxes
         boxes = BoxTargets(b.polygons[rows], b.full_areas[rows], b.labels[rows], offsets)
         return BatchTargets(boxes, self.iscrowd[rows], None if self.masks is None else self.masks[rows],
-                            self.image_id[keep])
+                            self.image_id[keep], None if self.keypoints is None else self.keypoints[rows])

@@ -30,6 +30,7 @@ from dataio.augment import SeedKey
 from dataio.augment.bbox_crop import bbox_crop_boxes
 from dataio.augment.box_targets import BoxTargets
 from dataio.augment.crop_boxes import center_crop_boxes, flips, random_resized_crop_boxes
+from dataio.augment.keypoint_targets import map_sample_keypoints
 from dataio.augment.mix import refuse_with_box_targets
 from dataio.augment.target_maps import crop_resize_maps, decoded_crop_boxes, device_crop_maps
 from dataio.detection.batch_targets import BatchTargets
@@ -57,6 +58,7 @@ class DetectionBatchSource(ImageBatchSource):
         super().__init__(shards, config, options, times, dali=dali, threads=threads)
         self.detection = options
         self.columns = TargetColumns(shards, self.detection.masks, self.detection.require_masks)
+        self.keypoint_flips = self.columns.keypoint_flips  # a flip swaps left and right points
 
     def start_batch(self, index: int, keys: np.ndarray, key: SeedKey) -> BatchStart:
         c, d, table = self.config, self.detection, self.shards.table
@@ -106,12 +108,15 @@ class DetectionBatchSource(ImageBatchSource):
     def _map_boxes(self, fields: dict[str, Any], objects: BatchObjects, kept: np.ndarray, keys: np.ndarray,
                    widths: np.ndarray, heights: np.ndarray, maps: np.ndarray, out: int, masks: np.ndarray | None,
                    lap: Lap) -> Failures:
-        """The batch's boxes in the output's pixels (their visible polygons: ``BoxTargets``), as its ``targets``
-        field (ragged rows: ``BatchTargets`` drops a failed sample's rows with it)."""
+        """The batch's boxes in the output's pixels (their visible polygons: ``BoxTargets``) and their keypoints by
+        the same maps, as its ``targets`` field (ragged rows: ``BatchTargets`` drops a failed sample's rows with it)."""
         with lap("targets"):
             boxes = BoxTargets.from_ragged(objects.boxes, objects.labels, objects.counts, widths, heights)
             boxes = boxes.select(kept).mapped(maps, out, out)
-            fields["targets"] = BatchTargets(boxes, objects.iscrowd[kept], masks, self.columns.image_ids(keys))
+            keypoints = None if objects.keypoints is None else map_sample_keypoints(
+                objects.keypoints[kept], boxes.owners(), maps, out, out, self.keypoint_flips)
+            fields["targets"] = BatchTargets(boxes, objects.iscrowd[kept], masks, self.columns.image_ids(keys),
+                                             keypoints)
             failures = over_max_boxes(boxes, objects.iscrowd[kept], self.detection, keys, self.shards.sample_error,
                                       warped=self.config.randaugment is not None)
         lap.flush()

@@ -20,6 +20,9 @@ padded. The dict (``docs/detection.md``):
 - ``masks`` (with ``masks=True``): (M, S, S) uint8, M = ``num_boxes.sum()``,
   row ``j`` the mask of the ``j``-th valid box in (sample, slot) order, so
   ``masks`` lines up with ``boxes[valid]``;
+- ``keypoints`` (a folder with COCO keypoints): (N, K, P, 3) float32 x, y, visibility in
+  output pixels, lined up with ``boxes`` (``keypoints[i][valid[i]]`` is torchvision's
+  keypoint R-CNN target); points outside the output have visibility 0;
 - ``image_id`` (N,) COCO's ids, ``sample_ids`` and ``repeated`` (N,) as the
   loader's ``batches()`` give them.
 """
@@ -34,6 +37,7 @@ import numpy as np
 import torch
 
 from dataio.augment.chain import CropBoxes, EpochSizedCrop, Normalize
+from dataio.augment.keypoint_targets import map_keypoints_in_slots, padded_keypoints
 from dataio.augment.mask_targets import warp_masks
 from dataio.augment.randaugment import RandAugment
 from dataio.augment.target_maps import randaugment_maps
@@ -58,6 +62,7 @@ class DetectionFinish:
         self.crop = EpochSizedCrop(c.image_size, schedule=c.schedule, scale=c.crop_scale, ratio=c.crop_ratio,
                                    hflip=c.hflip) if c.crop_on_device else None
         self.randaugment = RandAugment(dataclasses.replace(c.randaugment, output="float")) if c.randaugment else None
+        self.keypoint_flips = source.columns.keypoint_flips
 
     def fields(self, host: HostBatch) -> dict[str, Any]:
         return {"image": host.fields["image"]}  # the targets stay on the host until they are mapped and padded
@@ -66,8 +71,11 @@ class DetectionFinish:
         targets: BatchTargets = host.fields["targets"]
         images = moved["image"].permute(0, 3, 1, 2)
         masks = None if targets.masks is None else torch.from_numpy(targets.masks).to(self.device)
-        images, boxes, masks, keep = self._augment(images, targets, masks, host)
+        images, boxes, masks, keep, keypoints = self._augment(images, targets, masks, host)
         out = self._padded(boxes, targets.iscrowd[keep], masks, host)
+        if keypoints is not None:  # torchvision's keypoint R-CNN target per sample: keypoints[i][valid[i]] (K_i, P, 3)
+            out["keypoints"] = torch.from_numpy(padded_keypoints(keypoints, boxes.offsets, out["valid"].shape[1]))
+            out["keypoints"] = out["keypoints"].to(self.device, non_blocking=True)
         out["image"] = self._finish(images)
         out.update(image_id=torch.from_numpy(targets.image_id), sample_ids=torch.from_numpy(host.samples),
                    repeated=torch.from_numpy(host.repeated))
@@ -80,7 +88,7 @@ class DetectionFinish:
     def _augment(self, images: torch.Tensor, targets: BatchTargets, masks: torch.Tensor | None,
                  batch: HostBatch) -> tuple:
         """The device crop and RandAugment on the images, RandAugment's draws on the targets; the kept rows."""
-        boxes = targets.boxes
+        boxes, keypoints = targets.boxes, targets.keypoints
         if self.crop is not None:
             self.crop.seed_for(batch.key)
             images = self.crop(images, CropBoxes(boxes=batch.fields["crop_boxes"], flipped=batch.fields["crop_flips"]))
@@ -93,6 +101,9 @@ class DetectionFinish:
             whole = self.randaugment.uses_kernel(images.device, images.dtype)
             images = self.randaugment(images, output="uint8" if whole else None, draws=draws)
             slot_maps = randaugment_maps(draws, size, size)
+            if keypoints is not None:
+                keypoints = map_keypoints_in_slots(keypoints, boxes.owners(), slot_maps, size, size,
+                                                   self.keypoint_flips)
             boxes = boxes.mapped_in_slots(slot_maps, size, size)
             if masks is not None:
                 masks = warp_masks(masks, boxes.offsets, slot_maps)
@@ -103,7 +114,7 @@ class DetectionFinish:
             boxes, rows = boxes.select(not_crowd), rows[not_crowd]
         if masks is not None:
             masks = masks[torch.from_numpy(rows).to(masks.device)]
-        return images, boxes, masks, rows
+        return images, boxes, masks, rows, None if keypoints is None else keypoints[rows]
 
     def _padded(self, boxes, iscrowd: np.ndarray, masks: torch.Tensor | None,
                 batch: HostBatch) -> dict[str, torch.Tensor]:

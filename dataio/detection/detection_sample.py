@@ -6,8 +6,9 @@ image resized to S x S, or the centre crop: ``DetectionConfig.eval_crop``) and
 the targets through the same map, filtered by ``min_visible`` as the loader's
 are. Keys: ``image``, ``boxes`` (K, 4) float32 xyxy, ``labels`` (K,) int64,
 ``iscrowd`` (K,) bool, ``image_id`` (an int), and ``masks`` (K, H, W) uint8 when
-``DetectionConfig.masks`` asks: torchvision's detection target form, with the
-image in the same dict.
+``DetectionConfig.masks`` asks, ``keypoints`` (K, P, 3) float32 x, y, visibility where the folder
+has COCO keypoints (moved with the boxes; visibility 0 outside the view): torchvision's detection
+target form, with the image in the same dict.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from PIL import Image
 from dataio.augment import Normalize
 from dataio.augment.box_targets import BoxTargets
 from dataio.augment.crop_boxes import center_crop_boxes
+from dataio.augment.keypoint_targets import map_sample_keypoints
 from dataio.augment.target_maps import crop_resize_maps
 from dataio.detection.detection_config import DetectionConfig
 from dataio.images.image_shards import ImageShards
@@ -44,7 +46,7 @@ def detection_sample(reader: ImageShards, columns: TargetColumns, index: int, ta
                               zip(objects.mask_parts, objects.mask_rows, strict=True)])
         pixels: Any = decode_image(data, to_pil=to_pil)
         check_size(*(pixels.size if to_pil else pixels.shape[1::-1]), (width, height))  # boxes are in its pixels
-        boxes, labels, iscrowd = objects.boxes, objects.labels, objects.iscrowd
+        boxes, labels, iscrowd, keypoints = objects.boxes, objects.labels, objects.iscrowd, objects.keypoints
     else:
         w, h = np.array([width], np.float64), np.array([height], np.float64)
         box = (np.array([[0.0, 0.0, width, height]]) if targets.eval_crop == "whole"
@@ -55,6 +57,9 @@ def detection_sample(reader: ImageShards, columns: TargetColumns, index: int, ta
         moved, rows = (BoxTargets.from_ragged(objects.boxes, objects.labels, objects.counts, w, h)
                        .mapped(maps, image_size, image_size).kept(targets.min_visible, targets.min_side))
         boxes, labels, iscrowd = moved.boxes(), moved.labels, objects.iscrowd[rows]
+        keypoints = None if objects.keypoints is None else map_sample_keypoints(
+            objects.keypoints, np.zeros(len(objects.labels), np.int64), maps, image_size, image_size,
+            columns.keypoint_flips)[rows]
         if targets.masks:
             masks = columns.resampled_masks(objects.mask_parts[rows], objects.mask_rows[rows], index, maps[0],
                                             image_size)
@@ -66,6 +71,8 @@ def detection_sample(reader: ImageShards, columns: TargetColumns, index: int, ta
               "iscrowd": torch.from_numpy(iscrowd[keep]), "image_id": int(columns.image_ids(ids)[0])}
     if targets.masks:
         sample["masks"] = torch.from_numpy(np.ascontiguousarray(masks[keep]))
+    if keypoints is not None:  # torchvision's keypoint R-CNN target: (K, P, 3) x, y, visibility
+        sample["keypoints"] = torch.from_numpy(np.ascontiguousarray(keypoints[keep], np.float32))
     return sample
 
 

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.compute as pc
 
-from dataio.formats.coco.coco_fields import (Objects, TargetArrays, ragged_index, declares_boxes, declares_masks,
-                                             read_target_arrays, target_faults)
+from dataio.formats.coco.coco_fields import (Objects, TargetArrays, ragged_index, declares_boxes, declares_keypoints,
+                                             declares_masks, read_target_arrays, target_faults)
+from dataio.formats.coco.coco_keypoints import flip_indices
 from dataio.augment.mask_targets import resample_masks
 from dataio.formats.coco.coco_rle import decode_rle
 from dataio.formats.dataset.manifest import Manifest
@@ -47,6 +48,16 @@ def folder_parts(shards: ImageShards) -> list[tuple[str, Manifest, SampleTable]]
 def has_boxes(shards: ImageShards) -> bool:
     """Whether the data set's folders declare box targets (a mixture: whether any does)."""
     return any(declares_boxes(manifest.sample_fields()) for _, manifest, _ in folder_parts(shards))
+
+
+def shared_keypoint_names(parts: list[tuple[str, Manifest, SampleTable]]) -> tuple[str, ...]:
+    """The keypoint names every source declares (``coco_keypoints``), in stored order; () when one declares none
+    or other names (a mixture of person and plain COCO folders reads boxes alone: no points to line up)."""
+    found = set()
+    for _, manifest, _ in parts:
+        names = manifest.options.get("keypoints") if declares_keypoints(manifest.sample_fields()) else None
+        found.add(tuple(names) if isinstance(names, list) and all(isinstance(n, str) for n in names) else ())
+    return found.pop() if len(found) == 1 else ()
 
 
 class ObjectsWithoutMasks(DataioError):
@@ -83,10 +94,11 @@ class TargetColumns:
         self.label_maps: list[np.ndarray | None] = []
         self.skips: list[np.ndarray] = []
         self.table = shards.table
+        self.keypoint_names = shared_keypoint_names(parts)
         first = 0
         for index, (where, manifest, table) in enumerate(parts):
             try:
-                arrays = read_target_arrays(table.table, masks)
+                arrays = read_target_arrays(table.table, masks, len(self.keypoint_names))
             except ValueError as e:
                 raise ValueError(f"{where}: {e}") from None
             if masks and require_masks:
@@ -104,6 +116,11 @@ class TargetColumns:
             self.starts[index] = first
             first += len(table)
 
+    @property
+    def keypoint_flips(self) -> np.ndarray:
+        """(K,) where each keypoint goes when an image is mirrored (``coco_keypoints.flip_indices``)."""
+        return flip_indices(self.keypoint_names)
+
     def image_ids(self, ids: np.ndarray) -> np.ndarray:
         """(N,) COCO image ids of samples ``ids``."""
         part = np.searchsorted(self.starts, ids, side="right") - 1
@@ -118,7 +135,8 @@ class TargetColumns:
         if len(self.arrays) == 1:
             found = self.arrays[0].gather(ids, self.skips[0])
             return BatchObjects(found.boxes, found.labels, found.iscrowd, found.counts, found.mask_rows,
-                                None if found.mask_rows is None else np.zeros(len(found.labels), np.int64))
+                                keypoints=found.keypoints,
+                                mask_parts=None if found.mask_rows is None else np.zeros(len(found.labels), np.int64))
         gathered = {}
         counts = np.zeros(len(ids), np.int64)
         for p in np.unique(part).tolist():
@@ -130,15 +148,18 @@ class TargetColumns:
         boxes, labels = np.zeros((total, 4), np.float32), np.zeros(total, np.int64)
         iscrowd, with_masks = np.zeros(total, bool), self.arrays[0].masks is not None
         mask_rows, mask_parts = np.zeros(total, np.int64), np.zeros(total, np.int64)
+        keypoints = np.zeros((total, len(self.keypoint_names), 3)) if self.keypoint_names else None
         for p, (where, found) in gathered.items():
             rows = ragged_index(begins[where], found.counts)
             label_map = self.label_maps[p]
             boxes[rows], iscrowd[rows] = found.boxes, found.iscrowd
+            if keypoints is not None:
+                keypoints[rows] = found.keypoints
             labels[rows] = found.labels if label_map is None else label_map[found.labels]
             if with_masks:
                 mask_rows[rows], mask_parts[rows] = found.mask_rows, p
-        return BatchObjects(boxes, labels, iscrowd, counts, mask_rows if with_masks else None,
-                            mask_parts if with_masks else None)
+        return BatchObjects(boxes, labels, iscrowd, counts, mask_rows if with_masks else None, keypoints=keypoints,
+                            mask_parts=mask_parts if with_masks else None)
 
     def mask(self, part: int, row: int, sample: int) -> np.ndarray:
         """(H, W) uint8 mask of one object of ``sample`` (a combined id) at its packed image's size; all zeros for

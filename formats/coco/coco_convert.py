@@ -33,6 +33,7 @@ import pyarrow as pa
 from dataio.formats.file_gate import FileRefused
 from dataio.formats.coco.coco_fields import COLUMN_TYPES
 from dataio.formats.coco.coco_json import MAX_ANNOTATIONS_BYTES, CocoImage, CocoIndex, read_coco_json
+from dataio.formats.coco.coco_keypoints import flip_indices, keypoint_options
 from dataio.formats.coco.coco_targets import PreparedTargets, prepare_coco_image, pycocotools_mask
 from dataio.formats.dataset.convert_journal import Journal, JournalledShards, fingerprint
 from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry, version_for
@@ -119,7 +120,7 @@ class CocoSummary:
 
 def _prepare_job(job: tuple) -> PreparedTargets | Rejection:
     """In a worker: one image file read (bounded), prepared, its annotations moved with it."""
-    root, image, prepare, masks = job
+    root, image, prepare, masks, flips = job
     try:
         # regular files only; a link may leave the folder (images are decoded and checked: image_convert's rule)
         data = read_regular_file(os.path.join(root, image.file_name), prepare.max_file_size)
@@ -127,9 +128,10 @@ def _prepare_job(job: tuple) -> PreparedTargets | Rejection:
         return Rejection(str(e))
     except OSError as e:
         return Rejection(f"cannot read: {errno_text(e)}")
-    result = prepare_coco_image(data, image.width, image.height, image.annotations, prepare, masks)
+    result = prepare_coco_image(data, image.width, image.height, image.annotations, prepare, masks, flips)
     if isinstance(result, PreparedTargets):  # stored as float32: a resumed run's rows (JSON) are the same values
-        result = replace(result, boxes=np.asarray(result.boxes, np.float32).reshape(-1, 4).tolist())
+        result = replace(result, boxes=np.asarray(result.boxes, np.float32).reshape(-1, 4).tolist(),
+                         keypoints=[np.asarray(k, np.float32).tolist() for k in result.keypoints])
     return result
 
 
@@ -183,6 +185,7 @@ def _options(config: ConvertCocoConfig, index: CocoIndex) -> dict:
     return {**origin,
             "categories": [list(category) for category in index.categories],
             "empty": "skip" if config.skip_empty else "keep", "masks": index.has_segmentation,
+            **keypoint_options(index.keypoints),
             "sample_checksum": CHECKSUM_FIELD.name,
             "max_side": p.max_side, "quality": p.quality, "max_pixels": p.max_pixels, "max_file_size": p.max_file_size,
             "shard_size": config.shard_size, "restart_interval": p.restart_interval if add_restart_markers else 0}
@@ -202,7 +205,7 @@ def _pack_locked(config: ConvertCocoConfig, index: CocoIndex, images: list[CocoI
     bar = progress(total=len(images), initial=start, unit="img", desc="convert", enabled=config.progress)
     try:
         with writer:
-            for position, (image, result) in enumerate(zip(images[start:], _prepared(config, images[start:],
+            for position, (image, result) in enumerate(zip(images[start:], _prepared(config, index, images[start:],
                                                                                        index.has_segmentation),
                                                            strict=True), start):
                 bar.update()
@@ -222,7 +225,7 @@ def _pack_locked(config: ConvertCocoConfig, index: CocoIndex, images: list[CocoI
                     pending = shards_log.pending  # the closed shard's successor: this sample's
                 row = [escape_path(image.file_name.encode()), result.image.width, result.image.height,
                        sample_checksum(result.image.jpeg), image.id, result.boxes, result.labels,
-                       [int(c) for c in result.iscrowd], result.masks]
+                       [int(c) for c in result.iscrowd], result.masks, result.keypoints]
                 rows.append(row)
                 pending.rows.append(row)
                 pending.converted += result.image.converted
@@ -235,7 +238,7 @@ def _pack_locked(config: ConvertCocoConfig, index: CocoIndex, images: list[CocoI
     rejected = shards_log.rejected(rejected_early)
     shards = [ShardEntry(**record.entry) for record in done] + writer.entries
     locations = [scan_tar(config.out / e.file) for e in shards[:len(done)]] + writer.locations
-    _write_table(config.out, locations, rows, index.has_segmentation)
+    _write_table(config.out, locations, rows, index.has_segmentation, index.keypoints is not None)
     write_atomic(config.out / REJECTED_NAME, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rejected).encode())
     fields = kind_named("detection").part("fields")(options)
     Manifest(kind="images", num_samples=len(rows), shards=tuple(shards), classes=index.classes,
@@ -249,12 +252,14 @@ def _pack_locked(config: ConvertCocoConfig, index: CocoIndex, images: list[CocoI
                        tuple(rejected))
 
 
-def _prepared(config: ConvertCocoConfig, images: list[CocoImage], masks: bool) -> Iterator[PreparedTargets | Rejection]:
-    jobs = ((str(config.images), image, config.prepare, masks) for image in images)
+def _prepared(config: ConvertCocoConfig, index: CocoIndex, images: list[CocoImage],
+              masks: bool) -> Iterator[PreparedTargets | Rejection]:
+    flips = None if index.keypoints is None else flip_indices(index.keypoints.names)
+    jobs = ((str(config.images), image, config.prepare, masks, flips) for image in images)
     return ordered_map(_prepare_job, jobs, config.num_workers, what="convert")
 
 
-def _write_table(out: Path, locations: list, rows: list[list], masks: bool) -> None:
+def _write_table(out: Path, locations: list, rows: list[list], masks: bool, keypoints: bool) -> None:
     columns: dict[str, list | pa.Array] = {name: [] for name in ("key", "shard", "offset", "size")}
     for shard_index, samples in enumerate(locations):
         for components in samples:
@@ -272,4 +277,7 @@ def _write_table(out: Path, locations: list, rows: list[list], masks: bool) -> N
     columns["iscrowd"] = pa.array([row[7] for row in rows], COLUMN_TYPES["iscrowd"])
     if masks:
         columns["masks"] = pa.array([[rle.encode("ascii") for rle in row[8]] for row in rows], COLUMN_TYPES["masks"])
+    if keypoints:  # 3 x K values an object (x, y, visibility), flattened as boxes are
+        columns["keypoints"] = pa.array([[v for point in row[9] for v in point] for row in rows],
+                                        COLUMN_TYPES["keypoints"])
     write_sample_table(out / SAMPLE_TABLE_NAME, columns)

@@ -32,7 +32,7 @@ from dataio.formats.limits import MAX_PIXELS
 
 BOX_COLUMNS = ("image_id", "boxes", "labels", "iscrowd")
 COLUMN_TYPES = {"image_id": pa.int64(), "boxes": pa.list_(pa.float32()), "labels": pa.list_(pa.int32()),
-                "iscrowd": pa.list_(pa.uint8()), "masks": pa.list_(pa.large_binary())}
+                "iscrowd": pa.list_(pa.uint8()), "masks": pa.list_(pa.large_binary()), "keypoints": pa.list_(pa.float32())}
 EDGE = 1e-3  # pixels a stored box may pass its image's edge by (float32 rounding of the edge itself)
 # a stored box's least width and height in its packed image's pixels: a thinner one bounds no object (packing refuses
 # those under coco_json.MIN_BOX_SIDE in the JSON's pixels, and any a --max-side scaling thins below this); ``verify``
@@ -49,7 +49,14 @@ def declared_coco_fields(options: dict[str, Any]) -> tuple[FieldSpec, ...]:
             FieldSpec(name="boxes", kind="boxes", dtype="float32"),
             FieldSpec(name="labels", kind="class", dtype="int32"),
             FieldSpec(name="iscrowd", kind="array", dtype="uint8"),
-            *((FieldSpec(name="masks", kind="masks", dtype="coco_rle"),) if options.get("masks") else ()))
+            *((FieldSpec(name="masks", kind="masks", dtype="coco_rle"),) if options.get("masks") else ()),
+            *((FieldSpec(name="keypoints", kind="array", dtype="float32"),) if options.get("keypoints") else ()))
+
+
+def declares_keypoints(fields: tuple[FieldSpec, ...]) -> bool:
+    """Whether a folder's fields hold COCO keypoints (3 x K float32 an object; the names are the manifest's
+    ``keypoints`` option)."""
+    return any(f.name == "keypoints" and f.stored == "column" for f in fields)
 
 
 def declares_boxes(fields: tuple[FieldSpec, ...]) -> bool:
@@ -70,6 +77,7 @@ class TargetArrays:
     values: dict[str, np.ndarray]  # boxes float32 (4 a box), labels int32, iscrowd uint8
     offsets: dict[str, np.ndarray]  # per column, (N + 1,) int64 from 0 (masks' too)
     masks: pa.Array | None  # every object's RLE string (large_binary), or None
+    keypoint_count: int = 0  # K: keypoints an object (its values: 3 x K floats), 0 for a folder without
 
     def counts(self, name: str) -> np.ndarray:
         """Each row's list length in column ``name`` (boxes: values, 4 a box)."""
@@ -85,9 +93,14 @@ class TargetArrays:
         boxes = self.values["boxes"][ragged_index(self.offsets["boxes"][ids], objects * 4)].reshape(-1, 4)
         rows = {name: ragged_index(self.offsets[name][ids], objects) for name in ("labels", "iscrowd", "masks")
                 if name in self.offsets}
+        keypoints = None
+        if self.keypoint_count:
+            k = 3 * self.keypoint_count
+            keypoints = self.values["keypoints"][ragged_index(self.offsets["keypoints"][ids], objects * k)]
+            keypoints = keypoints.astype(np.float64).reshape(-1, self.keypoint_count, 3)
         return Objects(boxes=boxes, labels=self.values["labels"][rows["labels"]].astype(np.int64),
                        iscrowd=self.values["iscrowd"][rows["iscrowd"]].astype(bool), counts=objects,
-                       mask_rows=rows.get("masks"))
+                       mask_rows=rows.get("masks"), keypoints=keypoints)
 
     def rle(self, row: int) -> bytes:
         """Object ``row``'s compressed RLE string (a row of ``Objects.mask_rows``; b'' for none)."""
@@ -104,6 +117,7 @@ class Objects:
     iscrowd: np.ndarray  # (T,) bool
     counts: np.ndarray  # (N,) int64
     mask_rows: np.ndarray | None  # (T,) rows of ``TargetArrays.masks``
+    keypoints: np.ndarray | None = None  # (T, K, 3) float64 x, y, visibility, or None for a folder without
 
 
 def ragged_index(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -115,9 +129,10 @@ def ragged_index(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return first + np.arange(total)
 
 
-def read_target_arrays(table: pa.Table, with_masks: bool) -> TargetArrays:
-    """The target columns of a sample table (ValueError naming a column that is missing or of another type)."""
-    names = BOX_COLUMNS + (("masks",) if with_masks else ())
+def read_target_arrays(table: pa.Table, with_masks: bool, keypoint_count: int = 0) -> TargetArrays:
+    """The target columns of a sample table (ValueError naming a column that is missing or of another type);
+    ``keypoint_count`` K > 0 reads the ``keypoints`` column too."""
+    names = BOX_COLUMNS + (("masks",) if with_masks else ()) + (("keypoints",) if keypoint_count else ())
     for name in names:
         if name not in table.schema.names:
             raise ValueError(f"sample table column {name!r} is missing")
@@ -141,7 +156,8 @@ def read_target_arrays(table: pa.Table, with_masks: bool) -> TargetArrays:
             values[name] = array.values.to_numpy(zero_copy_only=False)[bounds[0]:bounds[-1]]
     if table.column("image_id").null_count:  # to_numpy would make them NaN, then no integer
         raise ValueError("sample table column 'image_id' has empty (null) values")
-    return TargetArrays(image_id=table.column("image_id").to_numpy(), values=values, offsets=offsets, masks=masks)
+    return TargetArrays(image_id=table.column("image_id").to_numpy(), values=values, offsets=offsets, masks=masks,
+                        keypoint_count=keypoint_count)
 
 
 def _one_chunk(column: pa.ChunkedArray) -> pa.Array:
@@ -165,6 +181,11 @@ def target_faults(targets: TargetArrays, widths: np.ndarray, heights: np.ndarray
         if name in targets.offsets:
             for row in np.flatnonzero(targets.counts(name) != objects).tolist():
                 faults.setdefault(row, f"{int(objects[row])} boxes but {int(targets.counts(name)[row])} {name}")
+    if targets.keypoint_count:
+        k = 3 * targets.keypoint_count
+        for row in np.flatnonzero(targets.counts("keypoints") != objects * k).tolist():
+            faults.setdefault(row, f"{int(objects[row])} boxes but {int(targets.counts('keypoints')[row])} keypoint "
+                                   f"values (3 x {targets.keypoint_count} a box)")
     disagree = np.zeros(len(objects), bool)
     disagree[list(faults)] = True
     found = targets.gather(np.arange(len(objects)), skip=disagree)
@@ -175,6 +196,9 @@ def target_faults(targets: TargetArrays, widths: np.ndarray, heights: np.ndarray
     for row in np.flatnonzero(bad).tolist():
         faults.setdefault(int(owners[row]), f"box {b[row].round(2).tolist()} is not inside its "
                                             f"{int(widths[owners[row]])}x{int(heights[owners[row]])} image")
+    if found.keypoints is not None:
+        for row in np.flatnonzero(~np.isfinite(found.keypoints).all(axis=(1, 2))).tolist():
+            faults.setdefault(int(owners[row]), "its keypoints are not all finite numbers")
     for row in np.flatnonzero((found.labels < 0) | (found.labels >= num_classes)).tolist():
         faults.setdefault(int(owners[row]), f"box label {int(found.labels[row])} is not in 0..{num_classes - 1}")
     return faults

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ import numpy as np
 from dataio.formats.bounded_read import FileTooLarge
 from dataio.formats.coco.coco_fields import MAX_OBJECTS
 from dataio.formats.coco.coco_variants import lvis_file_name, refuse_other_coco_tasks
+from dataio.formats.coco.coco_keypoints import KeypointNames, checked_keypoints, keypoint_names
 from dataio.formats.errors import DataioError
 from dataio.formats.images.image_tree import NotRegularFile, errno_text, read_regular_file
 from dataio.formats.limits import MAX_CLASSES, MAX_CLASSES_FILE_BYTES
@@ -67,6 +68,7 @@ class Annotation:
     label: int
     iscrowd: bool
     segmentation: Any
+    keypoints: tuple[float, ...] | None = None  # 3 x K: x, y, visibility (``coco_keypoints``), in files with names
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,7 @@ class CocoIndex:
     # what a source layer read it from, for the manifest's options (source, annotations, annotations_sha256);
     # None: the COCO JSON of the conversion's config
     origin: dict[str, str] | None = None
+    keypoints: KeypointNames | None = None  # the categories' keypoint names and skeleton (person_keypoints files)
 
     @property
     def classes(self) -> tuple[str, ...]:
@@ -133,7 +136,8 @@ def coco_index(document: Any, where: str, name: str) -> CocoIndex:
     if not isinstance(annotations, list):
         raise DataioError(f"{where}: 'annotations' is not a list")
     categories = _categories(document["categories"], where)
-    index = CocoIndex(categories=categories, images=[])
+    index = CocoIndex(categories=categories, images=[],
+                      keypoints=keypoint_names(document["categories"], annotations, where))
     images = _images(document["images"], name, index)
     grouped = _annotations(annotations, name, {cid: label for label, (cid, _, _) in enumerate(categories)},
                            images, index)
@@ -252,6 +256,9 @@ def _annotations(raw: list, name: str, labels: dict[int, int], images: dict[int,
             continue
         try:
             annotation = _annotation(entry, ann_id if _integer(ann_id) else -1, labels, image)
+            if index.keypoints is not None:
+                annotation = replace(annotation, keypoints=checked_keypoints(
+                    entry, len(index.keypoints.names), image.width, image.height))
         except ValueError as e:
             index.rejected.append((at, f"{e} (image {image.file_name[:200]!r})"))
             continue

@@ -33,6 +33,8 @@ WITHOUT_PYCOCOTOOLS = ("COCO segmentations need pycocotools, which is not instal
 TURNS = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
          5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
          8: Image.Transpose.ROTATE_90}
+MIRRORS = (Image.Transpose.FLIP_LEFT_RIGHT, Image.Transpose.FLIP_TOP_BOTTOM, Image.Transpose.TRANSPOSE,
+           Image.Transpose.TRANSVERSE)  # the turns that mirror (determinant -1)
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class PreparedTargets:
     iscrowd: list[bool]
     masks: list[str]
     rejected: list[tuple[int, str]] = field(default_factory=list)
+    keypoints: list[list[float]] = field(default_factory=list)  # 3 x K an object, with keypoint names only
 
 
 def pycocotools_mask() -> Any:
@@ -58,8 +61,10 @@ def pycocotools_mask() -> Any:
 
 
 def prepare_coco_image(data: bytes, width: int, height: int, annotations: tuple[Annotation, ...],
-                       prepare: ImagePrepareConfig, masks: bool) -> PreparedTargets | Rejection:
-    """``data`` (the file of a ``width`` x ``height`` JSON entry) prepared, with its annotations moved along."""
+                       prepare: ImagePrepareConfig, masks: bool,
+                       flips: np.ndarray | None = None) -> PreparedTargets | Rejection:
+    """``data`` (the file of a ``width`` x ``height`` JSON entry) prepared, with its annotations moved along (their
+    keypoints too, reordered by ``flips``, ``coco_keypoints.flip_indices``, where the EXIF turn mirrors)."""
     try:
         with Image.open(io.BytesIO(data)) as header:  # the header only: the size and orientation as stored
             raw = header.size
@@ -96,7 +101,23 @@ def prepare_coco_image(data: bytes, width: int, height: int, annotations: tuple[
         out.labels.append(annotation.label)
         out.iscrowd.append(annotation.iscrowd)
         out.masks.append(rle)
+        if flips is not None and annotation.keypoints is not None:
+            out.keypoints.append(_moved_keypoints(annotation.keypoints, (width, height), turn, scale, flips))
     return out
+
+
+def _moved_keypoints(values: tuple[float, ...], size: tuple[int, int], turn: Image.Transpose | None,
+                     scale: tuple[float, float], flips: np.ndarray) -> list[float]:
+    """3 x K keypoint values (the JSON's pixels) in the prepared image's pixels; unlabelled ones stay 0, 0, 0."""
+    points = np.asarray(values, np.float64).reshape(-1, 3)
+    labelled = points[:, 2] > 0
+    xy = points[:, :2]
+    if turn is not None:
+        xy = turn_points(xy, size, turn)
+        if turn in MIRRORS:  # the person's left point is on the right now: swapped, as a flip swaps them
+            xy, points, labelled = xy[flips], points[flips], labelled[flips]
+    moved = np.concatenate([xy * np.array(scale), points[:, 2:]], axis=1)
+    return np.where(labelled[:, None], moved, 0.0).reshape(-1).tolist()
 
 
 def _moved_box(box: tuple[float, ...], size: tuple[int, int], turn: Image.Transpose | None,
