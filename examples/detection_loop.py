@@ -3,7 +3,9 @@
 ``dataio convert coco`` packs the images with their boxes, labels and masks; the
 loader reads them with the targets carried through its own crop (SSD's crop
 constrained by box overlap, in the manner of DALI's ``random_bbox_crop``), resize
-and flip, so each batch is a dict: ``image`` (N, 3, S, S) float32 normalised,
+and flip, so each batch is a dict: ``image`` (N, 3, S, S) float32 normalised
+(``normalize=True``: the model here does not normalise its input; torchvision's
+detection models do, and take the loader's default [0, 1] floats instead),
 ``boxes`` (N, K, 4) xyxy in the output's pixels padded to the batch's busiest
 image, ``labels`` (N, K) with -1 in the padding, ``valid`` (N, K). No torchvision:
 the model is a tiny CenterNet written here (a class heatmap, a box size and a
@@ -172,7 +174,8 @@ def main() -> None:
     parser.add_argument("--print-freq", type=int, default=10)
     args = parser.parse_args()
     torch.manual_seed(0)
-    # crowd=False: COCO's crowd regions are no boxes to find; min_visible: a box cut below a third is dropped
+    # crowd=False: COCO's crowd regions are no boxes to find; min_visible: a box cut below a third is dropped.
+    # normalize=True: this model does not normalise its input (torchvision's detectors do: leave it out for them)
     targets = dataio.DetectionConfig(crop="bbox", crowd=False, min_visible=0.33)
     train = dataio.DetectionLoader(args.data / "train", batch_size=args.batch_size, image_size=args.image_size,
                                    train=True, normalize=True, num_workers=args.workers, targets=targets)

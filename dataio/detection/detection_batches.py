@@ -31,6 +31,7 @@ from dataio.augment.bbox_crop import bbox_crop_boxes
 from dataio.augment.box_targets import BoxTargets
 from dataio.augment.crop_boxes import center_crop_boxes, flips, random_resized_crop_boxes
 from dataio.augment.keypoint_targets import map_sample_keypoints
+from dataio.augment.letterbox import letterbox_maps, letterbox_places
 from dataio.augment.mix import refuse_with_box_targets
 from dataio.augment.target_maps import crop_resize_maps, decoded_crop_boxes, device_crop_maps
 from dataio.detection.batch_targets import BatchTargets
@@ -41,6 +42,7 @@ from dataio.images.image_batches import CHUNK, ImageBatchSource
 from dataio.images.image_shards import ImageShards
 from dataio.detection.max_boxes import over_max_boxes
 from dataio.detection.target_columns import BatchObjects, TargetColumns
+from dataio.formats.errors import ConfigError
 from dataio.pipeline.sample_source import BatchStart, Failures
 from dataio.pipeline.stage_times import Lap, StageTimes
 
@@ -57,6 +59,10 @@ class DetectionBatchSource(ImageBatchSource):
         options = options or DetectionConfig()
         super().__init__(shards, config, options, times, dali=dali, threads=threads)
         self.detection = options
+        self.letterbox = options.crop == "flip" if config.train else options.eval_crop == "letterbox"
+        if self.letterbox and (config.crop_on_device or dali is not None):  # both crop square windows of the image
+            raise ConfigError(f"{{0}}: {'crop=flip' if config.train else 'eval_crop=letterbox'} (a keep-ratio view) "
+                              "is decoded by turbo on the host: leave out crop_on_device and decoder='dali'", "targets")
         self.columns = TargetColumns(shards, self.detection.masks, self.detection.require_masks)
         self.keypoint_flips = self.columns.keypoint_flips  # a flip swaps left and right points
 
@@ -69,8 +75,11 @@ class DetectionBatchSource(ImageBatchSource):
         objects = self.columns.objects(keys)
         whole = np.stack([np.zeros(n), np.zeros(n), widths, heights], axis=1)
         kept = np.ones(len(objects.labels), dtype=bool)
+        places = letterbox_places(widths, heights, size) if self.letterbox else None
         if c.train:
-            if d.crop == "bbox":
+            if places is not None:
+                crops = whole
+            elif d.crop == "bbox":
                 crops, kept = bbox_crop_boxes(widths, heights, objects.boxes, objects.counts, rng, d.bbox_crop)
             else:
                 crops = random_resized_crop_boxes(widths, heights, rng, c.crop_scale, c.crop_ratio)
@@ -85,11 +94,17 @@ class DetectionBatchSource(ImageBatchSource):
             fields["crop_boxes"] = crops * np.stack([size / widths, size / heights] * 2, axis=1)
             fields["crop_flips"] = flipped
             decoded, decoded_flips = whole, np.zeros(n, dtype=bool)
-        start = self._image_tasks(index, keys, decoded, decoded_flips, size, fields, seeds)
-        taken = np.round(decoded) if self.dali is not None else decoded_crop_boxes(decoded, widths, heights)
-        maps = crop_resize_maps(taken, decoded_flips, size, size)
+        start = self._image_tasks(index, keys, decoded, decoded_flips, size, fields, seeds, places)
+        if places is not None:
+            maps = letterbox_maps(places, widths, heights, flipped)
+        else:
+            taken = np.round(decoded) if self.dali is not None else decoded_crop_boxes(decoded, widths, heights)
+            maps = crop_resize_maps(taken, decoded_flips, size, size)
         if c.crop_on_device:
             maps = device_crop_maps(fields["crop_boxes"], flipped, out) @ maps
+        if not c.train:  # where each image went: evaluation maps its detections back (``map_back``)
+            start.fields["frames"] = np.stack([heights, widths, maps[:, 0, 0], maps[:, 1, 1], maps[:, 0, 2],
+                                               maps[:, 1, 2]], axis=1)
         rows = np.flatnonzero(kept)
         owners = np.repeat(np.arange(n), objects.counts)[rows]
         bounds = np.concatenate([[0], np.cumsum(np.bincount(owners, minlength=n))])

@@ -20,11 +20,23 @@ class DetectionConfig:
     """Box and mask targets through the loader's crops, flips, resizes and RandAugment's warps.
 
     ``crop`` (training): ``"bbox"``, SSD's crop constrained by box overlap
-    (``bbox_crop``: DALI's ``random_bbox_crop``), or ``"random_resized"``, the
-    loader's RandomResizedCrop (``crop_scale``, ``crop_ratio``); both with the
-    loader's ``hflip``. ``eval_crop`` (evaluation): ``"whole"``, the whole image
-    resized to the square output (SSD's evaluation: no object cut off), or
-    ``"centre"``, the classification view (``val_crop_ratio``). A box is kept when
+    (``bbox_crop``: DALI's ``random_bbox_crop``), ``"random_resized"``, the
+    loader's RandomResizedCrop (``crop_scale``, ``crop_ratio``), or ``"flip"``,
+    Faster R-CNN's recipe: no crop, the whole image resized keeping its ratio
+    (letterboxed: ``augment.letterbox``); all with the loader's ``hflip``.
+    ``eval_crop`` (evaluation): ``"whole"``, the whole image resized to the
+    square output (SSD's evaluation: no object cut off), ``"letterbox"``, the
+    whole image keeping its ratio (the longer side the output's, centred, zeros
+    around), or ``"centre"``, the classification view (``val_crop_ratio``).
+    Evaluation batches carry each image's ``orig_size`` and the ``scale`` and
+    ``offset`` that took it to the output (``detection.map_back.to_original``).
+    ``pixels``: without ``normalize``, ``"float"`` gives float32 images in [0, 1]
+    (what torchvision's detection models take: they normalise themselves), and
+    ``"uint8"`` the decoded bytes; the loader's ``normalize=True`` (for models
+    that do not normalise) gives ImageNet-normalised floats instead. ``layout``:
+    ``"dict"`` (one dict of padded tensors) or ``"torchvision"``: ``(images,
+    targets)``, a list of (3, S, S) images and a list of target dicts, as
+    torchvision's detection models take them (``detection.torchvision_layout``). A box is kept when
     at least ``min_visible`` of its area (through every map, without clipping)
     is left in the output and both its sides are longer than ``min_side``
     pixels; ``crowd=False`` drops COCO's crowd boxes (``iscrowd``). ``masks``
@@ -35,8 +47,10 @@ class DetectionConfig:
     """
 
     masks: bool = False
-    crop: Literal["bbox", "random_resized"] = "bbox"
-    eval_crop: Literal["whole", "centre"] = "whole"
+    crop: Literal["bbox", "random_resized", "flip"] = "bbox"
+    eval_crop: Literal["whole", "centre", "letterbox"] = "whole"
+    pixels: Literal["float", "uint8"] = "float"
+    layout: Literal["dict", "torchvision"] = "dict"
     bbox_crop: BBoxCropConfig = field(default_factory=BBoxCropConfig)
     min_visible: float = 0.25
     min_side: float = 1.0
@@ -47,10 +61,12 @@ class DetectionConfig:
     require_masks: bool = False
 
     def __post_init__(self) -> None:
-        if self.crop not in ("bbox", "random_resized"):
-            raise ConfigError(f"{{0}} must be 'bbox' or 'random_resized', got {self.crop!r}", "crop")
-        if self.eval_crop not in ("whole", "centre"):
-            raise ConfigError(f"{{0}} must be 'whole' or 'centre', got {self.eval_crop!r}", "eval_crop")
+        for name, allowed in (("crop", ("bbox", "random_resized", "flip")),
+                              ("eval_crop", ("whole", "centre", "letterbox")), ("pixels", ("float", "uint8")),
+                              ("layout", ("dict", "torchvision"))):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{{0}} must be one of {', '.join(map(repr, allowed))}, got "
+                                  f"{getattr(self, name)!r:.40}", name)
         if not isinstance(self.bbox_crop, BBoxCropConfig):
             raise ConfigError(f"{{0}} must be a BBoxCropConfig, got {type(self.bbox_crop).__name__}", "bbox_crop")
         for name in ("masks", "crowd", "require_masks"):  # a truthy "no" from a config file would have asked for masks

@@ -12,7 +12,8 @@ device (``mask_targets.warp_masks``). Then boxes left with less than
 dropped with their masks (and crowd boxes with ``crowd=False``), and the rest
 padded. The dict (``docs/detection.md``):
 
-- ``image`` (N, 3, S, S), as the loader's ``normalize`` and ``channels_last`` say;
+- ``image`` (N, 3, S, S), as the loader's ``normalize`` and ``channels_last`` and
+  ``DetectionConfig.pixels`` say (float32 in [0, 1] by default);
 - ``boxes`` (N, K, 4) float32 x0, y0, x1, y1 in output pixels (continuous:
   pixel ``i`` spans ``[i, i + 1)``), K the batch's largest count or ``max_boxes``;
 - ``labels`` (N, K) int64, -1 where padded; ``valid`` (N, K) bool;
@@ -24,7 +25,11 @@ padded. The dict (``docs/detection.md``):
   output pixels, lined up with ``boxes`` (``keypoints[i][valid[i]]`` is torchvision's
   keypoint R-CNN target); points outside the output have visibility 0;
 - ``image_id`` (N,) COCO's ids, ``sample_ids`` and ``repeated`` (N,) as the
-  loader's ``batches()`` give them.
+  loader's ``batches()`` give them;
+- evaluation (``train=False``): ``orig_size`` (N, 2) int64 each image's H, W,
+  ``scale`` (N, 2) float32 x, y factors and ``offset`` (N, 2) float32 x, y
+  pixels: a point of the image is at ``point * scale + offset`` in the output
+  (``map_back.to_original`` inverts it for COCOeval).
 """
 
 from __future__ import annotations
@@ -79,6 +84,11 @@ class DetectionFinish:
         out["image"] = self._finish(images)
         out.update(image_id=torch.from_numpy(targets.image_id), sample_ids=torch.from_numpy(host.samples),
                    repeated=torch.from_numpy(host.repeated))
+        frames = host.fields.get("frames")
+        if frames is not None:
+            out.update(orig_size=torch.from_numpy(frames[:, :2].astype(np.int64)),
+                       scale=torch.from_numpy(frames[:, 2:4].astype(np.float32)),
+                       offset=torch.from_numpy(frames[:, 4:].astype(np.float32)))
         return out
 
     def checked(self, out: Any, rows: int, given: Any = None) -> dict:
@@ -140,4 +150,6 @@ class DetectionFinish:
             return self.normalize(images, self.memory_format)
         if images.is_floating_point():
             images = images.round().clamp_(0, 255).to(torch.uint8)
+        if self.detection.pixels == "float":  # torchvision's detection models take [0, 1] and normalise themselves
+            images = images.to(torch.float32).div_(255)
         return images.contiguous(memory_format=self.memory_format)

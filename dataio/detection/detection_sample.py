@@ -4,7 +4,9 @@ Without ``image_size``, the whole image (uint8 (3, H, W), or PIL) with its
 objects in its own pixels; with it, the loader's evaluation crop (the whole
 image resized to S x S, or the centre crop: ``DetectionConfig.eval_crop``) and
 the targets through the same map, filtered by ``min_visible`` as the loader's
-are. Keys: ``image``, ``boxes`` (K, 4) float32 xyxy, ``labels`` (K,) int64,
+are (``eval_crop="letterbox"``: the loader's keep-ratio view). Where torchvision
+imports, ``boxes`` are ``tv_tensors.BoundingBoxes`` and ``masks`` ``tv_tensors.Mask``
+(``tv_targets``), so a v2 ``transform=`` moves them with the image. Keys: ``image``, ``boxes`` (K, 4) float32 xyxy, ``labels`` (K,) int64,
 ``iscrowd`` (K,) bool, ``image_id`` (an int), and ``masks`` (K, H, W) uint8 when
 ``DetectionConfig.masks`` asks, ``keypoints`` (K, P, 3) float32 x, y, visibility where the folder
 has COCO keypoints (moved with the boxes; visibility 0 outside the view): torchvision's detection
@@ -23,11 +25,13 @@ from dataio.augment import Normalize
 from dataio.augment.box_targets import BoxTargets
 from dataio.augment.crop_boxes import center_crop_boxes
 from dataio.augment.keypoint_targets import map_sample_keypoints
+from dataio.augment.letterbox import letterbox_maps, letterbox_places
 from dataio.augment.target_maps import crop_resize_maps
 from dataio.detection.detection_config import DetectionConfig
 from dataio.images.image_shards import ImageShards
 from dataio.images.table_size import check_size
 from dataio.detection.target_columns import TargetColumns
+from dataio.detection.tv_targets import as_tv_tensors
 from dataio.images.turbo_decode import decode_crop_into, decode_image
 
 
@@ -49,11 +53,17 @@ def detection_sample(reader: ImageShards, columns: TargetColumns, index: int, ta
         boxes, labels, iscrowd, keypoints = objects.boxes, objects.labels, objects.iscrowd, objects.keypoints
     else:
         w, h = np.array([width], np.float64), np.array([height], np.float64)
-        box = (np.array([[0.0, 0.0, width, height]]) if targets.eval_crop == "whole"
+        box = (np.array([[0.0, 0.0, width, height]]) if targets.eval_crop != "centre"
                else center_crop_boxes(w, h, val_crop_ratio))
-        pixels = np.empty((image_size, image_size, 3), dtype=np.uint8)
-        decode_crop_into(data, box[0], False, pixels, **decode, expect_size=(width, height))
-        maps = crop_resize_maps(box, np.zeros(1, bool), image_size, image_size)
+        pixels = np.zeros((image_size, image_size, 3), dtype=np.uint8)
+        if targets.eval_crop == "letterbox":  # the loader's keep-ratio view: the image in its place, zeros around
+            place = letterbox_places(w, h, image_size)
+            x0, y0, x1, y1 = place[0].tolist()
+            decode_crop_into(data, box[0], False, pixels[y0:y1, x0:x1], **decode, expect_size=(width, height))
+            maps = letterbox_maps(place, w, h, np.zeros(1, bool))
+        else:
+            decode_crop_into(data, box[0], False, pixels, **decode, expect_size=(width, height))
+            maps = crop_resize_maps(box, np.zeros(1, bool), image_size, image_size)
         moved, rows = (BoxTargets.from_ragged(objects.boxes, objects.labels, objects.counts, w, h)
                        .mapped(maps, image_size, image_size).kept(targets.min_visible, targets.min_side))
         boxes, labels, iscrowd = moved.boxes(), moved.labels, objects.iscrowd[rows]
@@ -73,7 +83,8 @@ def detection_sample(reader: ImageShards, columns: TargetColumns, index: int, ta
         sample["masks"] = torch.from_numpy(np.ascontiguousarray(masks[keep]))
     if keypoints is not None:  # torchvision's keypoint R-CNN target: (K, P, 3) x, y, visibility
         sample["keypoints"] = torch.from_numpy(np.ascontiguousarray(keypoints[keep], np.float32))
-    return sample
+    side = (height, width) if image_size is None else (image_size, image_size)
+    return as_tv_tensors(sample, *side)  # BoundingBoxes and Mask where torchvision imports: v2 transforms move them
 
 
 class DetectionItem:

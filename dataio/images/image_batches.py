@@ -119,9 +119,10 @@ class ImageBatchSource:
         return self._image_tasks(index, keys, boxes, flipped, size, fields, seeds)
 
     def _image_tasks(self, index: int, keys: np.ndarray, boxes: np.ndarray, flipped: np.ndarray, size: int,
-                     fields: dict[str, Any], seeds: np.ndarray | None) -> BatchStart:
+                     fields: dict[str, Any], seeds: np.ndarray | None, places: np.ndarray | None = None) -> BatchStart:
         """The batch's ``image`` field (decoded from ``boxes`` and ``flipped`` at ``size``) and its read tasks (a
-        kind's source adds its fields and tasks)."""
+        kind's source adds its fields and tasks). ``places`` (N, 4) x0, y0, x1, y1: each image decoded into that
+        part of its slot, the rest zeros (a keep-ratio letterbox, ``augment.letterbox``; turbo only)."""
         fetched = self.readahead.take(index) if self.readahead is not None else None  # remote: the batch's bytes
         if self.dali is not None:
             lap = self.times.lap()
@@ -143,7 +144,7 @@ class ImageBatchSource:
         chunks = range(0, len(keys), CHUNK)
         laps = tuple(self.times.lap() for _ in chunks)  # one per task: each runs on one thread
         tasks = [(lambda lo=lo, lap=lap: self._decode(keys, boxes, flipped, pixels, lo, min(lo + CHUNK, len(keys)),
-                                                      lap, fetched, seeds))
+                                                      lap, fetched, seeds, places))
                  for lo, lap in zip(chunks, laps, strict=True)]
         return BatchStart(fields, tasks, laps=laps)
 
@@ -151,7 +152,7 @@ class ImageBatchSource:
         return drop_samples(batch, positions)
 
     def _decode(self, keys, boxes, flipped, pixels, lo: int, hi: int, lap: Lap, fetched: Future | None,
-                seeds: np.ndarray | None) -> Failures:
+                seeds: np.ndarray | None, places: np.ndarray | None = None) -> Failures:
         """Decode samples lo..hi-1 of a batch into its slots; returns the data errors as (position, error)."""
         failures = []
         c, table, normalize = self.config, self.shards.table, self.host_normalize
@@ -165,7 +166,12 @@ class ImageBatchSource:
                     encoded_bytes = self.shards.read(sample, data[i])
                 expected = (int(table.width[sample]), int(table.height[sample])) if self.check_sizes else None
                 image = pixels[i] if scratch is None else scratch
-                decode_crop_into(encoded_bytes, boxes[i], bool(flipped[i]), image, fast_resize=c.fast_resize,
+                into = image
+                if places is not None:  # pooled slots hold an earlier batch's pixels: the padding is zeroed
+                    image.fill(0)
+                    x0, y0, x1, y1 = places[i].tolist()
+                    into = image[y0:y1, x0:x1]
+                decode_crop_into(encoded_bytes, boxes[i], bool(flipped[i]), into, fast_resize=c.fast_resize,
                                  reduced_decode=c.reduced_decode, region_decode=c.region_decode, lap=lap,
                                  expect_size=expected)
             except DATA_EXCEPTIONS as e:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import torch
 import pytest
 
 from dataio import ImageLoader
@@ -65,7 +66,8 @@ def shapes(tmp_path_factory):
 
 def check_batch(batch: dict, kinds: dict, where: str) -> int:
     """Assert the module's claims for one dict batch; returns the boxes checked."""
-    images = batch["image"].permute(0, 2, 3, 1).numpy()
+    images = batch["image"].mul(255).round().to(torch.uint8) if batch["image"].is_floating_point() else batch["image"]
+    images = images.permute(0, 2, 3, 1).numpy()  # the default [0, 1] floats back to their bytes (exact)
     boxes, labels, valid = batch["boxes"].numpy(), batch["labels"].numpy(), batch["valid"].numpy()
     masks = batch["masks"].numpy().astype(bool) if "masks" in batch else None
     assert (batch["num_boxes"].numpy() == valid.sum(axis=1)).all() and (labels[~valid] == -1).all()

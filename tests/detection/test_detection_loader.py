@@ -25,6 +25,7 @@ from dataio.detection.detection_config import DetectionConfig
 from tests.augment.shape_photos import shape_pixels
 
 KEYS = {"image", "boxes", "labels", "valid", "num_boxes", "iscrowd", "image_id", "sample_ids", "repeated"}
+EVAL_KEYS = {"orig_size", "scale", "offset"}  # evaluation batches: where each image went (detection.map_back)
 TRAIN = dict(batch_size=4, image_size=96, train=True, seed=3, num_workers=2,
              randaugment=RandAugmentConfig(num_ops=2, magnitude=9), targets=DetectionConfig(masks=True))
 
@@ -41,7 +42,7 @@ def test_dict_batches_follow_the_contract_and_match_the_dataset_view(coco_shards
     with ImageLoader(coco_shards, batch_size=5, image_size=96, train=False, normalize=True,
                      targets=DetectionConfig(masks=True)) as loader:
         batches = epoch(loader)
-        assert [b.keys() == KEYS | {"masks"} for b in batches] == [True] * 3
+        assert [b.keys() == KEYS | EVAL_KEYS | {"masks"} for b in batches] == [True] * 3
         for batch in batches:
             n, k = batch["labels"].shape
             assert batch["image"].shape == (n, 3, 96, 96) and batch["image"].dtype == torch.float32
@@ -157,7 +158,7 @@ def test_a_mixture_maps_each_sources_box_labels_to_the_combined_classes(coco_sha
         sources, checked = set(), 0
         for batch in loader:
             sources |= set(loader.mixture.source_of(batch["sample_ids"].numpy()).tolist())
-            images = batch["image"].permute(0, 2, 3, 1).numpy()
+            images = batch["image"].mul(255).round().to(torch.uint8).permute(0, 2, 3, 1).numpy()  # [0, 1] floats
             for i in range(len(images)):
                 for label in batch["labels"][i][batch["valid"][i]].tolist():
                     assert shape_pixels(images[i], colour[loader.classes[label]]).sum() > 20
