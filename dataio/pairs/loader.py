@@ -17,6 +17,7 @@ from dataio.images.config import ImageLoaderConfig
 from dataio.images.kind_loader import ImageKindLoader
 from dataio.loader.dataloader_args import Capabilities
 from dataio.pairs.caption_config import CaptionConfig
+from dataio.pairs.tokenizer_identity import note_pair_loader
 
 
 class PairLoader(ImageKindLoader):
@@ -31,6 +32,7 @@ class PairLoader(ImageKindLoader):
         ``captions`` says which text fields each batch holds (default ``CaptionConfig()``: the stored ids, cut at
         77 tokens), ``options`` are ``ImageLoader``'s keywords."""
         self._build_face(source, config, kind="pairs", keyword="captions", options=captions, keywords=options)
+        note_pair_loader(self)  # ids of another tokenizer than a live pair loader's: one warning line
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return super().__iter__()
