@@ -23,6 +23,7 @@ from typing import Any
 from dataio.formats.errors import ConfigError
 from dataio.formats.remote.secrets import redact
 from dataio.formats.text.client_tokenizers import ClientTokenizer
+from dataio.pairs.caption_batches import load_tokenizer
 
 # the pair loaders alive in this process, each with its tokenizer (computed once: a vocabulary file is parsed)
 _LIVE: weakref.WeakKeyDictionary[Any, tuple[str, str] | None] = weakref.WeakKeyDictionary()
@@ -48,8 +49,6 @@ def tokenizer_of(loader: Any) -> tuple[str, str] | None:
     record = captions.data.tokenizer
     if record.get("source"):  # a client's tokenizer, named by its record
         return str(record["source"]), str(record["sha256"])
-    from dataio.pairs.caption_batches import load_tokenizer
-
     path = Path(str(loader.folder)) / str(record.get("file") or "tokenizer.json")
     try:
         return f"its stored ids ({path.name})", _vocabulary_digest(load_tokenizer(path)[0])
