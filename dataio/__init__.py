@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # what type checkers and editors see: the real classes, not A
     from dataio.views.loader import ViewsLoader
     from dataio.views.views_config import ViewsConfig
     from dataio.pairs.caption_config import CaptionConfig
+    from dataio.pairs.tokenizer_identity import check_same_tokenizer
     from dataio.detection.detection_config import DetectionConfig
     from dataio.images.config import ImageLoaderConfig
     from dataio.images.loader import ImageLoader
@@ -42,6 +43,7 @@ _LAZY = {
     "TokenDatasetConfig": "dataio.text.token_dataset",
     "ViewsConfig": "dataio.views.views_config",
     "ViewsLoader": "dataio.views.loader",
+    "check_same_tokenizer": "dataio.pairs.tokenizer_identity",
 }
 
 
@@ -58,4 +60,5 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["CaptionConfig", "DataLoader", "DetectionConfig", "DetectionLoader", "ImageLoader", "ImageLoaderConfig",
            "PairLoader", "ShardDataset", "ShardDatasetConfig", "TextLoader", "TextLoaderConfig", "TokenDataset",
-           "TokenDatasetConfig", "ViewsConfig", "ViewsLoader", "__version__", "check_epoch"]
+           "TokenDatasetConfig", "ViewsConfig", "ViewsLoader", "__version__", "check_epoch",
+           "check_same_tokenizer"]

@@ -15,9 +15,11 @@ def add_caption_flags(parser: argparse.ArgumentParser, captions_help: str) -> No
     parser.add_argument("--captions", action="store_true", help=captions_help)
     parser.add_argument("--max-caption-bytes", type=positive, default=MAX_CAPTION_BYTES,
                         help="pairs: a longer caption is listed in rejected.jsonl and its pair not packed")
-    parser.add_argument("--tokenizer", type=Path, metavar="FILE",
-                        help="pairs: a HF tokenizers JSON file; each caption's token ids are stored beside it "
-                             "(default: captions only, tokenised when read)")
+    parser.add_argument("--tokenizer", metavar="FILE",
+                        help="pairs: a HF tokenizers JSON file, open_clip:MODEL (open_clip's own tokenizer of "
+                             "MODEL) or hf:DIR (a local transformers tokenizer folder); each caption's token ids "
+                             "are stored beside it, framed as the tokenizer frames them (default: captions only, "
+                             "tokenised when read)")
     parser.add_argument("--train-tokenizer", choices=["bpe"],
                         help="pairs: train a byte-level BPE tokenizer on the captions and store their ids "
                              "(default: none)")
@@ -37,5 +39,34 @@ def tokenizer_config(args: argparse.Namespace):
         return None
     if args.tokenizer is not None and args.train_tokenizer is not None:
         raise UsageError("give --tokenizer FILE or --train-tokenizer bpe, not both")
-    return TokenizerConfig(path=args.tokenizer, train=args.train_tokenizer,
+    named = named_tokenizer(args.tokenizer) if args.tokenizer is not None else None
+    path = Path(args.tokenizer) if args.tokenizer is not None and named is None else None
+    return TokenizerConfig(path=path, train=args.train_tokenizer, tokenizer=named,
                            vocab_size=args.vocab_size, bos=args.bos or None, eos=args.eos or None, pad=args.pad)
+
+
+def named_tokenizer(name: str):
+    """The tokenizer ``open_clip:MODEL`` or ``hf:DIR`` names, loaded by its own library (imported here only), or
+    None for a file; UsageError in one line when the library is missing or does not know the name."""
+    kind, _, rest = name.partition(":")
+    if kind not in ("open_clip", "hf") or not rest or Path(name).is_file():
+        return None
+    try:
+        if kind == "open_clip":
+            import open_clip
+
+            return open_clip.get_tokenizer(rest)
+        if not Path(rest).is_dir():
+            raise UsageError(f"--tokenizer {name}: {rest} is not a folder (hf: takes a local transformers "
+                             "tokenizer folder, saved by save_pretrained; nothing is downloaded)")
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(rest, local_files_only=True)
+    except ImportError as e:
+        raise UsageError(f"--tokenizer {name}: {'open_clip_torch' if kind == 'open_clip' else 'transformers'} is "
+                         f"not installed ({e})") from None
+    except UsageError:
+        raise
+    except Exception as e:  # the library's own words on a name it does not know
+        text = (str(e).strip().splitlines() or [""])[0][:200]
+        raise UsageError(f"--tokenizer {name}: {type(e).__name__}: {text}") from None

@@ -21,6 +21,7 @@ import numpy as np
 from dataio.formats.pairs.pair_fields import MAX_META_BYTES
 from dataio.formats.errors import ConfigError, ShardError, UsageError
 from dataio.formats.remote.secrets import redact
+from dataio.formats.text.client_tokenizers import ClientTokenizer, as_tokenizer, caption_rows
 from dataio.formats.text.tokenizer_calls import TokenizerFailure, encoded_each, end_id, id_bound
 from dataio.pairs.caption_config import CaptionConfig
 from dataio.pairs.caption_data import CaptionData
@@ -32,17 +33,25 @@ from dataio.text.collate import padded_rows, padded_width
 
 
 def load_tokenizer(tokenizer: Any) -> tuple[Any, int]:
-    """A private copy of ``tokenizer`` (a JSON file or a ``Tokenizer``) without padding or truncation (rows are
-    padded and cut here, the same way as stored ids), and its padding id: the one its padding names (a pair
-    folder's ``tokenizer.json`` names the stored ids' one), else ``<pad>``'s, else 0."""
+    """A private copy of ``tokenizer`` (a JSON file, a ``Tokenizer``, a transformers fast tokenizer; open_clip's
+    wrapped: ``client_tokenizers.as_tokenizer``) without padding or truncation (rows are padded and cut here, the
+    same way as stored ids), and its padding id: the one its padding names (a pair folder's ``tokenizer.json``
+    names the stored ids' one), else ``<pad>``'s, else 0; open_clip's own (0 for CLIP's)."""
     from tokenizers import Tokenizer  # lazy: only loaders that tokenise import it
 
     from dataio.formats.text.tokenizer_setup import read_tokenizer_text
 
+    if not isinstance(tokenizer, (str, Path)):
+        copy = as_tokenizer(tokenizer)
+        if isinstance(copy, ClientTokenizer):
+            return copy, copy.pad_id
+        source = tokenizer if isinstance(tokenizer, Tokenizer) else tokenizer.backend_tokenizer
+        padding = source.padding
+        pad_id = padding["pad_id"] if padding else copy.token_to_id("<pad>")
+        return copy, 0 if pad_id is None else int(pad_id)
     try:  # a file is read as the converters read one: a regular file, a bounded size (Tokenizer.from_file
         # blocked for ever on a FIFO, holding the GIL, and read /dev/zero until memory ran out)
-        copy = Tokenizer.from_str(read_tokenizer_text(Path(tokenizer))) if isinstance(tokenizer, (str, Path)) else \
-            Tokenizer.from_str(tokenizer.to_str())
+        copy = Tokenizer.from_str(read_tokenizer_text(Path(tokenizer)))
     except UsageError as e:
         raise ConfigError(f"{{0}}: {redact(str(e))}", "tokenizer") from None
     except Exception as e:  # the Rust side raises a bare Exception for any parse error
@@ -84,7 +93,9 @@ class CaptionBatches:
         self.tokenizer, pad_id = load_tokenizer(config.tokenizer) if config.tokenizer is not None else (None, 0)
         self.ids = self.tokenizer is not None or self.data.tokens is not None
         self.text = config.text or not self.ids
-        if self.tokenizer is not None:  # ids bounded by its largest id, cut rows ended by what it appends
+        if isinstance(self.tokenizer, ClientTokenizer):  # open_clip's: the ids it names
+            self.pad_id, self.eos_id, self.vocab_size = pad_id, self.tokenizer.eos_id, self.tokenizer.vocab_size
+        elif self.tokenizer is not None:  # ids bounded by its largest id, cut rows ended by what it appends
             self.pad_id, self.eos_id, self.vocab_size = pad_id, end_id(self.tokenizer), id_bound(self.tokenizer)
         else:
             record = self.data.tokenizer
@@ -120,7 +131,7 @@ class CaptionBatches:
         vocabulary."""
         failures: Failures = []
         if self.tokenizer is not None:
-            rows = encoded_each(lambda texts: [e.ids for e in self.tokenizer.encode_batch(texts)], captions or [])
+            rows = encoded_each(lambda texts: caption_rows(self.tokenizer, texts), captions or [])
             for row, encoded in enumerate(rows):
                 if isinstance(encoded, TokenizerFailure):
                     failures.append((row, self.shards.sample_error(int(keys[row]), f"caption: {encoded.reason}")))

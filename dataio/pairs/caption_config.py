@@ -6,7 +6,8 @@ and the text:
 
 - ``input_ids`` and ``attention_mask`` ``(N, L)`` int64: the ids stored at pack time (``--tokenizer``),
   padded by the text path's C collate, or the captions tokenised on the decode threads by ``tokenizer``
-  (a ``tokenizers`` JSON file or ``Tokenizer``, its own special tokens added). Rows are cut at
+  (a ``tokenizers`` JSON file or ``Tokenizer``, a transformers fast tokenizer, or open_clip's own, run under a
+  lock: pure Python; its own special tokens added, as pack time stores them: ``client_tokenizers``). Rows are cut at
   ``max_length`` tokens, the last kept token then the EOS (as open_clip's tokenizer cuts), and padded to
   the batch's longest row rounded up to ``pad_multiple``, or to ``max_length`` with ``pad_to_max_length``
   (a fixed context, CLIP's 77).
@@ -31,6 +32,7 @@ from typing import Any, Literal
 
 from dataio.formats.errors import ConfigError
 from dataio.formats.remote.secrets import redact
+from dataio.formats.text.client_tokenizers import is_tokenizer_object
 
 
 
@@ -68,6 +70,6 @@ class CaptionConfig:
             raise ConfigError(f"{{0}} must be distinct field names, got {self.json_fields!r}", "json_fields")
         object.__setattr__(self, "json_fields", fields)
         tokenizer = self.tokenizer
-        if tokenizer is not None and not isinstance(tokenizer, (str, Path)) and not hasattr(tokenizer, "encode_batch"):
-            raise ConfigError(f"{{0}} must be a tokenizers JSON file or a tokenizers.Tokenizer, got "
-                              f"{type(tokenizer).__name__}", "tokenizer")
+        if tokenizer is not None and not isinstance(tokenizer, (str, Path)) and not is_tokenizer_object(tokenizer):
+            raise ConfigError(f"{{0}} must be a tokenizers JSON file, a tokenizers.Tokenizer, a transformers fast "
+                              f"tokenizer or open_clip's, got {type(tokenizer).__name__}", "tokenizer")

@@ -20,6 +20,7 @@ from dataio.images.config import ImageLoaderConfig
 from dataio.images.kind_loader import ImageKindLoader
 from dataio.loader.dataloader_args import Capabilities
 from dataio.pairs.caption_config import CaptionConfig
+from dataio.pairs.tokenizer_identity import note_pair_loader
 
 
 CLIP_VAL_CROP_RATIO = 1.0  # open_clip's image_transform(is_train=False): Resize(size) then CenterCrop(size)
@@ -57,6 +58,7 @@ class PairLoader(ImageKindLoader):
         if config is None:  # open_clip's evaluation view: the shorter side resized to the size, then centre-cropped
             options.setdefault("val_crop_ratio", CLIP_VAL_CROP_RATIO)
         self._build_face(source, config, kind="pairs", keyword="captions", options=captions, keywords=options)
+        note_pair_loader(self)  # ids of another tokenizer than a live pair loader's: one warning line
 
     def __iter__(self) -> Iterator[Any]:
         """Dict batches, or open_clip's ``(images, input_ids)`` with ``CaptionConfig(output="tuple")`` (a

@@ -83,6 +83,9 @@ class ConvertTextConfig:
             raise UsageError("no source files given")
         if self.max_length < 2:
             raise ConfigError(f"{{0}} must be >= 2, got {self.max_length}", "max_length")
+        if self.tokenizer.tokenizer is not None:  # documents are framed per piece: a file or a trained BPE only
+            raise ConfigError("{0}: convert text takes a tokenizers JSON file or a trained BPE, not a tokenizer "
+                              "object (save a transformers tokenizer's backend_tokenizer to a file)", "tokenizer")
         if self.doc_sep not in ("line", "blank"):
             raise ConfigError(f"{{0}} must be line or blank, got {self.doc_sep!r}", "doc_sep")
         if self.format not in ("arrow", "wds"):

@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -21,6 +21,7 @@ from dataio.formats.errors import ConfigError, UsageError
 from dataio.formats.file_gate import FileRefused
 from dataio.formats.files import write_atomic
 from dataio.formats.remote.secrets import redact_path
+from dataio.formats.text.client_tokenizers import is_tokenizer_object
 from dataio.formats.text.tokenizer_calls import id_bound
 
 TOKENIZER_NAME = "tokenizer.json"
@@ -33,14 +34,18 @@ class TokenizerConfig:
 
     path: Path | None = None  # a tokenizers JSON file
     train: Literal["bpe"] | None = None
+    tokenizer: Any = None  # pairs: a user's tokenizer object (``client_tokenizers.as_tokenizer``: open_clip's, HF's)
     vocab_size: int = 8192
     bos: str | None = "<s>"
     eos: str | None = "</s>"
     pad: str = "<pad>"
 
     def __post_init__(self) -> None:
-        if (self.path is None) == (self.train is None):
-            raise ConfigError("give exactly one of {0} or {1}", "path", "train")
+        if sum(given is not None for given in (self.path, self.train, self.tokenizer)) != 1:
+            raise ConfigError("give exactly one of {0}, {1} or {2}", "path", "train", "tokenizer")
+        if self.tokenizer is not None and not is_tokenizer_object(self.tokenizer):
+            raise ConfigError(f"{{0}} must be a tokenizers.Tokenizer, a transformers fast tokenizer or open_clip's, "
+                              f"got {type(self.tokenizer).__name__}", "tokenizer")
         if self.train is not None and self.train != "bpe":
             raise ConfigError(f"{{0}} {self.train!r}: only 'bpe' is supported", "train")
         if self.vocab_size < 260:
@@ -66,13 +71,20 @@ def _specials(config: TokenizerConfig) -> list[str]:
 
 
 def train_bpe(texts: Iterable[str], config: TokenizerConfig):
-    """A byte-level BPE tokenizer trained on ``texts`` (deterministic for the same input)."""
+    """A byte-level BPE tokenizer trained on ``texts`` (deterministic for the same input), its EOS the largest id.
+
+    The EOS is added after training, so it takes the id past every learnt token: CLIP-style text towers
+    (open_clip's ``text.argmax(dim=-1)``) pool each row at its largest id, CLIP's EOT. Trained first among the
+    special tokens, the EOS was id 2 and those towers pooled a word (or the padding) in every row."""
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=config.vocab_size, special_tokens=_specials(config),
+    first = [token for token in _specials(config) if token != config.eos]
+    trainer = trainers.BpeTrainer(vocab_size=config.vocab_size - (1 if config.eos else 0), special_tokens=first,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tokenizer.train_from_iterator(texts, trainer)
+    if config.eos:
+        tokenizer.add_special_tokens([config.eos])
     return tokenizer
 
 
@@ -133,14 +145,16 @@ def special_ids(tokenizer, config: TokenizerConfig) -> dict[str, int | None]:
     return ids
 
 
-def save_tokenizer(tokenizer, out: Path, config: TokenizerConfig) -> TokenizerInfo:
+def save_tokenizer(tokenizer, out: Path, config: TokenizerConfig,
+                   ids: dict[str, int | None] | None = None) -> TokenizerInfo:
     """Save into ``out/tokenizer.json`` and describe it (ids of the special tokens, hash); its vocabulary size
-    is its largest id + 1, which the stored ids' dtype follows. Special tokens it lacks are refused first."""
+    is its largest id + 1, which the stored ids' dtype follows. Special tokens it lacks are refused first;
+    ``ids`` (bos, eos, pad) where the tokenizer frames captions itself rather than with ``config``'s tokens."""
     bound = id_bound(tokenizer)
     if bound - 1 > MAX_TOKEN_ID:
         raise UsageError(f"tokenizer {redact_path(config.path) if config.path else '(trained)'}: its largest id "
                          f"{bound - 1} does not fit the 32 bits token ids are stored in")
-    ids = special_ids(tokenizer, config)
+    ids = special_ids(tokenizer, config) if ids is None else ids
     text = tokenizer.to_str()
     write_atomic(out / TOKENIZER_NAME, text.encode("utf-8"))
     return TokenizerInfo(file=TOKENIZER_NAME, sha256=hashlib.sha256(text.encode()).hexdigest(),

@@ -52,3 +52,17 @@ def panics(tokenizer, caption: str) -> bool:
             raise
         return True
     return False
+
+
+def bert_style_tokenizer(path: Path) -> Path:
+    """A WordLevel tokenizer of the synthetic captions' words whose own post-processor frames each text as BERT's
+    does (``[CLS] $A [SEP]``), with none of ``<s>``/``</s>``: pack time's ``--bos``/``--eos`` cannot frame it."""
+    words = ("[PAD] [UNK] a an the on of and against showing picture photo background red green blue yellow black "
+             "white purple orange circle square triangle cross , [CLS] [SEP]").split()
+    vocab = {word: i for i, word in enumerate(words)}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.post_processor = TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[
+        ("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
+    tokenizer.save(str(path))
+    return path
