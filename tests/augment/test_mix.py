@@ -107,7 +107,7 @@ def test_soft_targets_work_with_cross_entropy() -> None:
 
 
 @pytest.mark.parametrize("bad", [{"num_classes": 1}, {"mixup_alpha": 0, "cutmix_alpha": 0}, {"prob": 1.5},
-                                 {"label_smoothing": 1.0}, {"mode": "pair"}])
+                                 {"label_smoothing": 1.0}, {"mode": "elem"}])
 def test_config_validation(bad: dict) -> None:
     with pytest.raises(ValueError):
         MixConfig(**{"num_classes": 10, **bad})
