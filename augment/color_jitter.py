@@ -5,7 +5,8 @@ per adjustment, uniform in [max(0, 1 - b), 1 + b] for brightness, contrast and s
 in its order with PIL's semantics (``ImageEnhance`` Brightness, Contrast, Color: ``color_ops``), or, with
 ``prob`` < 1 (timm's ``color_jitter_prob``), not at all. Instead of a loop per sample, each of the four
 positions runs every adjustment on the whole batch with factor 1 (no change) for the samples whose
-adjustment at that position is another. Hue is refused: its HSV round trip has no batched op here yet.
+adjustment at that position is another; an adjusted sample is truncated as PIL truncates to uint8 after
+each adjustment, so chains stay within a level of torchvision's on PIL images. Hue is refused: its HSV round trip has no batched op here yet.
 """
 
 from __future__ import annotations
@@ -87,4 +88,7 @@ class ColorJitter(RandomStage):
                 if bool((here & (factors[:, index] != 1)).any()):
                     factor = torch.where(here, factors[:, index], torch.ones_like(factors[:, index]))
                     x = apply(x, factor.to(x.device, x.dtype, non_blocking=True))
+                    # PIL truncates each adjustment's result to uint8: so do the samples it adjusted
+                    picked = here.to(x.device, non_blocking=True).view(-1, 1, 1, 1)
+                    x = torch.where(picked, x.floor(), x)
         return x
