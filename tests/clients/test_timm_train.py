@@ -12,9 +12,13 @@ from __future__ import annotations
 import difflib
 import re
 
+import pytest
+
 from dataio.augment.mix import MixConfig
 from dataio.augment.random_erasing import ErasingConfig
 from dataio.augment.timm_strings import TimmRandAugmentConfig
+from dataio.formats.errors import ConfigError
+from dataio.timm_loader import create_dataset, create_loader, split_folder
 from tests.clients.conftest import UPSTREAM, run_client
 
 IMPORT = "    Mixup, FastCollateMixup, AugMixDataset\n"
@@ -58,3 +62,18 @@ def test_timm_train_py_trains_on_dataio_with_its_flags_kept(client_env, coloured
     expected = f"image_size=64 randaugment={randaugment} mix={mix} color_jitter=None erasing={erasing}"
     assert train.group(1) == expected
     assert "eval loader of" in log and "SoftTargetCrossEntropy" in log
+
+
+def test_timm_loader_refuses_what_dataio_does_not_do_naming_it(coloured_shards, tmp_path):
+    (tmp_path / "val").symlink_to(coloured_shards, target_is_directory=True)
+    assert split_folder(tmp_path, "validation") == tmp_path / "val"  # timm's split synonyms
+    dataset = create_dataset("", root=str(tmp_path), split="validation")
+    for options, named in [({"vflip": 0.5}, "vflip"), ({"num_aug_splits": 3}, "num_aug_splits"),
+                           ({"train_crop_mode": "rkrc"}, "train_crop_mode"), ({"collate_fn": len}, "collate_fn"),
+                           ({"auto_augment": "augmix-m5"}, "auto_augment"), ({"input_size": (3, 32, 48)}, "input_size")]:
+        kwargs = {"input_size": 32, **options}
+        with pytest.raises(ConfigError) as caught:
+            create_loader(dataset, batch_size=4, is_training=True, device="cpu", **kwargs)
+        assert str(caught.value).startswith(named) and "\n" not in str(caught.value), caught.value
+    with pytest.raises(ConfigError, match="^dataset 'hfds/imagenet'"):
+        create_dataset("hfds/imagenet", root=str(tmp_path))
