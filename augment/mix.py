@@ -166,7 +166,7 @@ class MixUpCutMix(RandomStage):
         boxes[~cutmix] = 0
         if c.correct_lam or c.cutmix_minmax is not None:
             lam = np.where(cutmix, 1 - pasted, lam)
-        lam, cutmix, boxes = (spread(v, n, c.mode) for v in (lam, cutmix, boxes))
+        lam, cutmix, boxes = (spread(v, n, c.mode, c.pairing) for v in (lam, cutmix, boxes))
         return MixParams(lam=lam.astype(np.float32), cutmix=cutmix, box=boxes)
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -199,16 +199,19 @@ class MixUpCutMix(RandomStage):
         return out, one_hot * lam + one_hot[partner] * (1 - lam)
 
 
-def spread(values: np.ndarray, n: int, mode: str) -> np.ndarray:
-    """Per-draw values as per-sample: ``batch`` repeats one; ``pair`` gives partner ``N - 1 - i`` the draw of
-    ``i`` (timm's ``_mix_pair``; an odd middle sample is unmixed: lambda 1, no box)."""
+def spread(values: np.ndarray, n: int, mode: str, pairing: str = "flip") -> np.ndarray:
+    """Per-draw values as per-sample: ``batch`` repeats one; ``pair`` gives each partner the draw of ``i``
+    (``flip``: ``N - 1 - i``, timm's ``_mix_pair``, an odd middle sample unmixed; ``halves``: ``i + N // 2``,
+    an odd last sample unmixed): lambda 1, no box, for the unmixed one."""
     if mode == "batch":
         return np.repeat(values[:1], n, axis=0)
     if mode == "pair":
-        middle = np.zeros((n % 2, *values.shape[1:]), values.dtype)
+        alone = np.zeros((n % 2, *values.shape[1:]), values.dtype)
         if values.dtype != bool and values.ndim == 1:
-            middle[:] = 1
-        return np.concatenate([values, middle, values[::-1]])
+            alone[:] = 1
+        if pairing == "halves":
+            return np.concatenate([values, values, alone])
+        return np.concatenate([values, alone, values[::-1]])
     return values
 
 

@@ -34,8 +34,10 @@ class ImageLoaderConfig(LoaderConfig):
     horizontal flip with probability ``hflip``; val mode resizes and center
     crops with ratio ``val_crop_ratio``. ``shuffle`` defaults to ``train``.
 
-    Device augmentation (train only): ``randaugment`` and ``mix`` run batched
-    on ``device`` after the copy; ``crop_on_device`` decodes each image whole at
+    Device augmentation (train only): ``randaugment`` (dataio's config, or timm's
+    string such as ``"rand-m9-mstd0.5-inc1"``), ``mix``, and timm's
+    ``color_jitter`` and random erasing (``re_prob``, of the normalised batch)
+    run batched on ``device`` after the copy, in timm's order; ``crop_on_device`` decodes each image whole at
     ``decode_size`` on the host and does the crop and flip on the device (for
     when the CPU is the bottleneck). ``schedule`` sets the resolution (and,
     with ``dynamic_batch``, the batch size) per epoch, overriding
