@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from dataio import ImageLoader
+from dataio import DetectionLoader
 from dataio.formats.errors import ConfigError
 
 
@@ -17,5 +17,5 @@ from dataio.formats.errors import ConfigError
                                            ({"re_prob": 0.25, "normalize": True}, "re_prob")])
 def test_timm_ops_on_boxes_are_refused_naming_them(coco_shards, option, named) -> None:
     with pytest.raises(ConfigError) as caught:
-        ImageLoader(coco_shards, batch_size=4, **option)
+        DetectionLoader(coco_shards, batch_size=4, **option)
     assert str(caught.value).startswith(named) and "\n" not in str(caught.value)
