@@ -80,7 +80,7 @@ class SampleTransform:
         elif self.pil_input and isinstance(out, torch.Tensor) and out.is_floating_point():
             raise ConfigError(f"{{0}} {type(self.fn).__name__} takes PIL images and returns {out.dtype} "
                               f"{tuple(out.shape)} (ToTensor/Normalize)".replace("torch.", "") + ": the loader's "
-                              "transform= returns uint8 crops; give the whole pipeline to dataio.ShardDataset(folder, "
+                              "transform= must return uint8 crops; give the whole pipeline to dataio.ShardDataset(folder, "
                               "transform=..., to_pil=True) read by dataio.DataLoader, or give the loader its PIL "
                               "steps only", "transform")
         if not isinstance(out, torch.Tensor) or out.dtype != torch.uint8 or out.shape != image.shape:
