@@ -1,4 +1,7 @@
-"""The device side of a training batch: crop/flip, RandAugment, MixUp/CutMix, normalise.
+"""The device side of a training batch: crop/flip, colour jitter, RandAugment, MixUp/CutMix, normalise, erase.
+
+The order is timm's: jitter or RandAugment on the crop, mixing in the collate, then normalisation and
+random erasing of the normalised batch (timm's ``PrefetchLoader``).
 
 ``DeviceAugment`` is what the loader runs on each uint8 batch after the copy
 to the device (on the copy stream, so it overlaps the model's work). It is
@@ -14,12 +17,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from dataio.augment.color_jitter import ColorJitter, ColorJitterConfig
 from dataio.augment.crop_boxes import flips, random_resized_crop_boxes
 from dataio.augment.geometry_ops import crop_resize_flip
 from dataio.augment.mix import MixConfig, MixUpCutMix
 from dataio.augment.progressive import ResolutionSchedule
+from dataio.augment.random_erasing import ErasingConfig, RandomErasing
 from dataio.augment.randaugment import RandAugment, RandAugmentConfig
 from dataio.augment.seeding import RandomStage, SeedKey
+from dataio.augment.timm_randaugment import TimmRandAugment
+from dataio.augment.timm_strings import TimmRandAugmentConfig
 
 
 class Normalize:
@@ -90,19 +97,25 @@ class EpochSizedCrop(RandomResizedCrop):
 
 
 class DeviceAugment:
-    """Optional crop, RandAugment and MixUp/CutMix, then optional normalisation and layout."""
+    """Optional crop, colour jitter, RandAugment (dataio's or timm's) and MixUp/CutMix, then optional
+    normalisation, random erasing (of the normalised batch) and layout."""
 
-    def __init__(self, *, crop: RandomResizedCrop | None = None, randaugment: RandAugmentConfig | None = None,
-                 mix: MixConfig | None = None, normalize: Normalize | None = None, channels_last: bool = True) -> None:
+    def __init__(self, *, crop: RandomResizedCrop | None = None,
+                 randaugment: RandAugmentConfig | TimmRandAugmentConfig | None = None, mix: MixConfig | None = None,
+                 normalize: Normalize | None = None, channels_last: bool = True,
+                 color_jitter: ColorJitterConfig | None = None, erasing: ErasingConfig | None = None) -> None:
         self.crop = crop
+        self.color_jitter = ColorJitter(color_jitter) if color_jitter else None
         # Stages pass floats along; the chain rounds once at the end (or normalises).
-        self.randaugment = RandAugment(dataclasses.replace(randaugment, output="float")) if randaugment else None
+        stage = TimmRandAugment if isinstance(randaugment, TimmRandAugmentConfig) else RandAugment
+        self.randaugment = stage(dataclasses.replace(randaugment, output="float")) if randaugment else None
         self.mix = MixUpCutMix(mix) if mix else None
+        self.erasing = RandomErasing(erasing) if erasing and erasing.probability > 0 else None
         self.normalize, self.channels_last = normalize, channels_last
 
     @property
     def stages(self) -> list[RandomStage]:
-        return [s for s in (self.crop, self.randaugment, self.mix) if s is not None]
+        return [s for s in (self.crop, self.color_jitter, self.randaugment, self.mix, self.erasing) if s is not None]
 
     def seed_for(self, key: SeedKey) -> None:
         """Re-seed every random stage for one batch."""
@@ -117,6 +130,8 @@ class DeviceAugment:
             images = self.crop(images, crops)
             if self.randaugment is not None and self.randaugment.uses_kernel(images.device, torch.uint8):
                 images = images.round_().to(torch.uint8)  # on the CPU: the kernel's uint8 path (PIL rounds per op too)
+        if self.color_jitter is not None:
+            images = self.color_jitter(images)
         if self.randaugment is not None:
             # The kernel's values are whole numbers: with no mixing after, keep them uint8 (no 4-byte copy)
             whole = self.mix is None and self.randaugment.uses_kernel(images.device, images.dtype)
@@ -125,6 +140,8 @@ class DeviceAugment:
             images, labels = self.mix(images, labels)
         if self.normalize is not None:
             images = self.normalize(images)
+            if self.erasing is not None:
+                images = self.erasing(images)
         elif images.is_floating_point():
             images = images.round().clamp_(0, 255).to(torch.uint8)
         memory_format = torch.channels_last if self.channels_last else torch.contiguous_format

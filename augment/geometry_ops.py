@@ -57,8 +57,8 @@ def forward_matrices(inverse_maps: torch.Tensor) -> torch.Tensor:
     return torch.linalg.inv(inverse_centres)[:, :2, :].to(torch.float32)
 
 
-def warp(x: torch.Tensor, forward: torch.Tensor, fill: float, mode: str = "bilinear") -> torch.Tensor:
-    """Warp each sample by its matrix; uncovered pixels take ``fill`` (0-255)."""
+def warp(x: torch.Tensor, forward: torch.Tensor, fill: float | torch.Tensor, mode: str = "bilinear") -> torch.Tensor:
+    """Warp each sample by its matrix; uncovered pixels take ``fill`` (0-255; a (1, 3, 1, 1) tensor: per channel)."""
     # Sampling ``x - fill`` with zero padding and adding ``fill`` back gives the fill
     # with one grid_sample; kornia's "fill" mode samples a second, mask image.
     height, width = x.shape[-2:]

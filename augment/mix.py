@@ -1,17 +1,23 @@
 """MixUp (Zhang et al. 2018) and CutMix (Yun et al. 2019) with per-sample lambdas.
 
 Sample ``i`` of the first half is mixed with sample ``i + N // 2`` and back
-(the batch is already shuffled, and halves need no partner copy; timm flips). In ``"sample"`` mode every sample draws its own lambda and its own
-choice of MixUp or CutMix; ``"batch"`` mode draws one of each for the batch.
-CutMix boxes are clipped to the image and lambda is corrected to the area
-actually pasted. Targets are soft, shape (N, num_classes), label-smoothed,
-and sum to one. All parameters are drawn on the host.
+(``pairing="halves"``: the batch is already shuffled); ``pairing="flip"`` mixes
+``i`` with ``N - 1 - i``, as timm's ``Mixup`` does. In ``"sample"`` mode every
+sample draws its own lambda and its own choice of MixUp or CutMix (timm's
+``"elem"``); ``"pair"`` draws once per pair of partners (timm's ``"pair"``);
+``"batch"`` draws one of each for the batch. CutMix boxes are clipped to the
+image and lambda is corrected to the area actually pasted (``correct_lam``);
+``cutmix_minmax`` draws the box's sides instead, as timm's ``rand_bbox_minmax``.
+Targets are soft, shape (N, num_classes), label-smoothed as timm's
+``mixup_target``, and sum to one. All parameters are drawn on the host.
+``MixConfig.from_timm(mixup_args)`` takes timm's own ``Mixup`` keywords.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -29,10 +35,42 @@ class MixConfig:
     cutmix_alpha: float = 1.0
     prob: float = 1.0  # probability that a sample (or the batch) is mixed at all
     switch_prob: float = 0.5  # probability of CutMix when both are enabled
-    mode: Literal["sample", "batch"] = "sample"
+    mode: Literal["sample", "pair", "batch"] = "sample"
     label_smoothing: float = 0.1
+    pairing: Literal["halves", "flip"] = "halves"  # partner of i: i +- N // 2, or N - 1 - i (timm)
+    cutmix_minmax: tuple[float, float] | None = None  # CutMix box sides as shares of the image's (timm)
+    correct_lam: bool = True  # lambda = 1 - the box's area after clipping (always with cutmix_minmax)
+
+    @classmethod
+    def from_timm(cls, mixup_args: Mapping[str, Any]) -> "MixConfig":
+        """The config of ``timm.data.Mixup(**mixup_args)``: timm's keywords and defaults, timm's pairing (flip);
+        timm's ``"elem"`` mode is ``"sample"`` here. A keyword timm's Mixup does not take is refused."""
+        unknown = sorted(set(mixup_args) - set(TIMM_MIXUP_DEFAULTS))
+        if unknown:
+            raise ConfigError(f"{{0}} has {unknown[0]!r}, which timm's Mixup does not take "
+                              f"(it takes {', '.join(TIMM_MIXUP_DEFAULTS)})", "mixup_args")
+        args = {**TIMM_MIXUP_DEFAULTS, **mixup_args}
+        modes = {"elem": "sample", "pair": "pair", "batch": "batch"}
+        if args["mode"] not in modes:
+            raise ConfigError(f"{{0}} mode {args['mode']!r} is not one of timm's: elem, pair, batch", "mixup_args")
+        minmax = args["cutmix_minmax"]
+        return cls(num_classes=args["num_classes"], mixup_alpha=float(args["mixup_alpha"]),
+                   cutmix_alpha=1.0 if minmax is not None else float(args["cutmix_alpha"]),  # as timm forces it
+                   cutmix_minmax=None if minmax is None else (float(minmax[0]), float(minmax[1])),
+                   prob=float(args["prob"]), switch_prob=float(args["switch_prob"]), mode=modes[args["mode"]],
+                   correct_lam=bool(args["correct_lam"]), label_smoothing=float(args["label_smoothing"]),
+                   pairing="flip")
 
     def __post_init__(self) -> None:
+        if self.cutmix_minmax is not None:
+            lo, hi = self.cutmix_minmax
+            if not 0 < lo < hi <= 1:
+                raise ConfigError(f"{{0}} must be (min, max) shares with 0 < min < max <= 1, got "
+                                  f"{self.cutmix_minmax}", "cutmix_minmax")
+            if self.cutmix_alpha == 0:
+                raise ConfigError("{0} draws CutMix boxes: cutmix_alpha must be > 0 (timm sets 1.0)", "cutmix_minmax")
+        if self.pairing not in ("halves", "flip"):
+            raise ConfigError(f"{{0}} must be 'halves' or 'flip', got {self.pairing!r}", "pairing")
         if self.num_classes < 2:
             raise ValueError(f"num_classes must be >= 2, got {self.num_classes}")
         if self.mixup_alpha < 0 or self.cutmix_alpha < 0 or self.mixup_alpha == self.cutmix_alpha == 0:
@@ -42,8 +80,14 @@ class MixConfig:
                 raise ValueError(f"{name} must be a probability, got {getattr(self, name)}")
         if not 0 <= self.label_smoothing < 1:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
-        if self.mode not in ("sample", "batch"):
-            raise ValueError(f"mode must be 'sample' or 'batch', got {self.mode!r}")
+        if self.mode not in ("sample", "pair", "batch"):
+            raise ValueError(f"mode must be 'sample', 'pair' or 'batch', got {self.mode!r}")
+
+
+# timm.data.Mixup's keywords and their defaults (timm/data/mixup.py, timm 1.0)
+TIMM_MIXUP_DEFAULTS: dict[str, Any] = dict(mixup_alpha=1.0, cutmix_alpha=0.0, cutmix_minmax=None, prob=1.0,
+                                           switch_prob=0.5, mode="batch", correct_lam=True, label_smoothing=0.1,
+                                           num_classes=1000)
 
 
 def refuse_with_box_targets(mix: MixConfig | None) -> None:
@@ -74,7 +118,8 @@ class MixParams:
 
 
 def cutmix_boxes(lam: np.ndarray, height: int, width: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Boxes of area ``1 - lam`` centred uniformly, clipped; returns (boxes (N, 4), pasted fraction (N,))."""
+    """Boxes of area ``1 - lam`` centred uniformly, clipped (timm's ``rand_bbox``, the same draws in the same
+    order); returns (boxes (N, 4) y0, y1, x0, x1, pasted fraction (N,))."""
     ratio = np.sqrt(1 - lam)
     cut_h, cut_w = (height * ratio).astype(np.int64), (width * ratio).astype(np.int64)
     cy, cx = rng.integers(0, height, len(lam)), rng.integers(0, width, len(lam))
@@ -82,6 +127,15 @@ def cutmix_boxes(lam: np.ndarray, height: int, width: int, rng: np.random.Genera
     x0, x1 = np.clip(cx - cut_w // 2, 0, width), np.clip(cx + cut_w // 2, 0, width)
     pasted = (y1 - y0) * (x1 - x0) / (height * width)
     return np.stack([y0, y1, x0, x1], axis=1), pasted
+
+
+def minmax_boxes(n: int, minmax: tuple[float, float], height: int, width: int,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """timm's ``rand_bbox_minmax``: sides drawn in [min, max) of the image's, placed inside it; as above."""
+    cut_h = rng.integers(int(height * minmax[0]), int(height * minmax[1]), n)
+    cut_w = rng.integers(int(width * minmax[0]), int(width * minmax[1]), n)
+    y0, x0 = rng.integers(0, height - cut_h, n), rng.integers(0, width - cut_w, n)
+    return np.stack([y0, y0 + cut_h, x0, x0 + cut_w], axis=1), cut_h * cut_w / (height * width)
 
 
 class MixUpCutMix(RandomStage):
@@ -94,9 +148,9 @@ class MixUpCutMix(RandomStage):
         self.config = config
 
     def draw(self, n: int, height: int, width: int) -> MixParams:
-        """Per-sample (or per-batch, repeated) lambdas, methods and boxes."""
+        """Per-sample (per-pair or per-batch, repeated) lambdas, methods and boxes."""
         c, rng = self.config, self.numpy_rng()
-        draws = n if c.mode == "sample" else 1
+        draws = {"sample": n, "pair": n // 2, "batch": 1}[c.mode]
         if c.mixup_alpha > 0 and c.cutmix_alpha > 0:
             cutmix = rng.random(draws) < c.switch_prob
         else:
@@ -105,19 +159,24 @@ class MixUpCutMix(RandomStage):
         lam = np.where(cutmix, rng.beta(alpha_cut, alpha_cut, draws), rng.beta(alpha_mix, alpha_mix, draws))
         mixed = rng.random(draws) < c.prob
         lam, cutmix = np.where(mixed, lam, 1.0), cutmix & mixed
-        if draws == 1:
-            lam, cutmix = np.repeat(lam, n), np.repeat(cutmix, n)
-        boxes, pasted = cutmix_boxes(lam, height, width, rng)
-        if c.mode == "batch":
-            boxes, pasted = np.repeat(boxes[:1], n, axis=0), np.repeat(pasted[:1], n)
+        if c.cutmix_minmax is not None:
+            boxes, pasted = minmax_boxes(draws, c.cutmix_minmax, height, width, rng)
+        else:
+            boxes, pasted = cutmix_boxes(lam, height, width, rng)
         boxes[~cutmix] = 0
-        lam = np.where(cutmix, 1 - pasted, lam)
+        if c.correct_lam or c.cutmix_minmax is not None:
+            lam = np.where(cutmix, 1 - pasted, lam)
+        lam, cutmix, boxes = (spread(v, n, c.mode, c.pairing) for v in (lam, cutmix, boxes))
         return MixParams(lam=lam.astype(np.float32), cutmix=cutmix, box=boxes)
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Mix (N, 3, H, W) images and int64 labels into (images of the input dtype, (N, K) float targets)."""
         n, _, height, width = images.shape
-        p = self.draw(n, height, width)
+        return self.apply(images, labels, self.draw(n, height, width))
+
+    def apply(self, images: torch.Tensor, labels: torch.Tensor, p: MixParams) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mix with drawn parameters ``p`` (``draw``'s); each sample ``i`` with ``partners(N, pairing)[i]``."""
+        n, _, height, width = images.shape
         device = images.device
         # Per-pixel weight of the sample itself: 0 inside its CutMix box, its MixUp lambda
         # elsewhere (1 for CutMix and unmixed samples). One lerp then does both methods.
@@ -131,21 +190,36 @@ class MixUpCutMix(RandomStage):
             inside = (rows >= y0) & (rows < y1) & (cols >= x0) & (cols < x1)
             weight = lam_mix * (~inside)
         source = images.float()
-        out = torch.empty_like(source)
-        half = n // 2
-        first, second = slice(0, half), slice(half, 2 * half)
-        for mine, theirs in ((first, second), (second, first)):
-            torch.lerp(source[theirs], source[mine], weight[mine], out=out[mine])  # theirs + w * (mine - theirs)
-        out[2 * half:] = source[2 * half:]  # odd batch: the last sample is its own partner
+        partner = partners(n, self.config.pairing).to(device)
+        out = torch.lerp(source[partner], source, weight)  # theirs + w * (mine - theirs)
         if not images.is_floating_point():
             out = out.round_().to(images.dtype)
         lam = torch.from_numpy(p.lam).to(device).view(-1, 1)
         one_hot = smooth_one_hot(labels, self.config.num_classes, self.config.label_smoothing)
-        return out, one_hot * lam + one_hot[partners(n).to(device)] * (1 - lam)
+        return out, one_hot * lam + one_hot[partner] * (1 - lam)
 
 
-def partners(n: int) -> torch.Tensor:
-    """(n,) index of each sample's partner: the two halves pair up; an odd last sample pairs with itself."""
+def spread(values: np.ndarray, n: int, mode: str, pairing: str = "flip") -> np.ndarray:
+    """Per-draw values as per-sample: ``batch`` repeats one; ``pair`` gives each partner the draw of ``i``
+    (``flip``: ``N - 1 - i``, timm's ``_mix_pair``, an odd middle sample unmixed; ``halves``: ``i + N // 2``,
+    an odd last sample unmixed): lambda 1, no box, for the unmixed one."""
+    if mode == "batch":
+        return np.repeat(values[:1], n, axis=0)
+    if mode == "pair":
+        alone = np.zeros((n % 2, *values.shape[1:]), values.dtype)
+        if values.dtype != bool and values.ndim == 1:
+            alone[:] = 1
+        if pairing == "halves":
+            return np.concatenate([values, values, alone])
+        return np.concatenate([values, alone, values[::-1]])
+    return values
+
+
+def partners(n: int, pairing: str = "halves") -> torch.Tensor:
+    """(n,) index of each sample's partner: the two halves pair up (an odd last sample pairs with itself), or,
+    ``flip``, ``N - 1 - i`` (timm's ``x.flip(0)``)."""
+    if pairing == "flip":
+        return torch.arange(n - 1, -1, -1)
     half = n // 2
     index = torch.arange(n)
     index[:half] += half

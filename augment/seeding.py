@@ -29,7 +29,8 @@ class SeedKey:
         return asdict(self)
 
 
-BATCH_TRANSFORM_STREAM = 4  # the streams: 1 RandAugment, 2 mix, 3 crop, 4 a batch_transform's generator, 5 views
+BATCH_TRANSFORM_STREAM = 4  # the streams: 1 RandAugment, 2 mix, 3 crop, 4 a batch_transform's generator, 5 views,
+# 6 random erasing, 7 colour jitter
 
 
 def derive_seed(key: SeedKey, stream: int) -> int:

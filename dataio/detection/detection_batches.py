@@ -33,6 +33,8 @@ from dataio.augment.crop_boxes import center_crop_boxes, flips, random_resized_c
 from dataio.augment.keypoint_targets import map_sample_keypoints
 from dataio.augment.letterbox import letterbox_maps, letterbox_places
 from dataio.augment.mix import refuse_with_box_targets
+from dataio.augment.timm_strings import TimmRandAugmentConfig
+from dataio.formats.errors import ConfigError
 from dataio.augment.target_maps import crop_resize_maps, decoded_crop_boxes, device_crop_maps
 from dataio.detection.batch_targets import BatchTargets
 from dataio.images.config import ImageLoaderConfig
@@ -56,6 +58,10 @@ class DetectionBatchSource(ImageBatchSource):
     def __init__(self, shards: ImageShards, config: ImageLoaderConfig, options: DetectionConfig | None,
                  times: StageTimes, *, dali: DaliDecoder | None = None, threads: int = 0) -> None:
         refuse_with_box_targets(config.mix)  # MixUp/CutMix has no rule for boxes
+        timm_ops = [name for name in ("color_jitter", "re_prob") if getattr(config, name)]
+        if isinstance(config.randaugment, TimmRandAugmentConfig) or timm_ops:  # the detection finish runs neither
+            raise ConfigError("{0} (timm's RandAugment, colour jitter, erasing) are for classification and pairs; "
+                              "boxes follow dataio's RandAugmentConfig", (timm_ops or ["randaugment"])[0])
         options = options or DetectionConfig()
         super().__init__(shards, config, options, times, dali=dali, threads=threads)
         self.detection = options

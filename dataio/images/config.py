@@ -15,6 +15,9 @@ from dataio.formats.errors import ConfigError
 from dataio.formats.fallback_log import warn_once
 from dataio.images.dali_install import dali_installed, install_hint
 from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
+from dataio.augment.color_jitter import ColorJitterConfig
+from dataio.augment.random_erasing import ErasingConfig
+from dataio.augment.timm_strings import TimmRandAugmentConfig
 from dataio.loader.loader_config import LoaderConfig
 from dataio.pipeline.thread_tuner import thread_budget
 from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT
@@ -31,8 +34,10 @@ class ImageLoaderConfig(LoaderConfig):
     horizontal flip with probability ``hflip``; val mode resizes and center
     crops with ratio ``val_crop_ratio``. ``shuffle`` defaults to ``train``.
 
-    Device augmentation (train only): ``randaugment`` and ``mix`` run batched
-    on ``device`` after the copy; ``crop_on_device`` decodes each image whole at
+    Device augmentation (train only): ``randaugment`` (dataio's config, or timm's
+    string such as ``"rand-m9-mstd0.5-inc1"``), ``mix``, and timm's
+    ``color_jitter`` and random erasing (``re_prob``, of the normalised batch)
+    run batched on ``device`` after the copy, in timm's order; ``crop_on_device`` decodes each image whole at
     ``decode_size`` on the host and does the crop and flip on the device (for
     when the CPU is the bottleneck). ``schedule`` sets the resolution (and,
     with ``dynamic_batch``, the batch size) per epoch, overriding
@@ -85,8 +90,13 @@ class ImageLoaderConfig(LoaderConfig):
     prefetch_batches: int = 1  # batches in flight per decode thread (DataLoader's prefetch_factor)
     timeout: float = 0  # > 0: waiting longer than this many seconds for a batch raises (as DataLoader)
     verify_samples: bool = True  # each image's xxh3 against the sample table, on every read (tables since 1.1)
-    randaugment: RandAugmentConfig | None = None
+    randaugment: RandAugmentConfig | TimmRandAugmentConfig | str | None = None  # str: timm's "rand-m9-mstd0.5"
     mix: MixConfig | None = None
+    color_jitter: float | tuple[float, ...] | None = None  # timm's: ColorJitter strengths, on the device
+    color_jitter_prob: float | None = None  # timm's: probability of the jitter per sample (None: always)
+    re_prob: float = 0.0  # timm's RandomErasing probability per sample, after normalisation (normalize=True)
+    re_mode: Literal["const", "rand", "pixel"] = "const"  # timm's: erase to 0, a normal colour, or normal noise
+    re_count: int = 1  # timm's: up to this many boxes per erased sample
     crop_on_device: bool = False
     decode_size: int | None = None  # crop_on_device: host decode size; default image_size * 8 / 7
     schedule: ResolutionSchedule | None = None
@@ -124,8 +134,16 @@ class ImageLoaderConfig(LoaderConfig):
             raise ValueError(f"timeout must be >= 0 seconds, got {self.timeout}")
         if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
             raise ValueError("mean and std need 3 values, std positive")
-        if not self.train and (self.randaugment or self.mix or self.crop_on_device or self.schedule):
-            raise ValueError("randaugment, mix, crop_on_device and schedule are for train=True loaders")
+        if isinstance(self.randaugment, str):  # timm's RandAugment string (dataio.augment.timm_strings)
+            object.__setattr__(self, "randaugment", TimmRandAugmentConfig.from_timm(self.randaugment))
+        if not self.train and (self.randaugment or self.mix or self.crop_on_device or self.schedule
+                               or self.color_jitter is not None or self.re_prob):
+            raise ValueError("randaugment, mix, color_jitter, re_prob, crop_on_device and schedule are for train=True "
+                             "loaders")
+        _ = self.erasing, self.jitter  # validated here, in one line each
+        if self.re_prob and not self.normalize:
+            raise ConfigError("{0} erases normalised images, as timm does after Normalize: pass normalize=True",
+                              "re_prob")
         if self.decoder not in ("auto", "turbo", "dali"):
             raise ValueError(f"decoder must be auto|turbo|dali, got {self.decoder!r}")
         if self.decoder == "dali" and not dali_installed():
@@ -197,9 +215,24 @@ class ImageLoaderConfig(LoaderConfig):
         return "dali"
 
     @property
+    def erasing(self) -> ErasingConfig | None:
+        """timm's RandomErasing of ``re_prob``, ``re_mode``, ``re_count`` (``max_count``, as timm's loader)."""
+        if not self.re_prob:
+            return None
+        return ErasingConfig(probability=self.re_prob, mode=self.re_mode, max_count=self.re_count)
+
+    @property
+    def jitter(self) -> ColorJitterConfig | None:
+        """The colour jitter of ``color_jitter`` and ``color_jitter_prob`` (timm's arguments)."""
+        if self.color_jitter is None:
+            return None
+        return ColorJitterConfig.from_timm(self.color_jitter, self.color_jitter_prob)
+
+    @property
     def device_augments(self) -> bool:
         """Whether batches go through ``augment.DeviceAugment`` after the copy."""
-        return bool(self.randaugment or self.mix or self.crop_on_device)
+        return bool(self.randaugment or self.mix or self.crop_on_device or self.color_jitter is not None
+                    or self.re_prob)
 
     def image_size_at(self, epoch: int) -> int:
         """Output resolution of ``epoch``."""

@@ -41,7 +41,7 @@ class ImageFinish:
                 crop = EpochSizedCrop(c.image_size, schedule=c.schedule, scale=c.crop_scale, ratio=c.crop_ratio,
                                       hflip=c.hflip)
             self.augment = DeviceAugment(crop=crop, randaugment=c.randaugment, mix=c.mix, normalize=self.normalize,
-                                         channels_last=c.channels_last)
+                                         channels_last=c.channels_last, color_jitter=c.jitter, erasing=c.erasing)
 
     def images(self, images: torch.Tensor, labels: torch.Tensor | None,
                host: HostBatch) -> tuple[torch.Tensor, torch.Tensor | None]:

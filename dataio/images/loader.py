@@ -18,6 +18,7 @@ from typing import Any, Literal
 import torch
 
 from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
+from dataio.augment.timm_strings import TimmRandAugmentConfig
 from dataio.formats.errors import ConfigError
 from dataio.formats.kinds import KINDS, Kind, kind_of
 from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig, one_batch_size
@@ -88,8 +89,13 @@ class ImageLoader(ImageKindLoader):
                  rank: int | None = None,
                  shard: bool | None = True,
                  shuffle_window: int = DEFAULT_WINDOW,
-                 randaugment: RandAugmentConfig | None = None,
+                 randaugment: RandAugmentConfig | TimmRandAugmentConfig | str | None = None,
                  mix: MixConfig | None = None,
+                 color_jitter: float | tuple[float, ...] | None = None,
+                 color_jitter_prob: float | None = None,
+                 re_prob: float = 0.0,
+                 re_mode: Literal["const", "rand", "pixel"] = "const",
+                 re_count: int = 1,
                  crop_on_device: bool = False,
                  decode_size: int | None = None,
                  schedule: ResolutionSchedule | None = None,

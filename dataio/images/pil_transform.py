@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 from PIL import Image
 
@@ -38,15 +39,26 @@ def as_pil(image: torch.Tensor) -> Image.Image:
     return Image.fromarray(image.permute(1, 2, 0).numpy())
 
 
-def hint(transform: Callable, why: str) -> None:
-    """The one line per process: what was seen, what is done, and ``to_pil=True``."""
+def hint(transform: Callable, why: str, loader: bool = False) -> None:
+    """The one line per process: what was seen, what is done, and ``to_pil=True`` (the loader's ``transform=``:
+    that each crop goes to it as a PIL image and comes back as uint8)."""
+    if loader:
+        warn_once("loader-transform-to-pil", f"ImageLoader: transform= {type(transform).__name__} {why}: each crop "
+                                             "is given to it as a PIL image and its result taken back as uint8")
+        return
     warn_once("shard-dataset-to-pil", f"ShardDataset: the transform {type(transform).__name__} {why}, as "
                                       "ImageFolder's do: it is given PIL images; pass to_pil=True to say so")
 
 
-def transform_sample(transform: Callable, image: Any, pil_input: bool) -> tuple[Any, bool]:
+def as_uint8(image: Image.Image) -> torch.Tensor:
+    """A PIL image back as the loader's uint8 ``(3, H, W)`` tensor."""
+    return torch.from_numpy(np.asarray(image.convert("RGB")).copy()).permute(2, 0, 1)
+
+
+def transform_sample(transform: Callable, image: Any, pil_input: bool, loader: bool = False) -> tuple[Any, bool]:
     """``transform(image)``, and whether the transform takes PIL images (``pil_input``, learnt here when it
-    raises on a uint8 tensor and takes the PIL image; otherwise the first error stands)."""
+    raises on a uint8 tensor and takes the PIL image; otherwise the first error stands). ``loader``: the
+    hint is the loader's (``ImageLoader(transform=)`` shares this detection with ``ShardDataset``)."""
     tensor = isinstance(image, torch.Tensor) and image.dtype == torch.uint8
     if pil_input and tensor:
         return transform(as_pil(image)), True
@@ -60,5 +72,5 @@ def transform_sample(transform: Callable, image: Any, pil_input: bool) -> tuple[
         except Exception:
             raise error from None
         first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]  # one line, whatever it raised
-        hint(transform, f"takes PIL images, not uint8 tensors ({first_line[:200]})")
+        hint(transform, f"takes PIL images, not uint8 tensors ({first_line[:200]})", loader)
         return out, True

@@ -11,6 +11,12 @@ after changing it in place (nothing to copy). Anything else (float, another
 size, not a tensor) is a ``ConfigError`` naming ``transform`` and the sample:
 float work belongs in ``batch_transform=``, on the device, after the copy.
 
+PIL-only transforms (torchvision v1's ``ToTensor``, timm's PIL ops: one recognised as ``ShardDataset``
+recognises it, ``dataio.images.pil_transform``) are given each crop as a PIL image, and a PIL result is
+taken back as uint8, with one line on the ``dataio`` logger. A whole PIL pipeline that returns float
+(``ToTensor``, ``Normalize``: timm's ``create_transform``) is refused in one line pointing to
+``ShardDataset(..., to_pil=True)``, whose items may be anything.
+
 Randomness: a callable with a ``generator`` parameter is called as
 ``transform(image, generator=g)``, ``g`` a ``torch.Generator`` seeded per
 sample from the batch's seed key (seed, epoch, rank, batch position): the same
@@ -28,7 +34,10 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from PIL import Image
+
 from dataio.formats.errors import ConfigError
+from dataio.images.pil_transform import as_uint8, hint, pil_only, transform_sample
 
 _generators = threading.local()  # each decode thread's generator, reseeded per sample
 
@@ -49,6 +58,9 @@ class SampleTransform:
     def __init__(self, fn: Callable) -> None:
         self.fn = fn
         self.seeded = takes_generator(fn)
+        self.pil_input = pil_only(fn)  # learnt on the first crop otherwise (any thread; a bool, set once)
+        if self.pil_input:
+            hint(fn, "takes PIL images (torchvision v1)", loader=True)
 
     def __call__(self, slot: np.ndarray, seed: int | None, where: Callable[[], str]) -> None:
         """Transform ``slot`` ((S, S, 3) uint8, written in place); ``where()`` names the sample in errors."""
@@ -60,9 +72,17 @@ class SampleTransform:
             generator.manual_seed(int(seed or 0))
             out = self.fn(image, generator=generator)
         else:
-            out = self.fn(image)
+            out, self.pil_input = transform_sample(self.fn, image, self.pil_input, loader=True)
         if out is image:
             return
+        if isinstance(out, Image.Image):
+            out = as_uint8(out)
+        elif self.pil_input and isinstance(out, torch.Tensor) and out.is_floating_point():
+            raise ConfigError(f"{{0}} {type(self.fn).__name__} takes PIL images and returns {out.dtype} "
+                              f"{tuple(out.shape)} (ToTensor/Normalize)".replace("torch.", "") + ": the loader's "
+                              "transform= must return uint8 crops; give the whole pipeline to dataio.ShardDataset(folder, "
+                              "transform=..., to_pil=True) read by dataio.DataLoader, or give the loader its PIL "
+                              "steps only", "transform")
         if not isinstance(out, torch.Tensor) or out.dtype != torch.uint8 or out.shape != image.shape:
             got = (f"{out.dtype} {tuple(out.shape)}".replace("torch.", "") if isinstance(out, torch.Tensor)
                    else type(out).__name__)

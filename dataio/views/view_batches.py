@@ -39,7 +39,7 @@ from dataio.views.views_config import ViewsConfig
 
 VIEWS_STREAM = 5  # augment.seeding streams: 1 RandAugment, 2 mix, 3 crop, 4 batch_transform, 5 the views' draws
 GLOBAL, LOCAL = "collated_global_crops", "collated_local_crops"  # DINOv2's collate's names
-REFUSED = ("randaugment", "mix", "crop_on_device", "schedule", "transform")  # views have their own crops and ops
+REFUSED = ("randaugment", "mix", "crop_on_device", "schedule", "transform", "color_jitter", "re_prob")  # views have their own crops and ops
 # The image loader's crop options, which views take from ViewsConfig instead: given, they would be ignored
 INSTEAD = {"image_size": "global_size and local_size", "crop_scale": "global_scale and local_scale",
            "crop_ratio": "ratio", "hflip": "hflip", "val_crop_ratio": "global_scale", "decode_size": "global_size",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -107,7 +108,21 @@ def test_soft_targets_work_with_cross_entropy() -> None:
 
 
 @pytest.mark.parametrize("bad", [{"num_classes": 1}, {"mixup_alpha": 0, "cutmix_alpha": 0}, {"prob": 1.5},
-                                 {"label_smoothing": 1.0}, {"mode": "pair"}])
+                                 {"label_smoothing": 1.0}, {"mode": "elem"}])
 def test_config_validation(bad: dict) -> None:
     with pytest.raises(ValueError):
         MixConfig(**{"num_classes": 10, **bad})
+
+
+@pytest.mark.parametrize("pairing", ["halves", "flip"])
+@pytest.mark.parametrize("n", [8, 9])
+def test_pair_mode_gives_both_partners_one_draw(pairing: str, n: int) -> None:
+    """``mode="pair"`` (timm's): a sample and its partner share lambda, method and box, so each pastes the
+    other's pixels into the same box; an odd sample out is left unmixed."""
+    mix = MixUpCutMix(MixConfig(num_classes=4, mode="pair", pairing=pairing, switch_prob=0.5))
+    params = mix.draw(n, 32, 32)
+    partner = partners(n, pairing).numpy()
+    assert np.array_equal(params.lam, params.lam[partner]) and np.array_equal(params.box, params.box[partner])
+    assert len(set(params.lam.tolist())) > 1
+    alone = np.flatnonzero(partner == np.arange(n))
+    assert len(alone) == n % 2 and all(params.lam[alone] == 1)
