@@ -87,8 +87,9 @@ class DetectionBatchSource(ImageBatchSource):
                 crops = random_resized_crop_boxes(widths, heights, rng, c.crop_scale, c.crop_ratio)
             flipped = flips(n, rng, c.hflip)
         else:
-            crops = whole if d.eval_crop == "whole" else center_crop_boxes(widths, heights, c.val_crop_ratio,
-                                                                            out_w / out_h)
+            # the letterbox decodes the whole image too (its places say where): only "centre" cuts
+            crops = center_crop_boxes(widths, heights, c.val_crop_ratio, out_w / out_h) if d.eval_crop == "centre" \
+                else whole
             flipped = np.zeros(n, dtype=bool)
         seeds = rng.integers(0, 2**63 - 1, size=n) if self.transform and self.transform.seeded else None
         fields: dict[str, Any] = {}

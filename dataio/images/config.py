@@ -167,7 +167,7 @@ class ImageLoaderConfig(LoaderConfig):
                 isinstance(side, Integral) and not isinstance(side, bool) for side in size):
             size = (int(size[0]), int(size[1])) if size[0] != size[1] else int(size[0])
             object.__setattr__(self, "image_size", size)
-        if isinstance(size, bool) or not isinstance(size, (Integral, tuple)):
+        elif isinstance(size, bool) or not isinstance(size, Integral):
             raise ConfigError(f"{{0}} is one int or a (height, width) pair of ints, got {size!r:.40}", "image_size")
         if min(self.output_shape) < 8:
             raise ValueError(f"image_size must be >= 8, got {self.image_size}")
@@ -186,7 +186,7 @@ class ImageLoaderConfig(LoaderConfig):
     def output_shape(self) -> tuple[int, int]:
         """(height, width) of the output images: ``image_size`` as a pair (a schedule's sizes are square)."""
         size = self.image_size
-        return (size, size) if isinstance(size, int) else size
+        return size if isinstance(size, tuple) else (size, size)
 
     def rectangular_refused(self, what: str) -> None:
         """Raise a one-line ConfigError when ``image_size`` is a (height, width) pair: ``what`` (a kind's crops) are
