@@ -98,7 +98,7 @@ class DetectionBatchSource(ImageBatchSource):
             fields["crop_boxes"] = crops * np.stack([size / widths, size / heights] * 2, axis=1)
             fields["crop_flips"] = flipped
             decoded, decoded_flips = whole, np.zeros(n, dtype=bool)
-        decode_shape = size if c.crop_on_device else (out_h, out_w)
+        decode_shape = size if out_h == out_w else (out_h, out_w)  # a pair: turbo alone (DALI takes a side)
         start = self._image_tasks(index, keys, decoded, decoded_flips, decode_shape, fields, seeds, places)
         if places is not None:
             maps = letterbox_maps(places, widths, heights, flipped)
