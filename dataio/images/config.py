@@ -27,6 +27,9 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 class ImageLoaderConfig(LoaderConfig):
     """Every option of the image loader, validated on construction.
 
+    ``image_size`` is a side (S x S outputs) or, for box folders, (height, width)
+    (``DetectionLoader``'s rectangular views; the other kinds refuse a pair).
+
     Train mode does RandomResizedCrop(``crop_scale``, ``crop_ratio``) and a
     horizontal flip with probability ``hflip``; val mode resizes and center
     crops with ratio ``val_crop_ratio``. ``shuffle`` defaults to ``train``.
