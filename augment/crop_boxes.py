@@ -49,12 +49,16 @@ def random_resized_crop_boxes(
     return np.stack([x0, y0, x0 + w_pick, y0 + h_pick], axis=1)
 
 
-def center_crop_boxes(widths: np.ndarray, heights: np.ndarray, crop_ratio: float) -> np.ndarray:
-    """(N, 4) boxes equal to "resize shorter side to S / crop_ratio, center crop S"."""
-    side = np.minimum(widths, heights).astype(np.float64) * crop_ratio
-    x0 = (widths - side) / 2
-    y0 = (heights - side) / 2
-    return np.stack([x0, y0, x0 + side, y0 + side], axis=1)
+def center_crop_boxes(widths: np.ndarray, heights: np.ndarray, crop_ratio: float, aspect: float = 1.0) -> np.ndarray:
+    """(N, 4) boxes equal to "resize shorter side to S / crop_ratio, center crop S"; with ``aspect`` (the output's
+    width / height, a rectangular output), the largest centred window of that shape, its sides times
+    ``crop_ratio``: the crop keeps the output's ratio, so resizing it stretches nothing."""
+    widths, heights = np.asarray(widths, np.float64), np.asarray(heights, np.float64)
+    crop_w = np.minimum(widths, heights * aspect) * crop_ratio
+    crop_h = crop_w / aspect
+    x0 = (widths - crop_w) / 2
+    y0 = (heights - crop_h) / 2
+    return np.stack([x0, y0, x0 + crop_w, y0 + crop_h], axis=1)
 
 
 def flips(n: int, rng: np.random.Generator, probability: float) -> np.ndarray:

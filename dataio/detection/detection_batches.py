@@ -54,6 +54,7 @@ class DetectionBatchSource(ImageBatchSource):
 
     check_sizes = True  # targets are mapped in the table's size: an image of another size fails (``table_size``)
     normalizes_on_host = False  # DetectionTransfer normalises after its device crop and RandAugment
+    rectangular = True  # image_size=(height, width): every view's maps take the output's two sides
 
     def __init__(self, shards: ImageShards, config: ImageLoaderConfig, options: DetectionConfig | None,
                  times: StageTimes, *, dali: DaliDecoder | None = None, threads: int = 0) -> None:
@@ -75,13 +76,14 @@ class DetectionBatchSource(ImageBatchSource):
     def start_batch(self, index: int, keys: np.ndarray, key: SeedKey) -> BatchStart:
         c, d, table = self.config, self.detection, self.shards.table
         size, out = c.decode_size_at(key.epoch), c.image_size_at(key.epoch)
+        out_h, out_w = c.output_shape_at(key.epoch)  # (out, out) but for image_size=(H, W) (no device crop there)
         rng = np.random.default_rng([key.seed, key.epoch, key.rank, key.step])
         n = len(keys)
         widths, heights = table.width[keys].astype(np.float64), table.height[keys].astype(np.float64)
         objects = self.columns.objects(keys)
         whole = np.stack([np.zeros(n), np.zeros(n), widths, heights], axis=1)
         kept = np.ones(len(objects.labels), dtype=bool)
-        places = letterbox_places(widths, heights, size) if self.letterbox else None
+        places = letterbox_places(widths, heights, (out_h, out_w)) if self.letterbox else None
         if c.train:
             if places is not None:
                 crops = whole
@@ -91,7 +93,9 @@ class DetectionBatchSource(ImageBatchSource):
                 crops = random_resized_crop_boxes(widths, heights, rng, c.crop_scale, c.crop_ratio)
             flipped = flips(n, rng, c.hflip)
         else:
-            crops = whole if d.eval_crop == "whole" else center_crop_boxes(widths, heights, c.val_crop_ratio)
+            # the letterbox decodes the whole image too (its places say where): only "centre" cuts
+            crops = center_crop_boxes(widths, heights, c.val_crop_ratio, out_w / out_h) if d.eval_crop == "centre" \
+                else whole
             flipped = np.zeros(n, dtype=bool)
         seeds = rng.integers(0, 2**63 - 1, size=n) if self.transform and self.transform.seeded else None
         fields: dict[str, Any] = {}
@@ -100,12 +104,13 @@ class DetectionBatchSource(ImageBatchSource):
             fields["crop_boxes"] = crops * np.stack([size / widths, size / heights] * 2, axis=1)
             fields["crop_flips"] = flipped
             decoded, decoded_flips = whole, np.zeros(n, dtype=bool)
-        start = self._image_tasks(index, keys, decoded, decoded_flips, size, fields, seeds, places)
+        decode_shape = size if out_h == out_w else (out_h, out_w)  # a pair: turbo alone (DALI takes a side)
+        start = self._image_tasks(index, keys, decoded, decoded_flips, decode_shape, fields, seeds, places)
         if places is not None:
             maps = letterbox_maps(places, widths, heights, flipped)
         else:
             taken = np.round(decoded) if self.dali is not None else decoded_crop_boxes(decoded, widths, heights)
-            maps = crop_resize_maps(taken, decoded_flips, size, size)
+            maps = crop_resize_maps(taken, decoded_flips, *((size, size) if c.crop_on_device else (out_w, out_h)))
         if c.crop_on_device:
             maps = device_crop_maps(fields["crop_boxes"], flipped, out) @ maps
         if not c.train:  # where each image went: evaluation maps its detections back (``map_back``)
@@ -114,10 +119,11 @@ class DetectionBatchSource(ImageBatchSource):
         rows = np.flatnonzero(kept)
         owners = np.repeat(np.arange(n), objects.counts)[rows]
         bounds = np.concatenate([[0], np.cumsum(np.bincount(owners, minlength=n))])
-        masks = np.zeros((len(rows), out, out), np.uint8) if d.masks else None
+        masks = np.zeros((len(rows), out_h, out_w), np.uint8) if d.masks else None
         fields = start.fields
         lap = self.times.lap()
-        tasks = [lambda: self._map_boxes(fields, objects, kept, keys, widths, heights, maps, out, masks, lap)]
+        tasks = [lambda: self._map_boxes(fields, objects, kept, keys, widths, heights, maps, (out_h, out_w), masks,
+                                         lap)]
         laps = [lap]
         if masks is not None:
             for lo in range(0, n, CHUNK):
@@ -127,15 +133,16 @@ class DetectionBatchSource(ImageBatchSource):
         return BatchStart(fields, [*start.tasks, *tasks], laps=(*start.laps, *laps))
 
     def _map_boxes(self, fields: dict[str, Any], objects: BatchObjects, kept: np.ndarray, keys: np.ndarray,
-                   widths: np.ndarray, heights: np.ndarray, maps: np.ndarray, out: int, masks: np.ndarray | None,
-                   lap: Lap) -> Failures:
+                   widths: np.ndarray, heights: np.ndarray, maps: np.ndarray, out: tuple[int, int],
+                   masks: np.ndarray | None, lap: Lap) -> Failures:
         """The batch's boxes in the output's pixels (their visible polygons: ``BoxTargets``) and their keypoints by
         the same maps, as its ``targets`` field (ragged rows: ``BatchTargets`` drops a failed sample's rows with it)."""
         with lap("targets"):
             boxes = BoxTargets.from_ragged(objects.boxes, objects.labels, objects.counts, widths, heights)
-            boxes = boxes.select(kept).mapped(maps, out, out)
+            out_h, out_w = out
+            boxes = boxes.select(kept).mapped(maps, out_w, out_h)
             keypoints = None if objects.keypoints is None else map_sample_keypoints(
-                objects.keypoints[kept], boxes.owners(), maps, out, out, self.keypoint_flips)
+                objects.keypoints[kept], boxes.owners(), maps, out_w, out_h, self.keypoint_flips)
             fields["targets"] = BatchTargets(boxes, objects.iscrowd[kept], masks, self.columns.image_ids(keys),
                                              keypoints)
             failures = over_max_boxes(boxes, objects.iscrowd[kept], self.detection, keys, self.shards.sample_error,
@@ -148,7 +155,6 @@ class DetectionBatchSource(ImageBatchSource):
         """Samples lo..hi-1's masks, decoded and resampled through their maps into ``masks``; a mask that does
         not decode is its sample's failure."""
         failures = []
-        size = masks.shape[1]
         with lap("masks"):
             for i in range(lo, hi):
                 first, last = int(bounds[i]), int(bounds[i + 1])
@@ -159,7 +165,8 @@ class DetectionBatchSource(ImageBatchSource):
                 mine = rows[first:last]
                 try:
                     masks[first:last] = self.columns.resampled_masks(objects.mask_parts[mine],
-                                                                     objects.mask_rows[mine], sample, maps[i], size)
+                                                                     objects.mask_rows[mine], sample, maps[i],
+                                                                     masks.shape[1:])
                 except ValueError as e:
                     failures.append((i, self.shards.sample_error(sample, f"mask: {e}")))
         lap.items = hi - lo

@@ -12,7 +12,7 @@ device (``mask_targets.warp_masks``). Then boxes left with less than
 dropped with their masks (and crowd boxes with ``crowd=False``), and the rest
 padded. The dict (``docs/detection.md``):
 
-- ``image`` (N, 3, S, S), as the loader's ``normalize`` and ``channels_last`` and
+- ``image`` (N, 3, S, S) (or (N, 3, H, W) for ``image_size=(H, W)``), as the loader's ``normalize`` and ``channels_last`` and
   ``DetectionConfig.pixels`` say (float32 in [0, 1] by default);
 - ``boxes`` (N, K, 4) float32 x0, y0, x1, y1 in output pixels (continuous:
   pixel ``i`` spans ``[i, i + 1)``), K the batch's largest count or ``max_boxes``;
@@ -106,15 +106,15 @@ class DetectionFinish:
                 images = images.round_().to(torch.uint8)  # the kernel's uint8 path, as DeviceAugment takes it
         if self.randaugment is not None:
             self.randaugment.seed_for(batch.key)
-            size = images.shape[-1]
+            height, width = images.shape[-2:]  # (H, W): image_size=(height, width) gives rectangles
             draws = self.randaugment.draw(len(images))
             whole = self.randaugment.uses_kernel(images.device, images.dtype)
             images = self.randaugment(images, output="uint8" if whole else None, draws=draws)
-            slot_maps = randaugment_maps(draws, size, size)
+            slot_maps = randaugment_maps(draws, height, width)
             if keypoints is not None:
-                keypoints = map_keypoints_in_slots(keypoints, boxes.owners(), slot_maps, size, size,
+                keypoints = map_keypoints_in_slots(keypoints, boxes.owners(), slot_maps, width, height,
                                                    self.keypoint_flips)
-            boxes = boxes.mapped_in_slots(slot_maps, size, size)
+            boxes = boxes.mapped_in_slots(slot_maps, width, height)
             if masks is not None:
                 masks = warp_masks(masks, boxes.offsets, slot_maps)
         d = self.detection

@@ -2,7 +2,7 @@
 
 Without ``image_size``, the whole image (uint8 (3, H, W), or PIL) with its
 objects in its own pixels; with it, the loader's evaluation crop (the whole
-image resized to S x S, or the centre crop: ``DetectionConfig.eval_crop``) and
+image resized to S x S or, for ``image_size=(H, W)``, H x W, or the centre crop: ``DetectionConfig.eval_crop``) and
 the targets through the same map, filtered by ``min_visible`` as the loader's
 are (``eval_crop="letterbox"``: the loader's keep-ratio view). Where torchvision
 imports, ``boxes`` are ``tv_tensors.BoundingBoxes`` and ``masks`` ``tv_tensors.Mask``
@@ -36,7 +36,8 @@ from dataio.images.turbo_decode import decode_crop_into, decode_image
 
 
 def detection_sample(reader: ImageShards, columns: TargetColumns, index: int, targets: DetectionConfig,
-                     image_size: int | None, *, val_crop_ratio: float, to_pil: bool, decode: dict[str, bool]) -> dict:
+                     image_size: int | tuple[int, int] | None, *, val_crop_ratio: float, to_pil: bool,
+                     decode: dict[str, bool]) -> dict:
     """Sample ``index`` read (checked), decoded and with its targets; raises data errors (ValueError, OSError), an
     image whose size is not the table's (its targets' frame) among them (``table_size``)."""
     data = reader.read(index)
@@ -44,6 +45,8 @@ def detection_sample(reader: ImageShards, columns: TargetColumns, index: int, ta
     objects = columns.objects(ids)
     width, height = int(reader.table.width[index]), int(reader.table.height[index])
     masks = np.zeros((0, height, width), np.uint8)
+    out_h, out_w = ((height, width) if image_size is None else (image_size, image_size) if isinstance(image_size, int)
+                    else image_size)  # the output's sides: the image's own, or the view's (H, W)
     if image_size is None:
         if targets.masks and len(objects.labels):  # the whole image's own pixels: (K, H, W), torchvision's form
             masks = np.stack([columns.mask(int(part), int(row), index) for part, row in
@@ -54,25 +57,25 @@ def detection_sample(reader: ImageShards, columns: TargetColumns, index: int, ta
     else:
         w, h = np.array([width], np.float64), np.array([height], np.float64)
         box = (np.array([[0.0, 0.0, width, height]]) if targets.eval_crop != "centre"
-               else center_crop_boxes(w, h, val_crop_ratio))
-        pixels = np.zeros((image_size, image_size, 3), dtype=np.uint8)
+               else center_crop_boxes(w, h, val_crop_ratio, out_w / out_h))
+        pixels = np.zeros((out_h, out_w, 3), dtype=np.uint8)
         if targets.eval_crop == "letterbox":  # the loader's keep-ratio view: the image in its place, zeros around
-            place = letterbox_places(w, h, image_size)
+            place = letterbox_places(w, h, (out_h, out_w))
             x0, y0, x1, y1 = place[0].tolist()
             decode_crop_into(data, box[0], False, pixels[y0:y1, x0:x1], **decode, expect_size=(width, height))
             maps = letterbox_maps(place, w, h, np.zeros(1, bool))
         else:
             decode_crop_into(data, box[0], False, pixels, **decode, expect_size=(width, height))
-            maps = crop_resize_maps(box, np.zeros(1, bool), image_size, image_size)
+            maps = crop_resize_maps(box, np.zeros(1, bool), out_w, out_h)
         moved, rows = (BoxTargets.from_ragged(objects.boxes, objects.labels, objects.counts, w, h)
-                       .mapped(maps, image_size, image_size).kept(targets.min_visible, targets.min_side))
+                       .mapped(maps, out_w, out_h).kept(targets.min_visible, targets.min_side))
         boxes, labels, iscrowd = moved.boxes(), moved.labels, objects.iscrowd[rows]
         keypoints = None if objects.keypoints is None else map_sample_keypoints(
-            objects.keypoints, np.zeros(len(objects.labels), np.int64), maps, image_size, image_size,
+            objects.keypoints, np.zeros(len(objects.labels), np.int64), maps, out_w, out_h,
             columns.keypoint_flips)[rows]
         if targets.masks:
             masks = columns.resampled_masks(objects.mask_parts[rows], objects.mask_rows[rows], index, maps[0],
-                                            image_size)
+                                            (out_h, out_w))
         pixels = Image.fromarray(pixels) if to_pil else pixels
     keep = np.ones(len(labels), bool) if targets.crowd else ~iscrowd
     sample = {"image": pixels if to_pil else torch.from_numpy(np.ascontiguousarray(pixels)).permute(2, 0, 1),
@@ -83,8 +86,7 @@ def detection_sample(reader: ImageShards, columns: TargetColumns, index: int, ta
         sample["masks"] = torch.from_numpy(np.ascontiguousarray(masks[keep]))
     if keypoints is not None:  # torchvision's keypoint R-CNN target: (K, P, 3) x, y, visibility
         sample["keypoints"] = torch.from_numpy(np.ascontiguousarray(keypoints[keep], np.float32))
-    side = (height, width) if image_size is None else (image_size, image_size)
-    return as_tv_tensors(sample, *side)  # BoundingBoxes and Mask where torchvision imports: v2 transforms move them
+    return as_tv_tensors(sample, out_h, out_w)  # BoundingBoxes and Mask where torchvision imports: v2 moves them
 
 
 class DetectionItem:

@@ -171,14 +171,15 @@ class TargetColumns:
         return decode_rle(counts, height, width)
 
     def resampled_masks(self, parts: np.ndarray, rows: np.ndarray, sample: int, forward: np.ndarray,
-                        size: int) -> np.ndarray:
-        """(K, size, size) uint8 masks of objects (``parts``, ``rows``) of ``sample`` through its axis-aligned
-        ``forward`` map, ``MASK_CHUNK_BYTES`` decoded at a time: a sample of thousands of objects never holds them all
-        at its full size (10,000 at 640x480: 3 GB). ValueError as ``mask``."""
-        out = np.zeros((len(rows), size, size), np.uint8)
+                        size: int | tuple[int, int]) -> np.ndarray:
+        """(K, H, W) uint8 masks (``size``: a side, or (H, W)) of objects (``parts``, ``rows``) of ``sample``
+        through its axis-aligned ``forward`` map, ``MASK_CHUNK_BYTES`` decoded at a time: a sample of thousands
+        of objects never holds them all at its full size (10,000 at 640x480: 3 GB). ValueError as ``mask``."""
+        height, width = (size, size) if isinstance(size, int) else size
+        out = np.zeros((len(rows), height, width), np.uint8)
         chunk = max(1, MASK_CHUNK_BYTES // max(1, int(self.table.width[sample]) * int(self.table.height[sample])))
         for first in range(0, len(rows), chunk):
             decoded = np.stack([self.mask(int(p), int(r), sample) for p, r in
                                 zip(parts[first:first + chunk], rows[first:first + chunk], strict=True)])
-            out[first:first + len(decoded)] = resample_masks(decoded, forward, size, size)
+            out[first:first + len(decoded)] = resample_masks(decoded, forward, width, height)
         return out

@@ -30,6 +30,9 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 class ImageLoaderConfig(LoaderConfig):
     """Every option of the image loader, validated on construction.
 
+    ``image_size`` is a side (S x S outputs) or, for box folders, (height, width)
+    (``DetectionLoader``'s rectangular views; the other kinds refuse a pair).
+
     Train mode does RandomResizedCrop(``crop_scale``, ``crop_ratio``) and a
     horizontal flip with probability ``hflip``; val mode resizes and center
     crops with ratio ``val_crop_ratio``. ``shuffle`` defaults to ``train``.
@@ -69,7 +72,7 @@ class ImageLoaderConfig(LoaderConfig):
     """
 
     batch_size: int = 256
-    image_size: int = 224
+    image_size: int | tuple[int, int] = 224  # (height, width): rectangular outputs, box folders only (DetectionLoader)
     train: bool = True
     drop_tail: bool | None = None  # DistributedSampler's drop_last: trim, not pad, the uneven tail; None: drop_last
     num_workers: int | Literal["auto"] | None = None  # decode threads; None: one per core; auto: measured
@@ -176,16 +179,42 @@ class ImageLoaderConfig(LoaderConfig):
                               "batch_size takes the loader's)", "schedule")
 
     def _check_sizes(self) -> None:
-        """``image_size`` (and ``decode_size``) are one int each: the side of square crops, as torchvision's
-        ``RandomResizedCrop(224)``; a (height, width) pair is refused in one line rather than a TypeError."""
-        for name in ("image_size", "decode_size"):
-            size = getattr(self, name)
-            if size is not None and (isinstance(size, bool) or not isinstance(size, Integral)):
-                square = isinstance(size, (tuple, list)) and len(size) == 2 and size[0] == size[1]
-                raise ConfigError(f"{{0}} is one int: crops are square (got {size!r}"
-                                  f"{f'; pass {name}={size[0]}' if square else ''})", name)
-        if self.image_size < 8:
+        """``image_size`` is one int (the side of square crops, as torchvision's ``RandomResizedCrop(224)``) or a
+        (height, width) pair of ints, torchvision's ``size=(H, W)``; ``(S, S)`` is kept as ``S``. A pair is read by
+        the box kind alone (``rectangular_refused`` for the others) and by no path that crops square windows:
+        ``crop_on_device``, DALI and a ``schedule`` (whose sizes are one int) refuse it here in one line."""
+        size = self.image_size
+        if isinstance(size, (tuple, list)) and len(size) == 2 and all(
+                isinstance(side, Integral) and not isinstance(side, bool) for side in size):
+            size = (int(size[0]), int(size[1])) if size[0] != size[1] else int(size[0])
+            object.__setattr__(self, "image_size", size)
+        elif isinstance(size, bool) or not isinstance(size, Integral):
+            raise ConfigError(f"{{0}} is one int or a (height, width) pair of ints, got {size!r:.40}", "image_size")
+        if min(self.output_shape) < 8:
             raise ValueError(f"image_size must be >= 8, got {self.image_size}")
+        decode = self.decode_size
+        if decode is not None and (isinstance(decode, bool) or not isinstance(decode, Integral)):
+            raise ConfigError(f"{{0}} is one int: the device crop decodes square images (got {decode!r:.40})",
+                              "decode_size")
+        if isinstance(size, tuple):
+            given = [name for name in ("crop_on_device", "schedule") if getattr(self, name)]
+            given += ["decoder"] if self.decoder == "dali" else []
+            if given:
+                raise ConfigError(f"{{0}} {size} (height, width) is decoded by turbo on the host: {given[0]} crops "
+                                  "square windows (leave it out, or pass one int)", "image_size")
+
+    @property
+    def output_shape(self) -> tuple[int, int]:
+        """(height, width) of the output images: ``image_size`` as a pair (a schedule's sizes are square)."""
+        size = self.image_size
+        return size if isinstance(size, tuple) else (size, size)
+
+    def rectangular_refused(self, what: str) -> None:
+        """Raise a one-line ConfigError when ``image_size`` is a (height, width) pair: ``what`` (a kind's crops) are
+        square; box folders (``DetectionLoader``) take the pair."""
+        if isinstance(self.image_size, tuple):
+            raise ConfigError(f"{{0}} {self.image_size} (height, width) is for box folders (DetectionLoader): "
+                              f"{what} are square; pass one int", "image_size")
 
     def _check_hooks(self) -> None:
         for name in ("transform", "batch_transform"):
@@ -235,8 +264,12 @@ class ImageLoaderConfig(LoaderConfig):
                     or self.re_prob)
 
     def image_size_at(self, epoch: int) -> int:
-        """Output resolution of ``epoch``."""
-        return self.schedule.image_size(epoch) if self.schedule else self.image_size
+        """Output resolution of ``epoch`` (a square side; ``output_shape_at`` for a (height, width) pair)."""
+        return self.schedule.image_size(epoch) if self.schedule else self.output_shape[1]
+
+    def output_shape_at(self, epoch: int) -> tuple[int, int]:
+        """(height, width) of ``epoch``'s output images."""
+        return (self.image_size_at(epoch),) * 2 if self.schedule else self.output_shape
 
     def batch_size_at(self, epoch: int) -> int:
         """Batch size of ``epoch``."""

@@ -27,6 +27,7 @@ import torch
 from dataio.augment import SeedKey, crop_boxes
 from dataio.augment.host_normalize import HostNormalize
 from dataio.formats.errors import ConfigError
+from dataio.formats.kinds import kind_of
 from dataio.images.buffer_pool import BufferPool
 from dataio.images.config import ImageLoaderConfig
 from dataio.images.dali_decode import DaliDecoder
@@ -62,9 +63,12 @@ class ImageBatchSource:
     check_sizes = False  # whether an image whose size is not its table row's fails (targets: ``table_size``)
     normalizes_on_host = True  # whether a CPU loader's normalisation may run here (its device stage then skips it)
     bucket_lengths: np.ndarray | None = None  # each sample's length, when the kind's batches group by it (captions)
+    rectangular = False  # whether the kind's crops take image_size=(height, width) (boxes: DetectionBatchSource)
 
     def __init__(self, shards: ImageShards, config: ImageLoaderConfig, options: Any, times: StageTimes, *,
                  dali: DaliDecoder | None = None, threads: int = 0) -> None:
+        if not self.rectangular:  # its square crops, centre crop and host normalisation take one side
+            config.rectangular_refused(f"the crops of {kind_of(shards.manifest).what}")
         self.shards, self.config, self.options, self.times, self.dali = shards, config, options, times, dali
         self.transform = SampleTransform(config.transform) if config.transform is not None else None
         self.pin = config.pin_memory and torch.cuda.is_available()
@@ -118,19 +122,22 @@ class ImageBatchSource:
         seeds = rng.integers(0, 2**63 - 1, size=len(keys)) if self.transform and self.transform.seeded else None
         return self._image_tasks(index, keys, boxes, flipped, size, fields, seeds)
 
-    def _image_tasks(self, index: int, keys: np.ndarray, boxes: np.ndarray, flipped: np.ndarray, size: int,
-                     fields: dict[str, Any], seeds: np.ndarray | None, places: np.ndarray | None = None) -> BatchStart:
-        """The batch's ``image`` field (decoded from ``boxes`` and ``flipped`` at ``size``) and its read tasks (a
-        kind's source adds its fields and tasks). ``places`` (N, 4) x0, y0, x1, y1: each image decoded into that
-        part of its slot, the rest zeros (a keep-ratio letterbox, ``augment.letterbox``; turbo only)."""
+    def _image_tasks(self, index: int, keys: np.ndarray, boxes: np.ndarray, flipped: np.ndarray,
+                     size: int | tuple[int, int], fields: dict[str, Any], seeds: np.ndarray | None,
+                     places: np.ndarray | None = None) -> BatchStart:
+        """The batch's ``image`` field (decoded from ``boxes`` and ``flipped`` at ``size``: a side, or (height, width)
+        for the rectangular kinds, turbo only) and its read tasks (a kind's source adds its fields and tasks).
+        ``places`` (N, 4) x0, y0, x1, y1: each image decoded into that part of its slot, the rest zeros (a
+        keep-ratio letterbox, ``augment.letterbox``; turbo only)."""
         fetched = self.readahead.take(index) if self.readahead is not None else None  # remote: the batch's bytes
         if self.dali is not None:
             lap = self.times.lap()
             fields["image"] = torch.empty(0)
             return BatchStart(fields, [lambda: self._decode_dali(fields, keys, boxes, flipped, size, lap, fetched)],
                               laps=(lap,))
-        shape = (len(keys), size, size, 3)
-        if self.host_normalize is not None:  # float slots, NCHW planes or channels_last; the field NHWC-shaped
+        height, width = (size, size) if isinstance(size, int) else size
+        shape = (len(keys), height, width, 3)
+        if self.host_normalize is not None:  # square kinds only (``rectangular`` is False where it runs)  # float slots, NCHW planes or channels_last; the field NHWC-shaped
             pixels = self.buffers.get((len(keys), *self.host_normalize.slot_shape(size)), np.float32)
             images = torch.from_numpy(pixels)
             images = images.permute(0, 2, 3, 1) if self.host_normalize.planar else images

@@ -16,6 +16,8 @@ import torch
 from PIL import Image
 
 from dataio.augment import Normalize, crop_boxes
+from dataio.formats.errors import ConfigError
+from dataio.formats.kinds import kind_of
 from dataio.images.image_shards import ImageShards
 from dataio.images.turbo_decode import decode_crop_into, decode_image
 
@@ -27,6 +29,9 @@ class ClassItem:
     kind = "classification"  # the kind whose loader reads the data set as its items are (dataio.DataLoader)
 
     def __init__(self, reader: ImageShards, config: Any, options: Any) -> None:
+        if isinstance(config.image_size, (tuple, list)):  # the loader's square eval view: box folders take (H, W)
+            raise ConfigError(f"{{0}} {tuple(config.image_size)} (height, width) is for box folders: the eval view "
+                              f"of {kind_of(reader.manifest).what} is square; pass one int", "image_size")
         self.reader, self.config, self.options = reader, config, options
         self.normalize = Normalize(config.mean, config.std) if config.normalize else None
 

@@ -193,9 +193,10 @@ class ImageKindLoader(ImageSampling, SourceLoader):
         return self.config.batch_size_at(self.epoch)
 
     @property
-    def image_size(self) -> int:
-        """Output resolution of the current epoch."""
-        return self.config.image_size_at(self.epoch)
+    def image_size(self) -> int | tuple[int, int]:
+        """Output resolution of the current epoch: a side, or (height, width) for a rectangular box loader."""
+        height, width = self.config.output_shape_at(self.epoch)
+        return height if height == width else (height, width)
 
     # -- what the samples are (the kind's facts) -----------------------------------------------
     @property

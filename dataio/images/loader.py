@@ -55,7 +55,7 @@ class ImageLoader(ImageKindLoader):
     @keyword_checked
     def __init__(self, source: str | Path | Mapping[str, str | Path], config: ImageLoaderConfig | None = None, *,
                  batch_size: int = 256,
-                 image_size: int = 224,
+                 image_size: int | tuple[int, int] = 224,  # (H, W): box folders (DetectionLoader) only
                  train: bool = True,
                  shuffle: bool | None = None,
                  seed: int = 0,

@@ -73,7 +73,7 @@ os.register_at_fork(after_in_child=_new_lock_in_child)
 class ShardDatasetConfig:
     """Options of ``ShardDataset``; the names shared with ``ImageLoaderConfig`` mean the same there."""
 
-    image_size: int | None = None  # None: whole images; else the loader's eval view (resize + centre crop)
+    image_size: int | tuple[int, int] | None = None  # None: whole images; else the loader's eval view; (H, W): boxes
     val_crop_ratio: float = 0.875
     normalize: bool = False  # float32 (x / 255 - mean) / std, as the loader's normalize=True
     mean: tuple[float, float, float] = IMAGENET_MEAN
@@ -98,7 +98,9 @@ class ShardDatasetConfig:
         object.__setattr__(self, "storage_options", held_options(self.storage_options))
         if self.to_pil and self.normalize:
             raise ConfigError("{0} gives uint8 PIL images, {1} float tensors: choose one", "to_pil", "normalize")
-        self.reader_config()  # the fields shared with the loader, validated as the loader does
+        reader = self.reader_config()  # the fields shared with the loader, validated as the loader does
+        if self.image_size is not None:  # as the loader holds it: (S, S) as S, a (height, width) list as a tuple
+            object.__setattr__(self, "image_size", reader.image_size)
 
     def reader_config(self, verify_checksums: bool = False) -> ImageLoaderConfig:
         """The config of the private reader: one rank, no threads, no batches of its own."""
@@ -123,7 +125,7 @@ class ShardDataset(torch.utils.data.Dataset):
     @keyword_checked
     def __init__(self, source: str | Path, transform: Callable | None = None,
                  target_transform: Callable | None = None, *, config: ShardDatasetConfig | None = None,
-                 image_size: int | None = None,
+                 image_size: int | tuple[int, int] | None = None,
                  val_crop_ratio: float = 0.875,
                  normalize: bool = False,
                  mean: tuple[float, float, float] = IMAGENET_MEAN,
@@ -167,7 +169,7 @@ class ShardDataset(torch.utils.data.Dataset):
         self._item: tuple[ImageShards, Any] | None = None  # the kind's item reader, per reader
 
     @classmethod
-    def over_shards(cls, shards: ImageShards, c: ImageLoaderConfig, image_size: int, *, kind: Kind,
+    def over_shards(cls, shards: ImageShards, c: ImageLoaderConfig, image_size: int | tuple[int, int], *, kind: Kind,
                     options: Any) -> "ShardDataset":
         """A loader's eval view (``ImageLoader.dataset``), reading through its ``shards`` in this process, as the
         loader's ``kind`` with its ``options``."""
