@@ -4,6 +4,8 @@ boxes equal to the source's in COCO's frame, the ClassLabel names kept; a bad ro
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +17,7 @@ from dataio import DataLoader
 from dataio.formats.coco.hub_detection_source import convert_hub_detection, hub_detection_config
 from dataio.formats.dataset.manifest import read_manifest
 from tests.formats.detection_layouts import coloured_images
-from tests.formats.test_convert_detection_sources import dataio, samples_by_path
+from tests.formats.test_convert_detection_sources import ROOT, dataio, samples_by_path
 from tests.formats.journal_stop import Interrupted, interrupt_after
 from tests.formats.test_convert_resume import files_of
 
@@ -181,3 +183,11 @@ def test_an_interrupted_conversion_resumes_to_the_same_bytes(coloured_folder, tm
     monkeypatch.undo()
     assert convert(tmp_path / "out").num_samples == 9
     assert files_of(tmp_path / "out") == files_of(tmp_path / "reference")
+
+
+def test_the_hub_detection_block_of_the_docs_runs(tmp_path) -> None:
+    section = (ROOT / "docs" / "detection.md").read_text().split("## Other detection formats", 1)[1].split("\n## ")[0]
+    block = next(b.split("```", 1)[0] for b in section.split("```python\n")[1:] if "hub-detection" in b)
+    result = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[[40.0, 30.0, 140.0, 110.0]] [1] ('Coverall', 'Mask')"
