@@ -140,13 +140,17 @@ def test_names_from_a_classes_file_sizes_from_the_headers(coloured_folder, tmp_p
     assert_packed(tmp_path / "out", expected)
 
 
-def test_a_parquet_without_objects_is_refused_in_one_line(coloured_folder, tmp_path) -> None:
+def test_a_parquet_without_objects_is_refused_and_a_detection_one_is_no_classification_set(coloured_folder, tmp_path) -> None:
     pq.write_table(pa.table({"image": [b"x"], "label": [0]}), tmp_path / "cls.parquet")
     result = dataio("convert", "hub-detection", tmp_path / "cls.parquet", tmp_path / "out")
     assert result.returncode == 2 and "no column 'objects'" in result.stderr
     assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
     result = dataio("convert", "hub-detection", tmp_path / "cls.parquet", tmp_path / "out", "--bbox-format", "cxcy")
     assert result.returncode == 2 and "invalid choice" in result.stderr
+    write_hub(tmp_path / "det.parquet", coloured_folder, count=1)
+    result = dataio("convert", "images", tmp_path / "det.parquet", tmp_path / "out")  # classes, by default
+    assert result.returncode == 2 and "a detection Parquet, which dataio convert hub-detection packs" in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and not (tmp_path / "out/manifest.json").exists()
 
 
 def test_a_datasets_built_parquet_with_a_list_of_objects_keeps_its_classlabel_names(coloured_folder,
