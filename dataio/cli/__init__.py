@@ -31,6 +31,7 @@ from dataio.formats.remote.secrets import redact
 _HANDLERS = {("convert", "images"): convert.run_images, ("convert", "text"): convert.run_text,
              ("convert", "coco"): convert_coco.run,
              ("convert", "yolo"): convert_detection.run_yolo, ("convert", "voc"): convert_detection.run_voc,
+             ("convert", "hub-detection"): convert_detection.run_hub,
              ("bench", "images"): bench.run_images, ("bench", "augment"): bench.run_augment,
              ("bench", "text"): bench.run_text, ("bench", "sampler"): bench.run_sampler,
              ("bench", "detection"): bench.run_detection,

@@ -44,6 +44,7 @@ from dataio.formats.errors import NothingConverted, UsageError
 from dataio.formats.fallback_log import warn_once
 from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.images.image_convert import REJECTED_NAME
+from dataio.formats.images.parquet_images import LocalFile
 from dataio.formats.images.image_prepare import WITHOUT_CODEC, ImagePrepareConfig, Rejection, add_restart_markers
 from dataio.formats.images.image_tree import errno_text, escape_path, read_regular_file
 from dataio.formats.kinds import kind_named
@@ -120,14 +121,21 @@ class CocoSummary:
 
 def _prepare_job(job: tuple) -> PreparedTargets | Rejection:
     """In a worker: one image file read (bounded), prepared, its annotations moved with it."""
-    root, image, prepare, masks, flips = job
-    try:
-        # regular files only; a link may leave the folder (images are decoded and checked: image_convert's rule)
-        data = read_regular_file(os.path.join(root, image.file_name), prepare.max_file_size)
-    except FileRefused as e:  # not a regular file, a kernel file, too large
-        return Rejection(str(e))
-    except OSError as e:
-        return Rejection(f"cannot read: {errno_text(e)}")
+    root, image, prepare, masks, flips, given = job
+    if isinstance(given, Rejection):
+        return given
+    if isinstance(given, bytes):  # a Parquet row's bytes, held to the limit of a file's
+        if len(given) > prepare.max_file_size:
+            return Rejection(f"image too large: {len(given):,} bytes (limit {prepare.max_file_size:,})")
+        data = given
+    else:
+        try:  # regular files only; a link may leave the folder (images are decoded and checked: image_convert's)
+            data = read_regular_file(given.path if isinstance(given, LocalFile) else
+                                     os.path.join(root, image.file_name), prepare.max_file_size)
+        except FileRefused as e:  # not a regular file, a kernel file, too large
+            return Rejection(str(e))
+        except OSError as e:
+            return Rejection(f"cannot read: {errno_text(e)}")
     result = prepare_coco_image(data, image.width, image.height, image.annotations, prepare, masks, flips)
     if isinstance(result, PreparedTargets):  # stored as float32: a resumed run's rows (JSON) are the same values
         result = replace(result, boxes=np.asarray(result.boxes, np.float32).reshape(-1, 4).tolist(),
@@ -154,7 +162,8 @@ def convert_coco(config: ConvertCocoConfig, source: CocoIndex | None = None) -> 
                 f"all were rejected (listed in {config.out / REJECTED_NAME})" if summary.rejected
                 else "it lists no images" + (" with annotations" if config.skip_empty and empty else "")))
         return summary
-    sizes = np.array([_size(config.images / image.file_name) for image in images], dtype=np.int64)
+    sizes = index.image_rows.sizes(images) if index.image_rows is not None else np.array(
+        [_size(config.images / image.file_name) for image in images], dtype=np.int64)
     start, stop = rank_range(sizes, config.rank, config.world_size)
     part = replace(config, out=config.out / rank_folder(config.rank, config.world_size), rank=0, world_size=1)
     part.out.mkdir(parents=True, exist_ok=True)
@@ -255,7 +264,9 @@ def _pack_locked(config: ConvertCocoConfig, index: CocoIndex, images: list[CocoI
 def _prepared(config: ConvertCocoConfig, index: CocoIndex, images: list[CocoImage],
               masks: bool) -> Iterator[PreparedTargets | Rejection]:
     flips = None if index.keypoints is None else flip_indices(index.keypoints.names)
-    jobs = ((str(config.images), image, config.prepare, masks, flips) for image in images)
+    given = index.image_rows.read(images) if index.image_rows is not None else [None] * len(images)
+    jobs = ((str(config.images), image, config.prepare, masks, flips, data)
+            for image, data in zip(images, given, strict=True))
     return ordered_map(_prepare_job, jobs, config.num_workers, what="convert")
 
 

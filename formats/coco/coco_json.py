@@ -33,7 +33,8 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -82,6 +83,16 @@ class CocoImage:
     annotations: tuple[Annotation, ...] = ()
 
 
+class ImageRows(Protocol):
+    """Images held elsewhere than as files under IMAGES: their bytes streamed in order, and their sizes."""
+
+    def read(self, images: list[CocoImage]) -> Iterator[Any]:
+        """Per image, in order: its bytes, a ``LocalFile`` to read, or a ``Rejection`` saying why there are none."""
+
+    def sizes(self, images: list[CocoImage]) -> np.ndarray:
+        """``(len(images),)`` int64 bytes each, to split the images between ranks by bytes."""
+
+
 @dataclass
 class CocoIndex:
     """What a COCO JSON holds, checked: categories (id, name, supercategory) in label order, images, and each
@@ -96,6 +107,9 @@ class CocoIndex:
     # None: the COCO JSON of the conversion's config
     origin: dict[str, str] | None = None
     keypoints: KeypointNames | None = None  # the categories' keypoint names and skeleton (person_keypoints files)
+    # where the images' bytes are when they are no files under the config's images folder (a Hub Parquet's
+    # rows): ``hub_detection_source.ParquetRows``; None: the files under IMAGES named by file_name
+    image_rows: ImageRows | None = None
 
     @property
     def classes(self) -> tuple[str, ...]:

@@ -41,20 +41,24 @@ class SourceDocument:
     annotations: list[dict[str, Any]] = field(default_factory=list)
     rejected: list[tuple[str, str]] = field(default_factory=list)
 
-    def add_image(self, file_name: str, width: int, height: int, objects: list[tuple[int, list[float], bool]]) -> None:
-        """An image (its path under the source root) and its objects: (category id, xywh box, crowd flag)."""
-        image_id = len(self.images) + 1
+    def add_image(self, file_name: str, width: int, height: int, objects: list[tuple[int, list[float], bool]],
+                  image_id: int | None = None) -> None:
+        """An image (its path under the source root, or its row), its objects (category id, xywh box, crowd flag)
+        and its id (default: numbered from 1 in order)."""
+        image_id = len(self.images) + 1 if image_id is None else image_id
         self.images.append({"id": image_id, "file_name": file_name, "width": width, "height": height})
         for category, box, crowd in objects:
             self.annotations.append({"id": len(self.annotations) + 1, "image_id": image_id, "category_id": category,
                                      "bbox": box, "iscrowd": int(crowd)})
 
-    def index(self, where: str, source: str, annotations: str) -> CocoIndex:
+    def index(self, where: str, source: str, annotations: str, identity: Any = None) -> CocoIndex:
         """The checked index, its manifest origin named ``source`` (the layout) and ``annotations`` (what held
-        them); its digest covers everything read, so a resumed run over changed labels starts again."""
+        them); its digest covers everything read (and ``identity``: what else names the source, as JSON), so a
+        resumed run over changed labels starts again."""
         document = {"images": self.images, "annotations": self.annotations,
                     "categories": [{"id": cid, "name": name} for cid, name in self.categories]}
-        digest = hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
+        digest = hashlib.sha256(json.dumps([document, identity] if identity is not None else document,
+                                           sort_keys=True).encode()).hexdigest()
         index = coco_index(document, where, annotations)
         index.rejected[:0] = self.rejected
         index.origin = {"source": source, "annotations": annotations, "annotations_sha256": digest}

@@ -328,6 +328,9 @@ def open_parquet_source(file: Path, image_column: str, other_column: str, other:
     except DAMAGED_PARQUET:
         return None
     for column in (image_column, other_column):
+        if column not in schema.names and "objects" in schema.names:  # HF's detection layout: not classes
+            raise UsageError(f"{file}: no column {column!r}, and an 'objects' column: a detection Parquet, which "
+                             "dataio convert hub-detection packs")
         if column not in schema.names:
             raise UsageError(f"{file}: no column {column!r} (columns: {', '.join(schema.names)}); name the image "
                              f"and {other}")
