@@ -202,3 +202,76 @@ def test_hub_detection_rows_sharing_an_image_id_keep_their_own_objects(coloured_
     result = dataio("convert", "hub-detection", path.parent, tmp_path / "out")
     assert result.returncode == 0, result.stderr
     assert "packed 4 images with 6 boxes" in result.stdout, (result.stdout, result.stderr)
+
+
+def test_yolo_box_past_the_image_edge_is_named_by_its_label_file_and_line(coloured_folder, tmp_path) -> None:
+    """``0 0.9 0.5 0.5 0.2``: every value in 0..1 (Ultralytics takes the line and clips the box at the edge), but
+    the box passes the right edge. Now the object is dropped with ``rejected labels#annotation 1: bbox [...] lies
+    outside the ...`` - 'labels' and an annotation number dataio invented, neither the file nor its line. The
+    docs' rule for YOLO is one line naming the file and line (``labels/train/im1.txt:2: ...``); the object should
+    be kept clipped as Ultralytics keeps it, or the line named."""
+    write_yolo(tmp_path / "yolo", coloured_folder)
+    (tmp_path / "yolo/labels/train/im0.txt").write_text("0 0.5 0.5 0.2 0.2\n0 0.9 0.5 0.5 0.2\n")
+    result = dataio("convert", "yolo", tmp_path / "yolo", tmp_path / "out", "--split", "train")
+    assert result.returncode == 0, result.stderr
+    clipped = "rejected" not in result.stderr and "packed 4 images with 7 boxes" in result.stdout
+    named = "labels/train/im0.txt:2" in result.stderr
+    assert clipped or named, (result.stdout, result.stderr)
+
+
+# --- brace patterns ----------------------------------------------------------------------------------------------
+
+def test_a_brace_pattern_of_a_huge_range_is_refused_without_expanding_it(coloured_folder, tmp_path) -> None:
+    """``ShardDataset('OUT/shard-{000000..099999999}.tar')`` on an indexed 1-shard folder: ``expand`` builds every
+    one of the 10**8 names before comparing them with the folder's 1 shard (34 s and a bare MemoryError under
+    ``prlimit --as=3e9`` on this VM; without a limit, many GB). The count is known from the bounds: it should be
+    the documented one line (a pattern naming other than the folder's shards), at once, in bounded memory."""
+    write_yolo(tmp_path / "yolo", coloured_folder)
+    assert dataio("convert", "yolo", tmp_path / "yolo", tmp_path / "out", "--split", "train").returncode == 0
+    code = ("import sys\nfrom dataio import ShardDataset\ntry:\n    ShardDataset(sys.argv[1])\n"
+            "except Exception as e:\n    print(type(e).__name__, str(e)[:300])\n")
+    pattern = str(tmp_path / "out" / "shard-{000000..099999999}.tar")
+    result = subprocess.run(["prlimit", "--as=1500000000", sys.executable, "-c", code, pattern], capture_output=True,
+                            text=True, cwd=ROOT, timeout=240)
+    assert "MemoryError" not in result.stdout + result.stderr, (result.stdout, result.stderr[-800:])
+    assert result.stdout.startswith("ManifestError") and "give the folder" in result.stdout, result.stdout
+
+
+def test_control_a_brace_pattern_naming_the_folders_shards_reads_it(coloured_folder, tmp_path) -> None:
+    """Control (holds): the pattern naming the folder's one shard reads as the folder."""
+    write_yolo(tmp_path / "yolo", coloured_folder)
+    assert dataio("convert", "yolo", tmp_path / "yolo", tmp_path / "out", "--split", "train").returncode == 0
+    from dataio import ShardDataset
+
+    assert len(ShardDataset(str(tmp_path / "out" / "shard-{000000..000000}.tar"))) == 4
+
+
+# --- interruption and resume -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("layout", ["yolo", "voc"])
+def test_an_interrupted_yolo_or_voc_conversion_resumes_to_the_same_bytes(coloured_folder, tmp_path, monkeypatch,
+                                                                         layout) -> None:
+    """Control: killed after its second shard, the rerun ends in the bytes of an uninterrupted run."""
+    from dataio.formats.coco.voc_source import convert_voc, voc_config
+    from dataio.formats.coco.yolo_source import convert_yolo, yolo_config
+    from tests.formats.journal_stop import Interrupted, interrupt_after
+    from tests.formats.test_convert_resume import files_of
+
+    src = tmp_path / "src"
+    if layout == "yolo":
+        write_yolo(src, coloured_folder, count=7)
+    else:
+        write_voc(src, coloured_folder, count=7)
+
+    def convert(out: Path):
+        if layout == "yolo":
+            return convert_yolo(yolo_config(src, out, "train", max_shard_samples=2, num_workers=1, progress=False))
+        return convert_voc(voc_config(src, out, "trainval", max_shard_samples=2, num_workers=1, progress=False))
+
+    convert(tmp_path / "reference")
+    interrupt_after(monkeypatch, 2)
+    with pytest.raises(Interrupted):
+        convert(tmp_path / "out")
+    monkeypatch.undo()
+    assert convert(tmp_path / "out").num_samples == 7
+    assert files_of(tmp_path / "out") == files_of(tmp_path / "reference")
