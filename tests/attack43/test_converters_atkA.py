@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dataio.formats.dataset.manifest import read_manifest
+from tests.clients.conftest import client_env  # noqa: F401 - the clients room's fixture
 from tests.formats.detection_layouts import coloured_images, write_voc, write_yolo
 from tests.formats.test_convert_detection_sources import ROOT, dataio
 from tests.formats.test_convert_hub_detection import write_hub
@@ -275,3 +276,28 @@ def test_an_interrupted_yolo_or_voc_conversion_resumes_to_the_same_bytes(coloure
     monkeypatch.undo()
     assert convert(tmp_path / "out").num_samples == 7
     assert files_of(tmp_path / "out") == files_of(tmp_path / "reference")
+
+
+# --- tokenizers at pack time -------------------------------------------------------------------------------------
+
+def test_an_hf_tokenizer_folder_with_a_huge_tokenizer_json_is_refused_naming_it(client_env, tmp_path) -> None:
+    """``--tokenizer hf:DIR`` where DIR/tokenizer.json is a 3 GB sparse file (regular, as ``stat`` says): transformers
+    reads it whole, outside dataio's file gate and its size bounds. Under ``prlimit --as=2.5e9`` the run now ends
+    ``--tokenizer hf:DIR: MemoryError: `` (no file, no size, no bound; without a limit it takes the 3 GB). It
+    should be refused from the size before reading, in one line naming tokenizer.json."""
+    from dataio.formats.pairs.synthetic_pair_writers import write_img2dataset
+    from dataio.formats.pairs.synthetic_pairs import SyntheticPairsConfig
+    folder = tmp_path / "tars"
+    write_img2dataset(folder, SyntheticPairsConfig(count=4, samples_per_shard=4, failed_fraction=0.0, seed=3))
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "tokenizer_config.json").write_text('{"tokenizer_class": "PreTrainedTokenizerFast"}')
+    with open(hf / "tokenizer.json", "wb") as f:
+        f.truncate(3 << 30)
+    done = subprocess.run(["prlimit", "--as=2500000000", sys.executable, "-m", "dataio", "index", str(folder),
+                           "--tokenizer", f"hf:{hf}", "--no-progress"], capture_output=True, text=True, cwd=tmp_path,
+                          env={**client_env, "DATAIO_NUM_WORKERS": "1"}, timeout=240)
+    assert done.returncode in (1, 2), done.stderr[-1500:]
+    one_line_error(done)
+    assert "tokenizer.json" in done.stderr and "MemoryError" not in done.stderr, done.stderr
+    assert not (folder / "manifest.json").exists()
