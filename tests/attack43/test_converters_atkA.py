@@ -301,3 +301,34 @@ def test_an_hf_tokenizer_folder_with_a_huge_tokenizer_json_is_refused_naming_it(
     one_line_error(done)
     assert "tokenizer.json" in done.stderr and "MemoryError" not in done.stderr, done.stderr
     assert not (folder / "manifest.json").exists()
+
+
+# --- COCO keypoints ----------------------------------------------------------------------------------------------
+
+def test_a_keypoints_file_with_a_box_only_category_listing_no_keypoints_converts(coloured_folder, tmp_path) -> None:
+    """Datumaro's (CVAT's) COCO person-keypoints export writes ``"keypoints": [], "skeleton": []`` for every category
+    without points, next to the person's 17 names; pycocotools reads such a file. Now the whole conversion stops,
+    exit 1, ``categories[1].keypoints is not a list of 1 to 1024 distinct one-line names``; an empty list names no
+    points (as a missing one) and the file should pack: 2 images, the person's points kept."""
+    images = coloured_images(coloured_folder, 2)
+    from PIL import Image
+
+    entries = []
+    for i, source in enumerate(images, 1):
+        width, height = Image.open(source).size
+        entries.append({"id": i, "file_name": source.name, "width": width, "height": height})
+    (tmp_path / "im").mkdir()
+    for source in images:
+        shutil.copy(source, tmp_path / "im" / source.name)
+    document = {"images": entries, "annotations": [
+        {"id": 1, "image_id": 1, "category_id": 1, "bbox": [10, 10, 40, 40], "area": 1600, "iscrowd": 0,
+         "keypoints": [20, 20, 2, 30, 30, 2], "num_keypoints": 2},
+        {"id": 2, "image_id": 2, "category_id": 2, "bbox": [10, 10, 40, 40], "area": 1600, "iscrowd": 0,
+         "keypoints": [], "num_keypoints": 0}],
+        "categories": [{"id": 1, "name": "person", "supercategory": "", "keypoints": ["nose", "eye"],
+                        "skeleton": [[1, 2]]},
+                       {"id": 2, "name": "car", "supercategory": "", "keypoints": [], "skeleton": []}]}
+    (tmp_path / "kp.json").write_text(json.dumps(document))
+    result = dataio("convert", "coco", tmp_path / "im", tmp_path / "kp.json", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    assert "packed 2 images with 2 boxes" in result.stdout, result.stdout
