@@ -11,10 +11,15 @@ from dataio.cli.packing_flags import add_output_flags, add_packing_flags, packin
 
 def add(kinds: argparse._SubParsersAction) -> None:
     """The ``coco`` kind of ``dataio convert``."""
-    coco = kinds.add_parser("coco", help="COCO instances (boxes, labels, polygons or RLE masks) and their images "
-                                         "-> shards")
+    coco = kinds.add_parser("coco", help="COCO instances or person_keypoints (boxes, labels, polygons or RLE masks, "
+                                         "keypoints) and their images -> shards",
+                            description="COCO instances or person_keypoints JSON and their images -> shards. A "
+                                        "person_keypoints file's keypoints (x, y, visibility for each name its "
+                                        "categories list) are packed with their boxes, the names and skeleton in the "
+                                        "manifest; a bad keypoints list rejects its annotation in one line.")
     coco.add_argument("images", type=Path, help="the folder the JSON's file_name values are relative to")
-    coco.add_argument("annotations", type=Path, help="COCO instances JSON (images, annotations, categories)")
+    coco.add_argument("annotations", type=Path, help="COCO instances or person_keypoints JSON (images, annotations, "
+                                                     "categories; LVIS's coco_url where file_name is absent)")
     add_output_flags(coco)
     coco.add_argument("--skip-empty", action="store_true",
                       help="skip images without a good annotation (counted; default: pack them, with no boxes)")

@@ -12,6 +12,7 @@ object's RLE (checked: ``coco_rle``) at its packed image's size.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +27,8 @@ from dataio.formats.dataset.manifest import Manifest
 from dataio.formats.dataset.sample_table import SampleTable
 from dataio.formats.errors import ConfigError, DataioError
 from dataio.images.image_shards import ImageShards
+
+log = logging.getLogger("dataio")
 
 
 MASK_CHUNK_BYTES = 16 << 20  # masks decoded at full size at once (54 at 640x480, 1 at the pixel limit); ~3x peak
@@ -52,12 +55,21 @@ def has_boxes(shards: ImageShards) -> bool:
 
 def shared_keypoint_names(parts: list[tuple[str, Manifest, SampleTable]]) -> tuple[str, ...]:
     """The keypoint names every source declares (``coco_keypoints``), in stored order; () when one declares none
-    or other names (a mixture of person and plain COCO folders reads boxes alone: no points to line up)."""
-    found = set()
-    for _, manifest, _ in parts:
+    or other names: a mixture of person and plain COCO folders reads boxes alone (no points to line up in the
+    plain one's objects, and zero-visibility stand-ins would teach a keypoint head that nothing is there), said
+    in one line naming the sources without them."""
+    found: dict[tuple[str, ...], list[str]] = {}
+    for where, manifest, _ in parts:
         names = manifest.options.get("keypoints") if declares_keypoints(manifest.sample_fields()) else None
-        found.add(tuple(names) if isinstance(names, list) and all(isinstance(n, str) for n in names) else ())
-    return found.pop() if len(found) == 1 else ()
+        key = tuple(names) if isinstance(names, list) and all(isinstance(n, str) for n in names) else ()
+        found.setdefault(key, []).append(where)
+    if len(found) == 1:
+        return next(iter(found))
+    if any(found):
+        plain = [where for key, wheres in found.items() if key != max(found, key=len) for where in wheres]
+        log.warning("keypoints not read: the mixture's sources do not all hold the same keypoints (%s: none or "
+                    "other names); its batches carry boxes alone", ", ".join(plain))
+    return ()
 
 
 class ObjectsWithoutMasks(DataioError):

@@ -74,11 +74,12 @@ class SampleSharing:
         Accelerate (as its prepared loaders deal them: ``accelerate_pass``), unless a DistributedSampler was given."""
         return self._deals_whole_batches() or (self.world_size > 1 and self._follow is None and accelerator_live())
 
-    def _share(self) -> tuple[np.ndarray, np.ndarray]:
-        """This rank's positions of the order in the pass from ``position.consumed`` (its sampler's), and
-        repeat flags (``partition.rank_share``; ``block``: a batch at a time)."""
+    def _share(self, rank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """This rank's (or ``rank``'s) positions of the order in the pass from ``position.consumed`` (its
+        sampler's), and repeat flags (``partition.rank_share``; ``block``: a batch at a time)."""
         self._follow_world()
-        return partition.rank_share(self._epoch_size(), world_size=self.world_size, rank=self.rank,
+        rank = self.rank if rank is None else rank
+        return partition.rank_share(self._epoch_size(), world_size=self.world_size, rank=rank,
                                     consumed=self.position.consumed, drop_last=False,
                                     drop_tail=self.config.drops_tail,
                                     pad=self.config.even_batches and not self._unpadded,
@@ -100,6 +101,16 @@ class SampleSharing:
     def num_samples(self) -> int:
         """Samples this rank reads in the next (or current) pass, padding repeats included."""
         return len(self.pass_plan().ids)
+
+    def epoch_samples(self) -> int:
+        """Samples all ranks read together in the next (or current) pass: each rank's ``num_samples()``, summed
+        here without a message (the shares are a function of the world); open_clip's ``dataloader.num_samples``,
+        the whole set where this loader reads it all (``len(dataset)`` of torch's loader without a sampler)."""
+        total = 0
+        for rank in range(self.world_size):
+            bounds = partition.batch_bounds(len(self._share(rank)[0]), self.batch_size, self.config.drop_last)
+            total += bounds[-1][1] if bounds else 0
+        return total
 
     def _accelerate_remainder(self, consumed: int) -> int:
         c = self.config

@@ -73,9 +73,15 @@ class PairLoader(ImageKindLoader):
 
     @property  # type: ignore[override]
     def num_samples(self) -> "SampleCount":
-        """Samples this rank reads in the next pass, padding repeats included: an int (open_clip's loops read
-        ``dataloader.num_samples`` as wds's attribute) that may still be called, as the loaders' method is."""
-        return SampleCount(super().num_samples())
+        """Samples of the next pass over all ranks (``epoch_samples()``, padding repeats included): open_clip's
+        ``dataloader.num_samples``, the epoch's global count its progress line divides by (its csv loader's
+        ``len(dataset)``), while ``num_batches`` is this rank's. An int that may still be called, as the loaders'
+        method is; this rank's own count is ``rank_samples()``."""
+        return SampleCount(self.epoch_samples())
+
+    def rank_samples(self) -> int:
+        """Samples this rank reads in the next pass, padding repeats included (the other loaders' ``num_samples()``)."""
+        return super().num_samples()
 
     @property
     def num_batches(self) -> int:

@@ -171,11 +171,12 @@ class TextLoader(GatheredRows, SourceLoader, TokenFacts):
         return self._global[1]
 
     def plan(self) -> plans.BatchPlan:
-        """This rank's batches in the next (or current) pass: the epoch, or its rest after a resume."""
+        """This rank's batches in the next (or current) pass: the epoch, or its rest after a resume; unpadded
+        under Lightning's predict (its ``UnrepeatedDistributedSampler``: each batch once, counts differ by one)."""
         self._follow_world()
         return plans.deal(self.global_plan()[1], world_size=self.world_size, rank=self.rank,
                           drop_last=self.config.drop_last, consumed=self.position.consumed,
-                          pad=self.config.even_batches)
+                          pad=self.config.even_batches and not self._unpadded)
 
     def _make_plan(self) -> PassPlan:
         dealt = self.plan()

@@ -100,11 +100,14 @@ def pair_loaders(config: TrainConfig, device: torch.device, data: RunData | None
 
 def _tokenizer_record(config: TrainConfig, train: PairLoader) -> dict[str, str]:
     """The tokenizer whose ids the text tower learns: the file given (its sha256), else the train set's stored
-    one (the manifest's record)."""
+    one (the manifest's record): its file in the folder, or a client's tokenizer by its source (``file: null``,
+    ``source: "open_clip:SimpleTokenizer"``: no file was stored, so the folder's path would name nothing)."""
     if config.tokenizer is not None:
         return {"file": str(config.tokenizer), "sha256": sha256_file(config.tokenizer)}
     record = train.source.captions.data.tokenizer
-    return {"file": f"{train.folder}/{record.get('file', 'tokenizer.json')}", "sha256": str(record["sha256"])}
+    if record.get("file") is None and record.get("source"):
+        return {"file": str(record["source"]), "sha256": str(record["sha256"])}
+    return {"file": f"{train.folder}/{record.get('file') or 'tokenizer.json'}", "sha256": str(record["sha256"])}
 
 
 def _check_ids(train: PairLoader, val: dict[str, PairLoader], stored: bool) -> None:

@@ -199,6 +199,10 @@ def target_faults(targets: TargetArrays, widths: np.ndarray, heights: np.ndarray
     if found.keypoints is not None:
         for row in np.flatnonzero(~np.isfinite(found.keypoints).all(axis=(1, 2))).tolist():
             faults.setdefault(int(owners[row]), "its keypoints are not all finite numbers")
+        visibility = found.keypoints[..., 2]
+        for row, point in zip(*np.nonzero((visibility != 0) & (visibility != 1) & (visibility != 2)), strict=True):
+            faults.setdefault(int(owners[row]), f"keypoint {int(point)}'s visibility {visibility[row, point]:g} is "
+                                                "not 0, 1 or 2")
     for row in np.flatnonzero((found.labels < 0) | (found.labels >= num_classes)).tolist():
         faults.setdefault(int(owners[row]), f"box label {int(found.labels[row])} is not in 0..{num_classes - 1}")
     return faults

@@ -1,14 +1,15 @@
 """What ``dataio verify`` checks of a folder with box targets (``convert coco``'s; its ``verify`` part in
 ``dataio.formats.kinds``): each sample's targets against themselves and the manifest, boxes of no area (packed
-before packing refused them: ``coco_fields.thin_boxes``), and (``--deep``) each mask's RLE against its image's
+before packing refused them: ``coco_fields.thin_boxes``), a keypoints folder's points (3 x K values a box, finite,
+visibility 0, 1 or 2; K from the manifest's names), and (``--deep``) each mask's RLE against its image's
 size."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from dataio.formats.coco.coco_fields import (declares_boxes, declares_masks, read_target_arrays, target_faults,
-                                             thin_boxes)
+from dataio.formats.coco.coco_fields import (declares_boxes, declares_keypoints, declares_masks, read_target_arrays,
+                                             target_faults, thin_boxes)
 from dataio.formats.coco.coco_rle import rle_counts
 
 from dataio.formats.dataset.manifest import Manifest
@@ -30,8 +31,11 @@ def target_problems(manifest: Manifest, table: SampleTable, deep: bool) -> dict[
     if not declares_boxes(fields):
         return {}
     masks = declares_masks(fields)
+    keypoints = len(manifest.options.get("keypoints") or ()) if declares_keypoints(fields) else 0
+    if declares_keypoints(fields) and not keypoints:
+        return {-1: "the keypoints column has no names in the manifest (options.keypoints): its points cannot be read"}
     try:
-        targets = read_target_arrays(table.table, masks)
+        targets = read_target_arrays(table.table, masks, keypoints)
     except ValueError as e:
         return {-1: str(e)}
     faults = target_faults(targets, table.width, table.height, len(manifest.classes))

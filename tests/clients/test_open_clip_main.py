@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -77,8 +78,12 @@ def test_open_clip_main_on_one_rank(patched, pair_tars_text, client_env, tmp_pat
     check_run(run, ranks=1)
 
 
-@pytest.mark.xfail(strict=True, reason="rank-0 evaluation: dataio.DataLoader without a sampler reads the whole set "
-                   "on every rank (torch's semantics) once ranks43's rule lands; until then rank 0 reads half")
 def test_open_clip_main_on_two_ranks_evaluates_every_pair_on_rank_0(patched, pair_tars_text, client_env, tmp_path):
     run = run_main(TORCHRUN, patched, pair_tars_text, tmp_path, client_env, batch=8)
     check_run(run, ranks=2)
+    # open_clip's training progress line: batches x 8 x 2 ranks over the pass's global count (num_samples), the 20
+    # pairs of each rank's share read by both: "[16/40 (33%)]" first, "[48/40 (100%)]" last (open_clip counts the
+    # short last batch as full), never "/20"
+    progress = re.findall(r"Train Epoch: 0 \[\s*(\d+)/(\d+) \((\d+)%\)\]", run["log"])
+    assert progress and {total for _, total, _ in progress} == {str(COUNT)}, progress
+    assert progress[0] == ("16", "40", "33") and progress[-1][2] == "100"

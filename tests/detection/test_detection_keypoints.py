@@ -73,3 +73,18 @@ def test_randaugment_warps_keep_keypoints_in_their_boxes(keypoint_shards) -> Non
 def test_a_folder_without_keypoints_gives_batches_without_them(coco_shards) -> None:
     with dataio.DetectionLoader(coco_shards, batch_size=4, image_size=SIZE, train=False) as loader:
         assert "keypoints" not in next(iter(loader))
+
+
+def test_a_mixture_of_a_keypoints_folder_and_a_plain_one_reads_boxes_alone_saying_so(keypoint_shards, coco_shards,
+                                                                                      caplog) -> None:
+    """No points to line up in the plain folder's objects: the batches carry boxes alone, said in one line naming
+    the source without keypoints (before: dropped without a word)."""
+    with caplog.at_level("WARNING", logger="dataio"):
+        loader = dataio.DetectionLoader({"people": keypoint_shards, "plain": coco_shards},
+                                        weights={"people": 0.5, "plain": 0.5}, batch_size=4, image_size=SIZE,
+                                        train=False)
+    with loader:
+        batch = next(iter(loader))
+    assert "keypoints" not in batch and batch["boxes"].shape[-1] == 4
+    lines = [r.getMessage() for r in caplog.records if "keypoints not read" in r.getMessage()]
+    assert len(lines) == 1 and "'plain'" in lines[0] and "'people'" not in lines[0] and "\n" not in lines[0], lines

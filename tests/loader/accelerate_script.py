@@ -6,7 +6,8 @@ yet), then ``Accelerator(cpu=True)`` starts it and ``prepare`` takes the model, 
 One training epoch records the sample ids each rank read; ``save_state`` after step 2 holds the training loader's
 position (``register_for_checkpointing``): restored by ``load_state`` after the epoch, it reads the same rest.
 Validation gathers predictions and labels with ``gather_for_metrics``, beside a torch DataLoader over the same
-samples prepared by Accelerate, whose count is the reference. ``skip_first_batches`` on the dataio loader is
+samples prepared by Accelerate, whose count is the reference; that torch loader's training pass (shuffled) is
+recorded beside dataio's. ``skip_first_batches`` on the dataio loader is
 tried and its error recorded. Each rank writes ``OUT/rank{r}.json``.
 """
 
@@ -61,6 +62,8 @@ def main() -> None:
     record["devices"] = sorted(record["devices"])
     accelerator.load_state(str(args.out / "state"))  # the training loader back at step 2 of the epoch
     record["resumed"] = [[index_of(image.numpy()) for image in images] for images, _ in train]
+    record["torch_train"] = read_pass(accelerator.prepare(  # the same samples, torch's loader, Accelerate's shares
+        torch.utils.data.DataLoader(train.dataset, batch_size=BATCH, shuffle=True)))
     record["gathered"] = gather_counts(accelerator, model, val)
     reference = torch.utils.data.DataLoader(val.dataset, batch_size=BATCH)  # the same samples, torch's loader
     record["torch_gathered"] = gather_counts(accelerator, model, accelerator.prepare(reference))
@@ -75,6 +78,15 @@ def main() -> None:
     # Accelerate script without dataio on this 2-core machine under load (SIGABRT, 'terminate called without an
     # active exception'); leaving without it: 0 in 14. The results are written: leave.
     os._exit(0)
+
+
+def read_pass(loader) -> list[list[int]]:
+    """The samples (by colour) of each batch a loader gives this rank in one pass."""
+    batches = []
+    for images, _ in loader:
+        images = images if images.dtype == torch.uint8 else (images * 255).round().to(torch.uint8)
+        batches.append([index_of(image.numpy()) for image in images])
+    return batches
 
 
 def gather_counts(accelerator: Accelerator, model: torch.nn.Module, loader) -> dict:

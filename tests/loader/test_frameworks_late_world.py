@@ -63,6 +63,13 @@ def test_accelerate_with_loaders_built_before_the_accelerator(coloured_shards, t
             assert Counter({int(k): v for k, v in gathered["seen"].items()}) == EVERY_ONCE
         assert "load_state_dict" in record["skip_first_batches"]  # refused, naming the way to resume
     assert set(trained) == set(range(NUM_COLOURED)) and sum(trained.values()) == NUM_COLOURED + 1  # one repeat
+    # beside Accelerate's prepare(torch DataLoader) over the same 45 samples in the same script: the same batches a
+    # rank (6), every sample read in the epoch; torch's loader completes the last short batch with 3 of the epoch's
+    # first samples (24 + 24 rows), dataio's shares repeat one (23 + 23): padding no larger than Accelerate's
+    reference = Counter(i for record in records for batch in record["torch_train"] for i in batch)
+    assert set(reference) == set(trained) == set(range(NUM_COLOURED))
+    assert [len(r["torch_train"]) for r in records] == [len(r["train"]) for r in records] == [6, 6]
+    assert NUM_COLOURED < sum(trained.values()) <= sum(reference.values()) == 48
 
 
 @pytest.mark.parametrize("kind", ["text", "image"])

@@ -45,6 +45,17 @@ def test_tuple_output_is_open_clips_images_and_texts(pair_tars):
     assert loader.num_samples == loader.num_samples() == 40 and loader.num_batches == len(loader) == 5
 
 
+@pytest.mark.parametrize("world, drop_last, total, per_rank, batches", [
+    (2, False, 40, 20, 3), (3, False, 42, 14, 2), (2, True, 32, 16, 2), (1, False, 40, 40, 5)])
+def test_num_samples_over_ranks(pair_tars, world, drop_last, total, per_rank, batches):
+    """40 pairs, batches of 8: ``num_samples`` is what every rank reads together (padding repeats included, short
+    batches left out under ``drop_last``), ``rank_samples()`` this rank's share, ``num_batches`` its batches."""
+    for rank in range(world):
+        loader = dataio.PairLoader(pair_tars, world_size=world, rank=rank, drop_last=drop_last, **OPTIONS)
+        assert loader.num_samples == loader.num_samples() == total
+        assert loader.rank_samples() == per_rank and loader.num_batches == len(loader) == batches
+
+
 def test_batch_transform_may_return_the_tuple(pair_tars_text):
     """open_clip tokenising the captions itself, on the batch: its ``(images, texts)`` is passed on."""
     def tokenise(batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
