@@ -8,8 +8,9 @@ given, a ``skeleton`` of 1-based index pairs into them. Each annotation's
 labelled points inside the image (by ``EDGE_SLACK``), and ``num_keypoints``,
 where given, the count of labelled ones: else that annotation alone is rejected
 with its reason, as a bad ``bbox`` is. An annotation without ``keypoints`` (a
-category without points) is stored with K unlabelled points. Unlabelled points are
-stored as (0, 0, 0), COCO's own form. A file that has keypoints on annotations
+category without points) is stored with K unlabelled points; a category whose ``keypoints`` is ``[]`` (as
+Datumaro's and CVAT's exports write for box-only categories) names no points, as a missing list. Unlabelled
+points are stored as (0, 0, 0), COCO's own form. A file that has keypoints on annotations
 but names none in its categories stops in one line (the points would be
 dropped unread).
 """
@@ -45,6 +46,8 @@ def keypoint_names(categories: list, annotations: list, where: str) -> KeypointN
     for i, entry in enumerate(categories):
         if not isinstance(entry, dict) or entry.get("keypoints") is None:
             continue
+        if entry["keypoints"] == [] and not entry.get("skeleton"):
+            continue  # names no points: Datumaro's (CVAT's) export writes [] for each category without points
         names, skeleton = entry["keypoints"], entry.get("skeleton") or []
         if not (isinstance(names, list) and 0 < len(names) <= MAX_KEYPOINTS
                 and all(isinstance(n, str) and n and "\n" not in n for n in names) and len(set(names)) == len(names)):

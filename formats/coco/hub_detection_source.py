@@ -4,7 +4,8 @@
 The layout is the Hub's for detection (``cppe-5``, ``detection-datasets/coco``, ``keremberke/*``): an ``image``
 column (HF's ``Image`` struct of ``bytes`` and ``path``), an ``objects`` column holding each row's objects either
 as a struct of lists (``bbox``, ``category``, optionally ``iscrowd``, ``area``, ``id``) or as a list of structs,
-and optionally ``image_id``, ``width`` and ``height``. Boxes are in ``bbox_format``: ``coco`` (x, y, w, h in
+and optionally ``image_id``, ``width`` and ``height`` (ids that repeat across rows: every image numbered by its
+row instead, said once, as each row holds its own objects). Boxes are in ``bbox_format``: ``coco`` (x, y, w, h in
 pixels, cppe-5's), ``xyxy`` (pixels) or ``yolo`` (normalised cx, cy, w, h); they are turned into COCO's xywh
 and checked as a COCO box is. Category names come from ``--classes FILE``, else the ``ClassLabel`` of ``category``
 in the schema's ``huggingface`` metadata (JSON, read with ``json``: nothing is unpickled), else the numbers up to
@@ -35,6 +36,7 @@ from dataio.formats.coco.coco_convert import CocoSummary, ConvertCocoConfig, con
 from dataio.formats.coco.coco_json import CocoImage, CocoIndex
 from dataio.formats.coco.detection_source import HEADER_BYTES, SourceDocument, xywh
 from dataio.formats.errors import UsageError
+from dataio.formats.fallback_log import warn_once
 from dataio.formats.file_gate import open_input, open_parquet
 from dataio.formats.images.class_names import read_class_names
 from dataio.formats.images.image_prepare import Rejection
@@ -129,7 +131,7 @@ def read_hub_detection(files: list[Path], config: ConvertHubDetectionConfig) -> 
             positions[name] = len(positions)
             continue
         _check_columns(file, schema, config)
-        found = _category_names(schema, config.objects_column)
+        found = _category_names(schema, config.objects_column, file)
         if found is not None and names is not None and found != names:
             raise UsageError(f"{file}: its category names differ from those of {files[0]}")
         names = found or names
@@ -171,16 +173,31 @@ def read_hub_detection(files: list[Path], config: ConvertHubDetectionConfig) -> 
                                      f"{'names' if named else 'categories'} (0..{len(names) - 1})"))
     rejected.sort(key=lambda where_reason: positions.get(where_reason[0], 0))  # in row order
     document = SourceDocument(categories=list(enumerate(names)), rejected=rejected)
-    for row in good:
+    image_ids = _image_ids(good, str(config.images))
+    for row, image_id in zip(good, image_ids, strict=True):
         if row.size is not None:
             width, height = row.size
             document.add_image(row.id, width, height, [
                 (c, _coco_box(box, config.bbox_format, width, height), crowd) for c, box, crowd in row.objects],
-                image_id=row.image_id if row.image_id is not None else row.position + 1)
+                image_id=image_id)
     identity = [(str(f.relative_to(root)), f.stat().st_size) for f in files]  # a changed file starts again
     index = document.index(str(config.images), "hub-detection", str(config.objects_column), identity=identity)
     index.image_rows = ParquetRows(stream, positions)
     return index
+
+
+def _image_ids(rows: list[_Row], where: str) -> list[int]:
+    """Each row's image id: its ``image_id`` (its position + 1 without one); every row numbered by position when
+    two rows would share one (a folder of files whose ids restart, or a repeat). Each row holds its own objects,
+    so it is its own image: a shared id would make COCO's index reject both rows' boxes as unplaceable."""
+    ids = [row.image_id if row.image_id is not None else row.position + 1 for row in rows]
+    if len(set(ids)) == len(ids):
+        return ids
+    seen: set[int] = set()
+    repeat = next(i for i in ids if i in seen or seen.add(i))
+    warn_once("hub-detection-image-ids", f"{where}: image_id {repeat} is given to more than one row (each row is "
+              "its own image, its objects its own): images are numbered by row instead (1..N in row order)")
+    return [row.position + 1 for row in rows]
 
 
 def _check_columns(file: Path, schema: pa.Schema, config: ConvertHubDetectionConfig) -> None:
@@ -198,10 +215,10 @@ def _check_columns(file: Path, schema: pa.Schema, config: ConvertHubDetectionCon
                          "and category")
 
 
-def _category_names(schema: pa.Schema, column: str) -> tuple[str, ...] | None:
+def _category_names(schema: pa.Schema, column: str, file: Path) -> tuple[str, ...] | None:
     """The ClassLabel names of the objects' ``category`` in HF's features (``List``/``Sequence`` wrappers of the
     objects or of the category unwrapped: ``datasets`` writes both), or None."""
-    feature: Any = _features(schema).get(column)
+    feature: Any = _features(schema, file).get(column)
     for _ in range(4):
         if isinstance(feature, dict) and "category" not in feature and isinstance(feature.get("feature"), dict):
             feature = feature["feature"]

@@ -11,8 +11,8 @@ Boxes: VOC's corners are 1-based pixel indices, inclusive; as detectron2 reads t
 ymin lose 1 and a box from 1 to W spans the image, 0..W in COCO's frame. ``difficult`` objects are kept with the
 crowd flag (``iscrowd``): VOC's evaluation ignores them (neither a hit nor a miss), as COCOeval ignores crowd
 boxes, and the loader's ``crowd=False`` drops them from training targets. Classes: VOC's 20, in VOC's order
-(torchvision's and detectron2's), when every name is one of them; else the names of every XML in Annotations/
-sorted, so each split of one folder gets the same labels.
+(torchvision's and detectron2's), when every XML in Annotations/ names only them; else the names of every XML
+in Annotations/ sorted: the folder's files are read once for the class list, so each split gets the same labels.
 """
 
 from __future__ import annotations
@@ -78,15 +78,17 @@ def read_voc(src: Path, split: str | None) -> CocoIndex:
     """The checked COCO index of the VOC folder ``src`` (its ``split``, when given)."""
     if not (src / "Annotations").is_dir() or not (src / "JPEGImages").is_dir():
         raise UsageError(f"{src}: not a Pascal VOC folder (it needs Annotations/ and JPEGImages/ folders)")
+    wanted = _ids(src, split)
+    roots, names = _folder(src, set(wanted))
     parsed: list[tuple[str, Element]] = []
     rejected: list[tuple[str, str]] = []
-    for image_id in _ids(src, split):
+    for image_id in wanted:
         where = f"Annotations/{image_id}.xml"
         try:
-            parsed.append((image_id, _annotation(src, where)))
+            found = roots.get(image_id)
+            parsed.append((image_id, found if isinstance(found, Element) else _annotation(src, where)))
         except ValueError as e:
             rejected.append((where, str(e)))
-    names = _class_names(src, [root for _, root in parsed])
     ids = {name: k for k, name in enumerate(names)}
     document = SourceDocument(categories=list(enumerate(names)), rejected=rejected)
     for image_id, root in parsed:
@@ -111,18 +113,25 @@ def _annotation(src: Path, where: str) -> Element:
     return root
 
 
-def _class_names(src: Path, roots: list[Element]) -> list[str]:
-    """VOC's 20 classes when every name is one of them; else every annotation file's names, sorted."""
-    names = {(obj.findtext("name") or "") for root in roots for obj in root.findall("object")}
-    if names <= set(VOC_CLASSES):
-        return list(VOC_CLASSES)
-    for path in sorted((src / "Annotations").glob("*.xml")):  # the whole folder: each split gets the same labels
+def _folder(src: Path, wanted: set[str]) -> tuple[dict[str, Element | None], list[str]]:
+    """Every annotation file of the folder read once: the parsed trees of the ``wanted`` ids (None for one that
+    does not parse: its split's reading names why) and the folder's classes, VOC's 20 in VOC's order when every
+    file names only those, else every name sorted. Read over the whole folder, not the split, so each split of one
+    folder gets the same labels (a split naming only VOC's classes beside one that does not got dog = 11 and 0)."""
+    roots: dict[str, Element | None] = {}
+    names: set[str] = set()
+    for path in sorted((src / "Annotations").glob("*.xml")):
         try:
-            names |= {(obj.findtext("name") or "") for obj in _annotation(src, str(path.relative_to(src))).findall(
-                "object")}
+            root = _annotation(src, f"Annotations/{path.name}")
         except ValueError:
-            continue  # rejected where its split reads it
-    return sorted(name for name in names if name and "\n" not in name)
+            roots[path.stem] = None  # rejected where its split reads it
+            continue
+        names |= {(obj.findtext("name") or "") for obj in root.findall("object")}
+        if path.stem in wanted:
+            roots[path.stem] = root
+    if names <= set(VOC_CLASSES):
+        return roots, list(VOC_CLASSES)
+    return roots, sorted(name for name in names if name and "\n" not in name)
 
 
 def _number(element: Element, tag: str) -> float:

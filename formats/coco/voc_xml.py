@@ -4,13 +4,18 @@ An annotation file is input like any other. XML's entity declarations are its at
 laughs (entities that expand into each other, a few hundred bytes growing to gigabytes), external entities that
 read local files or URLs. VOC's files declare no DOCTYPE, so any is refused in one line before an entity can be
 declared (defusedxml's rule, without its dependency); expat then has nothing to expand. The tree is built with
-an explicit stack (no recursion to exhaust) and only element names and text are kept.
+an explicit stack (no recursion to exhaust) and only element names and text are kept; elements are counted as
+they are parsed and a file past ``MAX_XML_ELEMENTS`` is refused in one line (bounded memory).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from xml.parsers import expat
+
+# elements one annotation file may hold: a VOC file has ~10 per object, so this is thousands of objects; a file
+# of millions of empty elements under the byte cap would otherwise cost ~250 bytes of tree each (a GB at 4 M)
+MAX_XML_ELEMENTS = 100_000
 
 
 @dataclass
@@ -42,8 +47,12 @@ def parse_xml(data: bytes) -> Element:
     root = Element("")
     stack = [root]
     texts: list[list[str]] = [[]]
+    count = [0]
 
     def start(tag: str, attributes: dict) -> None:
+        count[0] += 1
+        if count[0] > MAX_XML_ELEMENTS:  # counted while parsing: refused before the tree grows past it
+            raise ValueError(f"it holds over {MAX_XML_ELEMENTS} XML elements (an annotation holds ~10 an object)")
         element = Element(tag)
         stack[-1].children.append(element)
         stack.append(element)

@@ -6,7 +6,9 @@ label file has no objects (a background image, as Ultralytics reads it). The cla
 ``names`` (a list, or a dict from class to name; read by PyYAML's ``safe_load``), else ``classes.txt``'s lines,
 else the class numbers up to the largest used; category id = class number. A label file Ultralytics would refuse
 (a line of other than 5 values, a class that is not a listed integer, a coordinate outside 0..1, a size of 0)
-rejects its image with the file, line and reason. Labels are for the image as viewers show it (Ultralytics sizes
+rejects its image with the file, line and reason; a box whose centre and size pass the image's edge is clipped
+there, as Ultralytics clips it. Two or more subfolders of images/ holding images are splits (``train2017``,
+``val2017`` as much as ``train``, ``val``): without ``--split`` the folder is refused in one line. Labels are for the image as viewers show it (Ultralytics sizes
 the image after its EXIF turn): boxes are mapped into the stored pixels, which the packer turns with the image.
 """
 
@@ -23,9 +25,10 @@ from dataio.formats.coco.detection_source import (MAX_LABEL_FILE_BYTES, SourceDo
                                                   upright_size, xywh)
 from dataio.formats.errors import DataioError, UsageError
 from dataio.formats.file_gate import FileRefused, read_input
+from dataio.formats.images.image_names import IMAGE_EXTENSIONS
 from dataio.formats.images.image_tree import errno_text
 
-SPLIT_NAMES = ("train", "val", "valid", "test")  # Ultralytics' split folders
+SPLIT_NAMES = ("train", "val", "valid", "test")  # Ultralytics' split folders (a split even while empty)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,7 +60,7 @@ def read_yolo(src: Path, split: str | None) -> CocoIndex:
     if not images_root.is_dir() or not labels_root.is_dir():
         raise UsageError(f"{src}: not a YOLO folder (it needs images/ and labels/ folders)")
     if split is None:
-        splits = [name for name in SPLIT_NAMES if (images_root / name).is_dir()]
+        splits = split_folders(images_root)
         if len(splits) > 1:
             raise UsageError(f"{src}: images/ holds the splits {', '.join(splits)}: give the one to pack (--split)")
     elif not (images_root / split).is_dir():
@@ -89,6 +92,25 @@ def read_yolo(src: Path, split: str | None) -> CocoIndex:
     return document.index(str(src), "yolo", "labels")
 
 
+def split_folders(images_root: Path) -> list[str]:
+    """The subfolders of images/ named as Ultralytics' splits or holding images: two or more are splits
+    (``train2017`` and ``val2017`` as much as ``train`` and ``val``), which packed together would mix validation
+    into training."""
+    found = []
+    for entry in sorted(os.scandir(images_root), key=lambda e: e.name):
+        if entry.is_dir(follow_symlinks=False) and (entry.name in SPLIT_NAMES or _holds_images(Path(entry.path))):
+            found.append(entry.name)
+    return found
+
+
+def _holds_images(folder: Path) -> bool:
+    """Whether any file under ``folder`` is an image (stops at the first)."""
+    for _, _, files in os.walk(folder):
+        if any(name.lower().endswith(IMAGE_EXTENSIONS) for name in files):
+            return True
+    return False
+
+
 class _Rejected(Exception):
     """An image rejected for its label file: (where, reason)."""
 
@@ -96,7 +118,12 @@ class _Rejected(Exception):
 def _pixels(box: tuple[float, float, float, float], width: int, height: int) -> list[float]:
     """A normalised YOLO (cx, cy, w, h) box in the image's pixels, xyxy."""
     cx, cy, w, h = box
-    return [(cx - w / 2) * width, (cy - h / 2) * height, (cx + w / 2) * width, (cy + h / 2) * height]
+    x0, y0, x1, y1 = cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2
+    # clipped to the image as Ultralytics' training pipeline does (Instances.clip in RandomPerspective): its label
+    # check takes any line whose values lie in 0..1, so a box whose centre and size pass the edge is kept, cut
+    x0, x1 = (min(max(v, 0.0), 1.0) * width for v in (x0, x1))
+    y0, y1 = (min(max(v, 0.0), 1.0) * height for v in (y0, y1))
+    return [x0, y0, x1, y1]
 
 
 def _label_file(src: Path, label: str, names: list[str] | None) -> list[tuple[int, tuple[float, ...]]]:
@@ -131,7 +158,7 @@ def _line_problem(values: list[str], names: list[str] | None) -> str | None:
     if len(values) != 5:
         return (f"{len(values)} values in {shown!r}, not the 5 of 'class cx cy w h' (a segmentation or keypoints "
                 "label is not a box label)")
-    if not values[0].isdigit() or len(values[0]) > 9:
+    if not (values[0].isascii() and values[0].isdigit()) or len(values[0]) > 9:  # '²' is a digit int() refuses
         return f"class {values[0][:20]!r} is not a non-negative integer"
     if names is not None and int(values[0]) >= len(names):
         return f"class {int(values[0])} is not one of the {len(names)} names of the folder's class list"
@@ -179,9 +206,11 @@ def _yaml_names(path: Path) -> list[str]:
     try:
         document = yaml.safe_load(_text(path))
     except yaml.YAMLError as e:
-        raise DataioError(f"{path}: not YAML ({str(e).splitlines()[0]})") from None
+        raise DataioError(f"{path}: not YAML ({(str(e).splitlines() or [''])[0]})") from None
+    except RecursionError:  # PyYAML composes nested collections recursively: a few KB of brackets exhaust it
+        raise DataioError(f"{path}: its YAML nests too deep to read (a data.yaml is a flat list of names)") from None
     names = document.get("names") if isinstance(document, dict) else None
-    if isinstance(names, dict) and sorted(names) == list(range(len(names))):
+    if isinstance(names, dict) and all(type(k) is int for k in names) and sorted(names) == list(range(len(names))):
         names = [names[k] for k in range(len(names))]
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise DataioError(f"{path}: no 'names' list of strings (or dict numbered 0..K-1)")

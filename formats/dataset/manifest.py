@@ -20,7 +20,7 @@ from dataio.formats.dataset.sample_fields import (FieldSpec, FieldsError, declar
 from dataio.formats.dataset.sample_kind import SAMPLE_KINDS, inferred_kind
 from dataio.formats.kinds import kind_problem
 from dataio.formats.bounded_read import read_at_most
-from dataio.formats.dataset.shard_patterns import is_pattern, no_manifest, pattern_shards, refused_pattern
+from dataio.formats.dataset.shard_patterns import is_pattern, no_manifest, pattern_refusal
 from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.limits import MAX_MANIFEST_BYTES
 from dataio.formats.remote.storage import DEFAULT_TIMEOUT, Location, RetryPolicy, describe, open_location, remote_errors
@@ -215,16 +215,16 @@ def read_manifest(source: str | Path) -> tuple[Path, Manifest]:
     path = Path(source)
     pattern = is_pattern(source) and not path.exists()
     if pattern:  # open_clip's DIR/{00000..00003}.tar: its folder, when it names every shard there
-        path, named = pattern_shards(source)
+        path = path.parent
     if path.is_dir():
         path = path / MANIFEST_NAME
     if not path.is_file():
         raise ManifestError(no_manifest(path, source))
     if pattern:
         folder, manifest = read_manifest(path)
-        shards = {entry.file for entry in manifest.shards}
-        if set(named) != shards:
-            raise ManifestError(refused_pattern(source, folder, shards, named))
+        refusal = pattern_refusal(source, folder, {entry.file for entry in manifest.shards})
+        if refusal is not None:
+            raise ManifestError(refusal)
         return folder, manifest
     try:
         text = read_at_most(path, MAX_MANIFEST_BYTES).decode("utf-8")

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dataio.formats.images.class_names import numbered_classes, read_class_names
-from dataio.formats.errors import UsageError
+from dataio.formats.errors import DataioError, UsageError
 from dataio.formats.file_gate import open_input, open_parquet
 from dataio.formats.parquet_values import UnreadValue, ValuesUnread, bounded_values, chunk_over
 
@@ -96,12 +96,18 @@ def parquet_files(src: Path) -> list[Path] | None:
 _SPLIT_FILE = re.compile(r"(.+?)-\d{5}-of-\d{5}\.parquet")
 
 
-def _features(schema: pa.Schema) -> dict:
+def _features(schema: pa.Schema, file: Path) -> dict:
+    """HF's ``features`` from the schema's ``huggingface`` metadata ({} when absent or not HF's); DataioError
+    naming ``file`` for JSON nested past what ``json`` reads (its class names would be lost unsaid)."""
     raw = (schema.metadata or {}).get(b"huggingface")
     try:
-        return json.loads(raw)["info"]["features"] if raw else {}
+        features = json.loads(raw)["info"]["features"] if raw else {}
+    except RecursionError:  # json's reader recurses per level: a few hundred KB of brackets exhaust it
+        raise DataioError(f"{file}: its 'huggingface' schema metadata nests too deep to read (HF's features nest "
+                          "a few levels); rewrite the file without it, or with the features datasets writes") from None
     except (ValueError, KeyError, TypeError):
         return {}
+    return features if isinstance(features, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -298,7 +304,7 @@ def scan_parquet_images(files: list[Path], *, image_column: str = "image", label
         schema = reader.schema_arrow
         if not pa.types.is_integer(schema.field(label_column).type):
             raise UsageError(f"{file}: column {label_column!r} is {schema.field(label_column).type}, not integer labels")
-        names = _features(schema).get(label_column, {}).get("names")
+        names = _features(schema, file).get(label_column, {}).get("names")
         if isinstance(names, list) and all(isinstance(n, str) for n in names):
             if class_names is not None and tuple(names) != class_names:
                 raise UsageError(f"{file}: its class names differ from those of {files[0]}")

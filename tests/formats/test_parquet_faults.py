@@ -118,3 +118,21 @@ def test_a_footer_whose_column_names_are_not_utf8_is_one_rejected_file(tmp_path)
     assert json.loads((out / "manifest.json").read_text())["num_samples"] == 6
     (rejected,) = [json.loads(line) for line in (out / "rejected.jsonl").read_text().splitlines()]
     assert "train-00001-of-00002.parquet" in rejected["path"]
+
+
+def test_convert_images_on_a_parquet_with_deeply_nested_metadata_is_one_line(tmp_path):
+    """The schema's 'huggingface' metadata nesting 200000 lists (400 KB): a RecursionError traceback escaped from
+    json.loads; now one line naming the file (its class names cannot be read), exit 1, nothing packed."""
+    data = tmp_path / "data"
+    data.mkdir()
+    path = data / "train-00000-of-00001.parquet"
+    _write(path, [(_jpeg(i % 3, i), i % 3, f"img{i}.JPEG") for i in range(3)], features=False)
+    table = pq.read_table(path)
+    nested = b'{"info": {"features": ' + b"[" * 200_000 + b"]" * 200_000 + b"}}"
+    pq.write_table(table.replace_schema_metadata({b"huggingface": nested}), path)
+    done = subprocess.run([sys.executable, "-m", "dataio", "convert", "images", str(data), str(tmp_path / "out"),
+                           "--workers", "1", "--no-progress"], capture_output=True, text=True, timeout=120)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-1500:]
+    assert path.name in lines[0] and "nests too deep" in lines[0]
+    assert not (tmp_path / "out" / "manifest.json").exists()
