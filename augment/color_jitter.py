@@ -11,7 +11,9 @@ each adjustment, so chains stay within a level of torchvision's on PIL images. H
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from numbers import Real
 
 import torch
 
@@ -34,6 +36,10 @@ class ColorJitterConfig:
     prob: float = 1.0
 
     def __post_init__(self) -> None:
+        for name in (*ADJUSTMENTS, "prob"):  # NaN passes every comparison (no jitter); inf gives black images
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+                raise ConfigError(f"{{0}} {name} must be a finite number, got {value!r:.40}", "color_jitter")
         if min(self.brightness, self.contrast, self.saturation) < 0 or not 0 <= self.prob <= 1:
             raise ConfigError("{0} strengths must be >= 0 and prob a probability", "color_jitter")
         if self.hue:
@@ -44,10 +50,14 @@ class ColorJitterConfig:
     def from_timm(cls, color_jitter: float | tuple[float, ...] | list[float], prob: float | None = None
                   ) -> "ColorJitterConfig":
         """timm's ``color_jitter`` argument: one strength for three adjustments, or a 3- or 4-tuple."""
-        values = (float(color_jitter),) * 3 if isinstance(color_jitter, (int, float)) else tuple(color_jitter)
-        if len(values) not in (3, 4):
-            raise ConfigError(f"{{0}} is one number or 3 or 4 (timm's), got {len(values)}", "color_jitter")
-        return cls(**dict(zip(ADJUSTMENTS, values)), prob=1.0 if prob is None else float(prob))
+        if isinstance(color_jitter, Real):
+            values: tuple = (color_jitter,) * 3
+        elif isinstance(color_jitter, (tuple, list)) and len(color_jitter) in (3, 4):
+            values = tuple(color_jitter)
+        else:
+            raise ConfigError(f"{{0}} is one number or 3 or 4 numbers (timm's), got {color_jitter!r:.60}",
+                              "color_jitter")
+        return cls(**dict(zip(ADJUSTMENTS[:len(values)], values, strict=True)), prob=1.0 if prob is None else prob)
 
 
 @dataclass(frozen=True)

@@ -81,4 +81,4 @@ def autocontrast_(x: torch.Tensor) -> torch.Tensor:
 
 def equalize(x: torch.Tensor) -> torch.Tensor:
     """``ImageOps.equalize``: per-channel histogram equalisation (kornia's batched PIL port)."""
-    return kornia_equalize(x.floor() / 255) * 255
+    return kornia_equalize(x.floor().clamp_(0, 255) / 255) * 255  # kornia refuses values outside [0, 1]

@@ -15,8 +15,10 @@ Targets are soft, shape (N, num_classes), label-smoothed as timm's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Integral, Real
 from typing import Any, Literal
 
 import numpy as np
@@ -44,26 +46,35 @@ class MixConfig:
     @classmethod
     def from_timm(cls, mixup_args: Mapping[str, Any]) -> "MixConfig":
         """The config of ``timm.data.Mixup(**mixup_args)``: timm's keywords and defaults, timm's pairing (flip);
-        timm's ``"elem"`` mode is ``"sample"`` here. A keyword timm's Mixup does not take is refused."""
+        timm's ``"elem"`` mode is ``"sample"`` here. A keyword timm's Mixup does not take is refused, and so is a
+        value of the wrong type or shape (one line naming it, before any batch)."""
         unknown = sorted(set(mixup_args) - set(TIMM_MIXUP_DEFAULTS))
         if unknown:
             raise ConfigError(f"{{0}} has {unknown[0]!r}, which timm's Mixup does not take "
                               f"(it takes {', '.join(TIMM_MIXUP_DEFAULTS)})", "mixup_args")
         args = {**TIMM_MIXUP_DEFAULTS, **mixup_args}
         modes = {"elem": "sample", "pair": "pair", "batch": "batch"}
-        if args["mode"] not in modes:
-            raise ConfigError(f"{{0}} mode {args['mode']!r} is not one of timm's: elem, pair, batch", "mixup_args")
+        if not isinstance(args["mode"], str) or args["mode"] not in modes:
+            raise ConfigError(f"{{0}} mode {args['mode']!r:.60} is not one of timm's: elem, pair, batch", "mixup_args")
         minmax = args["cutmix_minmax"]
-        return cls(num_classes=args["num_classes"], mixup_alpha=float(args["mixup_alpha"]),
-                   cutmix_alpha=1.0 if minmax is not None else float(args["cutmix_alpha"]),  # as timm forces it
-                   cutmix_minmax=None if minmax is None else (float(minmax[0]), float(minmax[1])),
-                   prob=float(args["prob"]), switch_prob=float(args["switch_prob"]), mode=modes[args["mode"]],
-                   correct_lam=bool(args["correct_lam"]), label_smoothing=float(args["label_smoothing"]),
+        if minmax is not None and not _pair(minmax):
+            raise ConfigError(f"{{0}} is None or a (min, max) pair of shares, got {minmax!r:.60}", "cutmix_minmax")
+        numbers = {name: _number(args[name], name) for name in ("mixup_alpha", "cutmix_alpha", "prob", "switch_prob",
+                                                               "label_smoothing")}
+        return cls(num_classes=args["num_classes"], mixup_alpha=numbers["mixup_alpha"],
+                   cutmix_alpha=1.0 if minmax is not None else numbers["cutmix_alpha"],  # as timm forces it
+                   cutmix_minmax=None if minmax is None else (_number(minmax[0], "cutmix_minmax"),
+                                                              _number(minmax[1], "cutmix_minmax")),
+                   prob=numbers["prob"], switch_prob=numbers["switch_prob"], mode=modes[args["mode"]],
+                   correct_lam=bool(args["correct_lam"]), label_smoothing=numbers["label_smoothing"],
                    pairing="flip")
 
     def __post_init__(self) -> None:
         if self.cutmix_minmax is not None:
-            lo, hi = self.cutmix_minmax
+            if not _pair(self.cutmix_minmax):
+                raise ConfigError(f"{{0}} is a (min, max) pair of shares, got {self.cutmix_minmax!r:.60}",
+                                  "cutmix_minmax")
+            lo, hi = (_number(share, "cutmix_minmax") for share in self.cutmix_minmax)
             if not 0 < lo < hi <= 1:
                 raise ConfigError(f"{{0}} must be (min, max) shares with 0 < min < max <= 1, got "
                                   f"{self.cutmix_minmax}", "cutmix_minmax")
@@ -71,10 +82,15 @@ class MixConfig:
                 raise ConfigError("{0} draws CutMix boxes: cutmix_alpha must be > 0 (timm sets 1.0)", "cutmix_minmax")
         if self.pairing not in ("halves", "flip"):
             raise ConfigError(f"{{0}} must be 'halves' or 'flip', got {self.pairing!r}", "pairing")
+        if isinstance(self.num_classes, bool) or not isinstance(self.num_classes, Integral):
+            raise ConfigError(f"{{0}} must be an int, got {self.num_classes!r:.40}", "num_classes")
         if self.num_classes < 2:
             raise ValueError(f"num_classes must be >= 2, got {self.num_classes}")
+        for name in ("mixup_alpha", "cutmix_alpha", "prob", "switch_prob", "label_smoothing"):
+            _number(getattr(self, name), name)  # NaN passes every comparison below; inf draws NaN lambdas
         if self.mixup_alpha < 0 or self.cutmix_alpha < 0 or self.mixup_alpha == self.cutmix_alpha == 0:
-            raise ValueError("alphas must be >= 0 and at least one > 0")
+            raise ValueError(f"mixup_alpha and cutmix_alpha must be >= 0 and one > 0, got {self.mixup_alpha} and "
+                             f"{self.cutmix_alpha}")
         for name in ("prob", "switch_prob"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be a probability, got {getattr(self, name)}")
@@ -82,6 +98,32 @@ class MixConfig:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
         if self.mode not in ("sample", "pair", "batch"):
             raise ValueError(f"mode must be 'sample', 'pair' or 'batch', got {self.mode!r}")
+
+    def refuse_below_one_pixel(self, height: int, width: int) -> None:
+        """One line when ``cutmix_minmax`` leaves no box side to draw at this image size: timm's
+        ``rand_bbox_minmax`` draws sides in [int(S * min), int(S * max)), empty when both round to one number
+        (numpy's ``high <= 0`` from the first batch otherwise, as timm's own)."""
+        if self.cutmix_minmax is None:
+            return
+        lo, hi = self.cutmix_minmax
+        for side in (height, width):
+            if int(side * hi) <= int(side * lo):
+                raise ConfigError(f"{{0}} {self.cutmix_minmax} draws box sides in [{int(side * lo)}, {int(side * hi)}) "
+                                  f"px of a {side} px image_size: none to draw; give larger shares or a larger "
+                                  "image_size", "cutmix_minmax")
+
+
+def _pair(value: Any) -> bool:
+    """Whether ``value`` is a sequence of two items (timm's argparse gives a list; a string is not one)."""
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes)) and len(value) == 2
+
+
+def _number(value: Any, name: str) -> float:
+    """``value`` as a finite float, or one line naming ``name`` (NaN passes ``< 0`` checks silently; a string or
+    a bool is not a strength)."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+        raise ConfigError(f"{{0}} must be a finite number, got {value!r:.40}", name)
+    return float(value)
 
 
 # timm.data.Mixup's keywords and their defaults (timm/data/mixup.py, timm 1.0)

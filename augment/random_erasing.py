@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Literal
 
 import numpy as np
@@ -21,6 +22,10 @@ import torch
 
 from dataio.augment.seeding import RandomStage
 from dataio.formats.errors import ConfigError
+
+# Boxes per erased sample at most: each costs a pass over the batch and a slot of the (N, count, 4) box table, so
+# 10**9 would ask 256 GB for a batch of 8 at the first batch; timm's recipes use 1-3, each box 1/count of the area.
+MAX_COUNT = 32
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,8 +48,16 @@ class ErasingConfig:
             raise ConfigError(f"{{0}} must be const, rand or pixel (timm's), got {self.mode!r}", "re_mode")
         if not 0 < self.min_area <= self.max_area <= 1 or self.min_aspect <= 0:
             raise ConfigError("{0} needs 0 < min_area <= max_area <= 1 and min_aspect > 0", "erasing")
-        if self.min_count < 1 or (self.max_count is not None and self.max_count < self.min_count):
-            raise ConfigError(f"{{0}} must be >= 1, got {self.max_count or self.min_count}", "re_count")
+        for count in (self.min_count, self.max_count):
+            if count is not None and (isinstance(count, bool) or not isinstance(count, Integral)):
+                raise ConfigError(f"{{0}} is a whole number of boxes, got {count!r:.40}", "re_count")
+        if self.min_count < 1:
+            raise ConfigError(f"{{0}} must be >= 1, got {self.min_count}", "re_count")
+        if self.max_count is not None and not self.min_count <= self.max_count <= MAX_COUNT:
+            raise ConfigError(f"{{0}} must be in [{self.min_count}, {MAX_COUNT}] (boxes per sample), got "
+                              f"{self.max_count}", "re_count")
+        if self.min_count > MAX_COUNT:
+            raise ConfigError(f"{{0}} must be <= {MAX_COUNT} (boxes per sample), got {self.min_count}", "re_count")
 
     @property
     def counts(self) -> tuple[int, int]:

@@ -120,7 +120,9 @@ class TimmRandAugment(RandomStage):
             run = x[lo:hi]
             argument = timm_arguments(name, magnitude[lo:hi], sign[lo:hi], self.config.increasing,
                                       self.config.translate_pct)
-            run.copy_(self._op(name, run, argument, height, width))
+            # clipped after each op, as PIL's uint8 images are: a warp's float error (255.00002, -0.00002) would
+            # otherwise reach the next op, and kornia's equalize refuses values outside [0, 1]
+            run.copy_(self._op(name, run, argument, height, width).clamp_(0, 255))
 
     def _op(self, name: str, x: torch.Tensor, argument: torch.Tensor, height: int, width: int) -> torch.Tensor:
         """One op on a slice with per-sample host arguments (timm's PIL op of the same name)."""

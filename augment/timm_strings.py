@@ -6,7 +6,8 @@ drawn op is applied, default 0.5), ``mstd`` (Gaussian noise on the magnitude per
 uniform in [0, m]), ``mmax`` (the magnitude's upper clip, default 10) and ``inc`` (the "increasing" op set,
 whose severity grows with the magnitude; as in timm, any ``inc`` section turns it on, ``inc0`` included,
 because timm tests ``bool("0")``). What dataio cannot do is refused in one line naming the section: other
-policies (``original``, ``v0``, ``augmix``), timm's weighted op sets (``t...``) and the removed ``w``.
+policies (``original``, ``v0``, ``augmix``), timm's weighted op sets (``t...``) and the removed ``w``, and more
+than ``MAX_OPS`` (32) ops per image (timm has no bound; dataio's cost and memory grow with ``n``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ TIMM_OPS = ("AutoContrast", "Equalize", "Invert", "Rotate", "Posterize", "Solari
             "Contrast", "Brightness", "Sharpness", "ShearX", "ShearY", "TranslateXRel", "TranslateYRel")
 INCREASING = ("Posterize", "Solarize", "Color", "Contrast", "Brightness", "Sharpness")  # timm's "...Increasing"
 LEVEL_DENOM = 10.0  # timm's _LEVEL_DENOM: magnitudes are on a 0-10 scale
+# Ops per image at most: each is a pass over the batch and a column of the (N, num_ops) draws, so 'rand-n10**15'
+# asked petabytes and 'rand-n100000' ran for minutes; timm has no bound, its recipes use 2-4.
+MAX_OPS = 32
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,8 +44,9 @@ class TimmRandAugmentConfig:
     output: Literal["uint8", "float"] = "uint8"
 
     def __post_init__(self) -> None:
-        if self.num_ops < 0:
-            raise ConfigError(f"{{0}} must be >= 0, got {self.num_ops}", "num_ops")
+        if isinstance(self.num_ops, bool) or not isinstance(self.num_ops, int) or not 0 <= self.num_ops <= MAX_OPS:
+            raise ConfigError(f"{{0}} must be an int in [0, {MAX_OPS}] (ops per image), got {self.num_ops!r:.40}",
+                              "num_ops")
         if self.magnitude < 0 or self.magnitude_std < 0:
             raise ConfigError("{0} and magnitude_std must be >= 0", "magnitude")
         if self.magnitude_max is not None and self.magnitude_max <= 0:
@@ -95,6 +100,9 @@ def parse_timm_randaugment(config_str: str) -> dict[str, object]:
                 fields["magnitude"] = float(int(value))
             elif key == "n":
                 fields["num_ops"] = int(value)
+                if fields["num_ops"] > MAX_OPS:
+                    raise ConfigError(f"{{0}}: section {section!r} asks {value} ops per image; dataio applies at "
+                                      f"most {MAX_OPS} (timm's recipes use 2-4)", where)
             elif key == "p":
                 fields["prob"] = float(value)
             else:

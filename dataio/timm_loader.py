@@ -6,7 +6,9 @@ script read ``--data-dir`` as dataio folders (``train``/``validation`` or timm's
 ``ratio``, ``hflip``), ``auto_augment`` (timm's RandAugment strings, ``dataio.augment.timm_strings``),
 ``color_jitter`` (disabled under RandAugment, as timm does), random erasing (``re_prob``, ``re_mode``,
 ``re_count``), ``mean``/``std``, eval ``crop_pct``, and the mixup of timm's ``FastCollateMixup`` collate (or a
-``mixup_args=`` dict) as ``MixConfig.from_timm``. The batches come as timm's ``PrefetchLoader`` gives them:
+``mixup_args=`` dict) as ``MixConfig.from_timm``. A split without its folder reads ``--data-dir`` itself, as
+timm's ``_search_split`` does, said in one line on the ``dataio`` logger; ``crop_pct=0``, which timm reads as its
+default 0.875, is refused (a share in (0, 1] or None). The batches come as timm's ``PrefetchLoader`` gives them:
 normalised float on ``device``, soft targets when mixing. An argument dataio cannot honour (vflip, grayscale,
 blur, AugMix splits, repeated augmentation, other crop modes or collates) is refused in one line naming it;
 dataio resizes bilinear (antialiased) whatever ``interpolation`` says. The loaders' settings go to the
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from numbers import Real
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,7 @@ import torch
 from dataio.augment.mix import MixConfig
 from dataio.augment.timm_strings import TimmRandAugmentConfig
 from dataio.formats.errors import ConfigError
+from dataio.formats.fallback_log import warn_once
 from dataio.images.loader import ImageLoader
 from dataio.images.shard_dataset import ShardDataset
 
@@ -59,7 +63,14 @@ def create_dataset(name: str, root: str | None = None, split: str = "validation"
                           "folders (convert the subset you want)", "dataset")
     if root is None:
         raise ConfigError("{0} is needed: the dataio folder holding the splits", "root")
-    return ShardDataset(split_folder(root, split) if search_split else Path(root))
+    folder = split_folder(root, split) if search_split else Path(root)
+    if search_split and folder == Path(root):  # timm's fallback, said: train and validation may read one folder
+        name = split.split("[")[0]
+        looked = next((synonyms for synonyms in SYNONYMS.values() if name in synonyms), (name,))
+        warn_once(f"timm-split-{name}-{root}", f"timm_loader: no split folder {' or '.join(looked)} under "
+                  f"{root}: split {split!r} reads {root} itself, as timm's _search_split does (a train and a "
+                  "validation split that both fall back read the same images)")
+    return ShardDataset(folder)
 
 
 def mixup_of(collate_fn: Any, mixup_args: Mapping[str, Any] | None) -> MixConfig | None:
@@ -120,7 +131,11 @@ def create_loader(dataset: ShardDataset, input_size: int | tuple[int, ...], batc
     else:
         if collate_fn is not None or mixup_args:
             raise ConfigError("{0} mixes training batches; an eval loader takes none", "collate_fn")
-        options.update(val_crop_ratio=crop_pct or 0.875)
+        if crop_pct is not None and (isinstance(crop_pct, bool) or not isinstance(crop_pct, Real)
+                                     or not 0 < crop_pct <= 1):
+            raise ConfigError(f"{{0}}={crop_pct!r:.40} is not a share in (0, 1] of the resized image (timm reads 0 "
+                              "as its default 0.875: pass None for that)", "crop_pct")
+        options.update(val_crop_ratio=0.875 if crop_pct is None else float(crop_pct))  # timm's DEFAULT_CROP_PCT
     loader = ImageLoader(dataset.source, **options)
     c = loader.config
     log.info("dataio.timm_loader: %s loader of %s: image_size=%d randaugment=%s mix=%s color_jitter=%s erasing=%s",

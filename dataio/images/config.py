@@ -144,6 +144,10 @@ class ImageLoaderConfig(LoaderConfig):
             raise ValueError("randaugment, mix, color_jitter, re_prob, crop_on_device and schedule are for train=True "
                              "loaders")
         _ = self.erasing, self.jitter  # validated here, in one line each
+        if isinstance(self.mix, MixConfig):  # its CutMix boxes must fit the smallest size it will mix
+            s = self.schedule
+            side = min(s.start_size, s.end_size, s.final_size or s.end_size) if s else None
+            self.mix.refuse_below_one_pixel(*((side, side) if side else self.output_shape))
         if self.re_prob and not self.normalize:
             raise ConfigError("{0} erases normalised images, as timm does after Normalize: pass normalize=True",
                               "re_prob")

@@ -32,7 +32,7 @@ from dataio.images.buffer_pool import BufferPool
 from dataio.images.config import ImageLoaderConfig
 from dataio.images.dali_decode import DaliDecoder
 from dataio.images.image_shards import ImageShards
-from dataio.images.sample_transform import SampleTransform
+from dataio.images.sample_transform import SampleTransform, naming_the_sample
 from dataio.images.table_size import check_size, header_size
 from dataio.images.turbo_decode import decode_crop_into
 from dataio.pipeline.error_policy import DATA_EXCEPTIONS
@@ -198,13 +198,16 @@ class ImageBatchSource:
         return failures
 
     def _apply_transform(self, slot: np.ndarray, sample: int, seed: int | None) -> None:
-        """``transform=`` on one decoded slot; an exception it raises gets a note naming the sample."""
+        """``transform=`` on one decoded slot; an exception it raises is re-raised naming the sample and shard."""
         try:
             self.transform(slot, seed, lambda: self.shards.where(sample))
+        except ConfigError:
+            raise  # dataio's own check of the result: it names the sample already
         except Exception as e:
-            if not isinstance(e, ConfigError) and hasattr(e, "add_note"):  # add_note: Python 3.11+
-                e.add_note(f"dataio: raised by transform= on {self.shards.where(sample)}")
-            raise
+            named = naming_the_sample(e, self.transform.fn, self.shards.where(sample))
+            if named is e:
+                raise
+            raise named from e
 
     def _decode_dali(self, fields: dict[str, Any], keys, boxes, flipped, size: int, lap: Lap,
                      fetched: Future | None) -> Failures:

@@ -95,6 +95,24 @@ class SampleTransform:
         image.copy_(out)
 
 
+def naming_the_sample(error: Exception, fn: Callable, where: str) -> Exception:
+    """``error`` raised by the user's ``fn`` on the sample ``where`` names: an exception of the same type (an
+    ``except ValueError`` around the loop still catches it) whose message names the transform, the sample and
+    its shard, then the original text; raise it ``from error``. A type that cannot be rebuilt from one message
+    (or prints it otherwise, as KeyError) is returned itself; both carry a note naming the sample."""
+    name = getattr(fn, "__name__", type(fn).__name__)
+    message = f"transform= {name} raised {type(error).__name__} on {where}: {error}"
+    try:
+        named = type(error)(message)
+    except Exception:  # noqa: BLE001 - an __init__ with other arguments
+        named = None
+    if named is None or str(named) != message:
+        named = error
+    if hasattr(named, "add_note"):  # Python 3.11+: the traceback's last line names the sample either way
+        named.add_note(f"dataio: raised by transform= on {where}")
+    return named
+
+
 def check_batch_output(out: object) -> tuple[torch.Tensor, torch.Tensor]:
     """``batch_transform``'s result as ``(images, labels)``, or a ConfigError naming it."""
     if (not isinstance(out, (tuple, list)) or len(out) != 2

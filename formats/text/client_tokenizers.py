@@ -21,10 +21,11 @@ Anything else (a slow ``transformers`` tokenizer included) is one line naming it
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,8 +82,38 @@ def _is_open_clip(tokenizer: Any) -> bool:
     return type(tokenizer).__module__.split(".")[0] == "open_clip" and callable(tokenizer)
 
 
+def _canonical(value: Any) -> Any:
+    """``value`` as plain JSON that is the same in every process: a dict as its items sorted, a function as its
+    qualified name, a ``functools.partial`` as its function and arguments. Never ``str()`` of an object, whose
+    text holds its address (``<function _clean_lower at 0x7f..>``: a new fingerprint in every process)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Mapping):
+        if all(isinstance(key, str) and isinstance(item, int) for key, item in value.items()):
+            return {"items": sorted(value.items())}  # a vocabulary (49k entries): the fast path
+        items = [[_canonical(key), _canonical(item)] for key, item in value.items()]
+        return {"items": sorted(items, key=lambda pair: json.dumps(pair[0]))}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(item) for item in value]
+    if isinstance(value, functools.partial):
+        return {"partial": _canonical(value.func), "args": _canonical(value.args),
+                "keywords": _canonical(value.keywords)}
+    kind = value if hasattr(value, "__qualname__") else type(value)  # a function or class by name, else its type
+    return f"{getattr(kind, '__module__', '')}.{kind.__qualname__}"
+
+
 def _digest(*parts: Any) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+    """sha256 of what defines a tokenizer's encoding, in a form that does not depend on the process."""
+    return hashlib.sha256(json.dumps(_canonical(parts), separators=(",", ":")).encode()).hexdigest()
+
+
+def _backend_settings(backend: Any) -> Any:
+    """A ``tokenizers.Tokenizer``'s JSON without padding and truncation: ``HFTokenizer`` sets them on each call,
+    so they would change the fingerprint between a fresh tokenizer and a used one; dataio pads and cuts itself."""
+    settings = json.loads(backend.to_str())
+    settings.pop("padding", None)
+    settings.pop("truncation", None)
+    return settings
 
 
 def _open_clip_simple(tokenizer: Any) -> ClientTokenizer:
@@ -91,8 +122,9 @@ def _open_clip_simple(tokenizer: Any) -> ClientTokenizer:
     return ClientTokenizer(name=f"open_clip:{type(tokenizer).__name__}", call=tokenizer, pad_id=0,
                            bos_id=int(tokenizer.sot_token_id), eos_id=int(tokenizer.eot_token_id),
                            vocab_size=max(vocab.values()) + 1,
-                           sha256=_digest(type(tokenizer).__name__, vocab, tokenizer.context_length,
-                                          getattr(tokenizer, "clean_fn", None)))
+                           sha256=_digest(type(tokenizer).__name__, vocab, getattr(tokenizer, "bpe_ranks", None),
+                                          tokenizer.context_length, getattr(tokenizer, "clean_fn", None),
+                                          getattr(tokenizer, "reduction_fn", None)))
 
 
 def _open_clip_hf(tokenizer: Any) -> ClientTokenizer:
@@ -108,7 +140,7 @@ def _open_clip_hf(tokenizer: Any) -> ClientTokenizer:
                            eos_id=next((int(i) for i in (inner.eos_token_id, inner.sep_token_id) if i is not None),
                                        None),
                            vocab_size=max(vocab.values()) + 1,
-                           sha256=_digest(type(tokenizer).__name__, backend.to_str() if backend else vocab,
+                           sha256=_digest(type(tokenizer).__name__, _backend_settings(backend) if backend else vocab,
                                           tokenizer.context_length, getattr(tokenizer, "strip_sep_token", None)))
 
 
