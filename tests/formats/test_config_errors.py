@@ -31,7 +31,7 @@ def test_tokenizer_config_names_parameters():
     with pytest.raises(ConfigError, match="^vocab_size must be >= 260") as raised:
         TokenizerConfig(train="bpe", vocab_size=10)
     assert "--" not in str(raised.value)
-    with pytest.raises(ConfigError, match="exactly one of path or train"):
+    with pytest.raises(ConfigError, match="exactly one of path, train or tokenizer"):
         TokenizerConfig()
 
 

@@ -47,7 +47,8 @@ def test_ddp_on_two_processes_counts_every_validation_sample_once(coloured_shard
         assert record["test"][0]["test_rows"] == NUM_COLOURED + 1  # the plain loader: the repeat is a row
     for stage in ("fit_val", "validate", "predict"):
         assert Counter(records[0]["counted"][stage] + records[1]["counted"][stage]) == EVERY_ONCE, stage
-        assert records[0]["repeats"][stage] + records[1]["repeats"][stage] == 1, stage
+        # predict: Lightning's UnrepeatedDistributedSampler's shares, uneven and without a repeat (issue 43)
+        assert records[0]["repeats"][stage] + records[1]["repeats"][stage] == (stage != "predict"), stage
     tested = Counter(records[0]["counted"]["test"] + records[1]["counted"]["test"])
     assert set(tested) == set(range(NUM_COLOURED)) and sum(tested.values()) == NUM_COLOURED + 1
     assert records[0]["predictions"] + records[1]["predictions"] == NUM_COLOURED

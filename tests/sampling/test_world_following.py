@@ -12,6 +12,7 @@ import torch.distributed as dist
 
 import dataio
 from dataio.sampling import rank_agreement
+from dataio.loader import source_loader
 from dataio.loader.accelerate_pass import last_round_rows
 from dataio.sampling import epoch_position, partition
 
@@ -49,12 +50,18 @@ def test_whole_batches_put_the_repeats_last_in_the_final_round(world_size, batch
         assert last[:real].tolist() == list(range(total - real, total))
 
 
+def _as_if_the_group_started(monkeypatch, world: tuple[int, int]) -> None:
+    """As if init_process_group ran now: both places that ask for the process group's world."""
+    for module in (epoch_position, source_loader):
+        monkeypatch.setattr(module, "resolve_world", lambda *_: world)
+
+
 def test_a_loader_built_before_the_process_group_follows_it(coloured_shards, monkeypatch):
     loader = dataio.ImageLoader(coloured_shards, batch_size=4, image_size=16, num_workers=1, train=False)
     fixed = dataio.ImageLoader(coloured_shards, batch_size=4, image_size=16, num_workers=1, train=False,
                                world_size=1, rank=0)
     assert (loader.world_size, len(loader)) == (1, 12)
-    monkeypatch.setattr(epoch_position, "resolve_world", lambda *_: (2, 1))  # as if init_process_group ran now
+    _as_if_the_group_started(monkeypatch, (2, 1))
     assert (len(loader), loader.world_size, loader.rank) == (6, 2, 1)
     assert loader.sample_ids().tolist() == list(range(1, 45, 2)) + [0]  # rank 1's share, the repeat last
     assert [b.samples.tolist() for b in loader.batches()][0] == [1, 3, 5, 7]
@@ -64,7 +71,7 @@ def test_a_loader_built_before_the_process_group_follows_it(coloured_shards, mon
 def test_a_text_loader_follows_the_process_group_too(text_shards, monkeypatch):
     loader = dataio.TextLoader(text_shards, mode="fixed", batch_size=8, shuffle=False)
     whole = len(loader)
-    monkeypatch.setattr(epoch_position, "resolve_world", lambda *_: (2, 0))
+    _as_if_the_group_started(monkeypatch, (2, 0))
     assert len(loader) == -(-whole // 2) and loader.world_size == 2
     assert next(iter(loader))["sample_ids"].tolist() == list(range(8))
 
