@@ -91,7 +91,12 @@ def detection_sample(reader: ImageShards, columns: TargetColumns, index: int, ta
 
 class DetectionItem:
     """A box folder's item: the dict above, normalised with the data set's ``normalize``; ``transform`` takes the
-    whole dict (torchvision v2's way), and there is no ``target_transform`` (the targets are in the dict)."""
+    whole dict (torchvision v2's way), and there is no ``target_transform`` (the targets are in the dict).
+
+    With ``DetectionConfig(layout="torchvision")`` the item is ``(image, target)``, as torchvision's
+    ``CocoDetection`` (wrapped for v2) gives it and references/detection's loop unpacks it: the target is the dict
+    without its image, its labels plus one (label 0 is the background of torchvision's models, as the loader's
+    layout holds them), and ``transform(image, target)`` is called as a torchvision data set's ``transforms``."""
 
     takes_target_transform = False
     kind = "detection"
@@ -112,4 +117,8 @@ class DetectionItem:
         return sample
 
     def transformed(self, sample: dict, dataset: Any) -> Any:
+        if self.targets.layout == "torchvision":
+            image, target = sample.pop("image"), sample
+            target["labels"] = target["labels"] + 1
+            return (image, target) if dataset.transform is None else dataset.transform(image, target)
         return sample if dataset.transform is None else dataset.transform(sample)

@@ -1,7 +1,8 @@
 """Detection batches as torchvision's detection models take them: ``(images, targets)``, two lists.
 
 torchvision's ``FasterRCNN``, ``RetinaNet``, ``SSD`` and ``MaskRCNN`` take a list of (3, H, W) float images and a
-list of target dicts (``boxes`` (k, 4) float XYXY, ``labels`` (k,) int64, ``masks`` (k, H, W) uint8), and reserve
+list of target dicts (``boxes`` (k, 4) float XYXY, ``labels`` (k,) int64, ``masks`` (k, H, W) uint8, and keypoint
+R-CNN's ``keypoints`` (k, P, 3) x, y, visibility where the folder has COCO keypoints), and reserve
 label 0 for the background: their ``num_classes`` counts it. So the labels here are the loader's plus one
 (``len(loader.classes) + 1`` classes; a label's COCO id is ``loader.category_ids[label - 1]``). Each target also
 holds ``image_id``, ``iscrowd`` and, in evaluation, ``orig_size``, ``scale``, ``offset`` and ``repeated``
@@ -29,6 +30,8 @@ def torchvision_batch(batch: dict[str, Any]) -> tuple[list[torch.Tensor], list[d
                   "iscrowd": batch["iscrowd"][i][mine]}
         if masks is not None:
             target["masks"] = masks[first:first + count]
+        if "keypoints" in batch:  # keypoint R-CNN's target: lined up with the boxes, as the dict batch holds them
+            target["keypoints"] = batch["keypoints"][i][mine]
         first += count
         for name in PER_IMAGE:
             if name in batch:

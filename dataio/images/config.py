@@ -13,6 +13,7 @@ import torch
 
 from dataio.formats.errors import ConfigError
 from dataio.formats.fallback_log import warn_once
+from dataio.formats.limits import MAX_PIXELS
 from dataio.images.dali_install import dali_installed, install_hint
 from dataio.augment import MixConfig, RandAugmentConfig, ResolutionSchedule
 from dataio.augment.color_jitter import ColorJitterConfig
@@ -23,6 +24,10 @@ from dataio.pipeline.thread_tuner import thread_budget
 from dataio.remote.remote_options import DEFAULT_CACHE_LIMIT
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
+# One output image holds at most the decompression-bomb bound of pixels (no image dataio decodes is larger), and a
+# batch at most this many bytes as float32: image_size=(100000, 100000) was built and its first batch (240 GB)
+# died in the allocator, or the OOM killer, on a decode thread.
+MAX_BATCH_BYTES = 64 << 30
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
@@ -196,6 +201,12 @@ class ImageLoaderConfig(LoaderConfig):
             raise ConfigError(f"{{0}} is one int or a (height, width) pair of ints, got {size!r:.40}", "image_size")
         if min(self.output_shape) < 8:
             raise ValueError(f"image_size must be >= 8, got {self.image_size}")
+        pixels = self.output_shape[0] * self.output_shape[1]
+        if pixels > MAX_PIXELS or self.batch_size * pixels * 3 * 4 > MAX_BATCH_BYTES:
+            raise ConfigError(f"{{0}} {self.image_size} is {pixels:,} pixels an image, a batch of {self.batch_size} is "
+                              f"{self.batch_size * pixels * 12 / 2**30:.1f} GiB as float32: at most "
+                              f"{MAX_PIXELS:,} pixels an image (the largest image decoded) and "
+                              f"{MAX_BATCH_BYTES >> 30} GiB a batch", "image_size")
         decode = self.decode_size
         if decode is not None and (isinstance(decode, bool) or not isinstance(decode, Integral)):
             raise ConfigError(f"{{0}} is one int: the device crop decodes square images (got {decode!r:.40})",

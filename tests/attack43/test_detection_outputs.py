@@ -45,12 +45,12 @@ def test_a_huge_rectangular_size_is_refused_at_construction_in_one_line(coco_sha
     # image_size=(100000, 100000): every batch would be 2 x 3 x 10^10 floats (240 GB). Now the loader is built and
     # the first batch dies in the allocator (OSError: Cannot allocate memory, or the OOM killer) instead of a
     # ConfigError naming image_size before anything is read. Under a 4 GB address-space limit.
-    code = (f"import warnings; warnings.simplefilter('ignore'); import dataio\n"
+    code = (f"import warnings; warnings.simplefilter('ignore'); import dataio, dataio.errors\n"
             f"from dataio import DetectionConfig\n"
             f"try:\n"
             f"    l = dataio.DetectionLoader({str(coco_shards)!r}, train=False, batch_size=2, num_workers=1,\n"
             f"        image_size=(100000, 100000), targets=DetectionConfig(eval_crop='letterbox'))\n"
-            f"except (dataio.ConfigError, ValueError) as e:\n"
+            f"except (dataio.errors.ConfigError, ValueError) as e:\n"
             f"    print('REFUSED', e); raise SystemExit(0)\n"
             f"next(iter(l)); print('READ')\n")
     done = subprocess.run(["prlimit", "--as=4000000000", sys.executable, "-c", code], capture_output=True,
