@@ -77,8 +77,6 @@ def test_open_clip_main_on_one_rank(patched, pair_tars_text, client_env, tmp_pat
     check_run(run, ranks=1)
 
 
-@pytest.mark.xfail(strict=True, reason="rank-0 evaluation: dataio.DataLoader without a sampler reads the whole set "
-                   "on every rank (torch's semantics) once ranks43's rule lands; until then rank 0 reads half")
 def test_open_clip_main_on_two_ranks_evaluates_every_pair_on_rank_0(patched, pair_tars_text, client_env, tmp_path):
     run = run_main(TORCHRUN, patched, pair_tars_text, tmp_path, client_env, batch=8)
     check_run(run, ranks=2)
