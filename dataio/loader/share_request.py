@@ -66,9 +66,19 @@ def _given_to(trainer: Any, loader: Any) -> bool:
              *(getattr(trainer, name, None) for name in ("validate_loop", "test_loop", "predict_loop"))]
     for loop in loops:
         combined = getattr(loop, "_combined_loader", None)
-        if any(given is loader for given in getattr(combined, "flattened", None) or ()):
+        if any(_unwrapped(given) is loader for given in getattr(combined, "flattened", None) or ()):
             return True
     return False
+
+
+def _unwrapped(given: Any) -> Any:
+    """The loader under a view that forwards to it (``loader.with_ids()``: ``BatchesWithIds.loader``)."""
+    for _ in range(4):  # views of views, a few deep at most
+        inner = getattr(given, "__dict__", {}).get("loader")  # the instance's own, never a forwarded attribute
+        if inner is None:
+            return given
+        given = inner
+    return given
 
 
 def _lightning_trainer(frame: Any) -> Any:
