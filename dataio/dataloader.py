@@ -97,7 +97,9 @@ def DataLoader(dataset: Any, batch_size: int | None = 1, shuffle: bool | None = 
     options.setdefault("shard", None)
     face = (KINDS[read_as] if read_as else kind_of(manifest)).part("face")  # else the folder's declared kind's
     face.dropin_defaults(options, where=_where(source), shuffles=bool(shuffle) or sampler_shuffles(sampler))
-    return face(source, batch_size=batch_size, **options)
+    loader = face(source, batch_size=batch_size, **options)
+    loader._built_as = "dataio.DataLoader"  # what its one-line notes call it (else the face's own name)
+    return loader
 
 
 def _where(source: str | Path | dict[str, str | Path]) -> str:

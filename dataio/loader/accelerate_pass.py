@@ -15,8 +15,48 @@ Accelerate is never imported here: it is looked up among the loaded modules.
 
 from __future__ import annotations
 
+import functools
 import sys
+import weakref
 from typing import Any
+
+_PREPARED: "weakref.WeakSet[Any]" = weakref.WeakSet()  # dataio loaders handed to an Accelerator's prepare()
+
+
+def watch_prepare() -> None:
+    """Once Accelerate is loaded, wrap ``Accelerator.prepare`` so that it records the dataio loaders handed to it.
+
+    ``prepare`` hands a dataio loader back untouched and keeps no trace of it
+    (``accelerator._dataloaders`` holds only torch DataLoaders), yet only those
+    loaders are to read a share: an evaluation loader built beside them and
+    iterated on the main process alone reads the whole set, as torch's. Called
+    at each loader's construction and world question; a loader built before
+    Accelerate was imported and prepared later is not seen (it reads the whole
+    set, and its first pass says so in one line).
+    """
+    module = sys.modules.get("accelerate.accelerator")
+    accelerator = getattr(module, "Accelerator", None)
+    original = getattr(accelerator, "prepare", None)
+    if original is None or getattr(original, "_dataio_watched", False):
+        return
+
+    @functools.wraps(original)
+    def prepare(self: Any, *args: Any, **kwargs: Any) -> Any:
+        for obj in args:
+            if hasattr(type(obj), "_follow_world"):  # a dataio loader (``ResumableLoader``)
+                _PREPARED.add(obj)
+        return original(self, *args, **kwargs)
+
+    prepare._dataio_watched = True  # type: ignore[attr-defined]
+    accelerator.prepare = prepare  # type: ignore[union-attr]
+
+
+def prepared(loader: Any) -> bool:
+    """Whether ``loader`` was handed to an ``Accelerator``'s ``prepare`` in this process."""
+    try:
+        return loader in _PREPARED
+    except TypeError:  # not weakly referable: never recorded
+        return False
 
 
 def accelerator_live() -> bool:

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 import torch
-from torch.utils.data import DistributedSampler, RandomSampler, SequentialSampler
+from torch.utils.data import (DistributedSampler, RandomSampler, SequentialSampler, SubsetRandomSampler,
+                              WeightedRandomSampler)
 
 from dataio.formats.errors import ConfigError
 from dataio.loader.rebuilt_on_unpickle import record_arguments
@@ -49,16 +50,19 @@ class Capabilities:
 
     name: str  # "ImageLoader" or "TextLoader", for messages
     threads: bool  # decodes on worker threads: num_workers, prefetch_factor and timeout apply
+    reads_indices: bool = True  # reads any sampler's own indices (``given_order``); TextLoader deals whole batches
 
 
 def dataloader_fields(options: dict[str, Any], fields: Collection[str], can: Capabilities,
-                      defaults: Any) -> tuple[dict[str, Any], DistributedSampler | None]:
+                      defaults: Any) -> tuple[dict[str, Any], Any]:
     """Config fields for ``options`` (DataLoader keywords mixed with config fields), and a sampler to follow.
 
     ``fields`` names the config's fields and ``defaults`` is the config the
-    options replace values of. The returned sampler is a ``DistributedSampler``
-    passed as ``sampler=``: the loader follows its ``set_epoch``. Raises
-    ``ConfigError`` naming the first keyword that cannot be honoured.
+    options replace values of. The returned sampler is the one passed as
+    ``sampler=`` whose indices the loader reads (``can.reads_indices``:
+    ``dataio.sampling.given_order``), or a ``DistributedSampler`` whose world
+    and ``set_epoch`` it follows (TextLoader). Raises ``ConfigError`` naming the
+    first keyword that cannot be honoured.
     """
     unknown = [k for k in options if k not in fields and k not in DATALOADER_KEYWORDS]
     if unknown:
@@ -75,7 +79,7 @@ def dataloader_fields(options: dict[str, Any], fields: Collection[str], can: Cap
     seeds: dict[str, int] = {}
     if "seed" in given:
         seeds["seed"] = int(given["seed"])
-    follow = _sampler(given, out, seeds, fields)
+    follow = _sampler(given, out, seeds, fields, can)
     generator = given.get("generator")
     if generator is not None:
         if not isinstance(generator, torch.Generator):
@@ -136,19 +140,29 @@ def _workers(given: dict[str, Any], out: dict[str, Any], can: Capabilities) -> N
 
 
 def _sampler(given: dict[str, Any], out: dict[str, Any], seeds: dict[str, int],
-             fields: Collection[str]) -> DistributedSampler | None:
-    """Shuffle, seed, world and drop_last (ImageLoader: drop_tail) from a torch sampler; the DistributedSampler
-    to follow."""
+             fields: Collection[str], can: Capabilities) -> Any:
+    """Shuffle, seed, world and drop_last (ImageLoader: drop_tail) from a torch sampler; the sampler to follow."""
     sampler = given.get("sampler")
     if sampler is None:
         return None
     if given.get("shuffle"):
         raise ConfigError("{0} is mutually exclusive with shuffle=True (as in DataLoader): the sampler decides",
                           "sampler")
+    if given.get("shard") is False and dealt_by_rank(sampler):
+        raise ConfigError("{0}=False reads the whole set on this rank; it excludes a sampler that deals "
+                          "ranks their shares (leave one out)", "shard")
+    if can.reads_indices and not _plain_order(sampler):  # read as torch reads it: its indices, its order
+        dealt = dealt_by_rank(sampler)
+        for name, value in (("world_size", getattr(sampler, "num_replicas", None)),
+                            ("rank", getattr(sampler, "rank", None)), ("shard", None)):
+            if given.get(name) is not None and not (dealt and given[name] == value):
+                raise ConfigError(f"{{0}}={given[name]} is not used with sampler={type(sampler).__name__}: the "
+                                  "loader reads the indices the sampler yields on this rank (leave one out)", name)
+        out["shuffle"] = sampler_shuffles(sampler)  # the default transforms: training ones when it shuffles
+        if dealt:
+            seeds["sampler"] = int(getattr(sampler, "seed", 0))
+        return sampler
     if dealt_by_rank(sampler):
-        if given.get("shard") is False:
-            raise ConfigError("{0}=False reads the whole set on this rank; it excludes a sampler that deals "
-                              "ranks their shares (leave one out)", "shard")
         for name, value in (("world_size", sampler.num_replicas), ("rank", sampler.rank)):
             if given.get(name) is not None and given[name] != value:
                 raise ConfigError(f"{{0}}={given[name]} disagrees with the DistributedSampler's {value}", name)
@@ -177,6 +191,12 @@ def _sampler(given: dict[str, Any], out: dict[str, Any], seeds: dict[str, int],
     raise ConfigError(f"{{0}}={type(sampler).__name__} is not supported: dataio reads its shards in its own seeded "
                       "order; use shuffle=, seed= and world_size=/rank= (or a DistributedSampler), and select "
                       "samples when converting", "sampler")
+
+
+def _plain_order(sampler: Any) -> bool:
+    """A torch sampler that only says shuffle or not (read as dataio's own seeded order, the same on resume)."""
+    return isinstance(sampler, SequentialSampler) or (
+        isinstance(sampler, RandomSampler) and not sampler.replacement and sampler._num_samples is None)
 
 
 def dealt_by_rank(sampler: Any) -> bool:
@@ -225,7 +245,7 @@ def sampler_shuffles(sampler: Any) -> bool:
     """Whether ``sampler`` (DataLoader's ``sampler=``) draws a shuffled order: a training loader's."""
     if dealt_by_rank(sampler):
         return bool(getattr(sampler, "shuffle", False))
-    return isinstance(sampler, RandomSampler)
+    return isinstance(sampler, (RandomSampler, WeightedRandomSampler, SubsetRandomSampler))
 
 
 P = ParamSpec("P")

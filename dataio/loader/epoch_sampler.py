@@ -63,6 +63,26 @@ class EpochSampler:
         self._loader.load_state_dict(state)
 
 
+class SharedEpoch:
+    """``loader.shared_epoch``: open_clip's ``SharedEpoch`` face (``set_value``/``get_value``) over the loader's epoch.
+
+    open_clip's ``DataInfo.set_epoch`` moves only a ``DistributedSampler`` (by
+    ``isinstance``) or a ``shared_epoch``; a resumed run (``--resume``) would
+    otherwise read epoch 0's order for the epoch it resumes at. Passing
+    ``DataInfo(loader, shared_epoch=loader.shared_epoch)`` makes its
+    ``set_epoch(epoch)`` the loader's.
+    """
+
+    def __init__(self, loader: _Loader) -> None:
+        self._loader = loader
+
+    def set_value(self, epoch: int) -> None:
+        self._loader.set_epoch(int(epoch))
+
+    def get_value(self) -> int:
+        return self._loader.epoch
+
+
 class EpochBatchSampler:
     """This rank's batches of sample ids in the next (or current) pass, with ``sampler``, ``batch_size`` and
     ``drop_last`` (as ``torch.utils.data.BatchSampler``)."""

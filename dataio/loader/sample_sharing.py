@@ -17,6 +17,7 @@ from dataio.loader.accelerate_pass import accelerator_live, last_round_rows
 from dataio.pipeline.pass_plan import PassPlan, sample_plan
 from dataio.sampling import partition
 from dataio.sampling.epoch_position import EpochPosition
+from dataio.sampling.given_order import padding_flags, sampler_indices
 
 
 class SampleSharing:
@@ -33,6 +34,7 @@ class SampleSharing:
     _unpadded: bool  # Lightning's predict: each sample once, no padding (``share_request``)
     _order: tuple[int, np.ndarray] | None = None
     _by_samples = True  # a failure is a sample, and the source drops it (the driver checks both)
+    _reads_sampler = True  # a sampler= is read as its indices (``given_order``): ``_follow`` holds it
 
     # -- what a kind says --------------------------------------------------------------------
     def _sample_shards(self) -> np.ndarray | int:
@@ -56,14 +58,21 @@ class SampleSharing:
 
     # -- the sharing -------------------------------------------------------------------------
     def order(self, epoch: int | None = None) -> np.ndarray:
-        """The epoch's global sample order, the same on every rank (computed once per epoch)."""
+        """The epoch's global sample order, the same on every rank (computed once per epoch); with a sampler=,
+        the indices it yields on this rank for the epoch (``given_order``)."""
         epoch = self.epoch if epoch is None else epoch
         if self._order is None or self._order[0] != epoch:
-            self._order = (epoch, self._order_of(epoch))
+            if self._follow is not None:
+                shards = self._sample_shards()
+                size = shards if isinstance(shards, int) else len(shards)
+                self._order = (epoch, sampler_indices(self._follow, epoch, size, str(getattr(self, "folder", ""))))
+                self._followed_epoch = epoch  # the epoch set on the sampler here is not a user's new one
+            else:
+                self._order = (epoch, self._order_of(epoch))
         return self._order[1]
 
     def _epoch_total(self) -> int:
-        return self._epoch_size()
+        return len(self.order()) if self._follow is not None else self._epoch_size()
 
     def _check_world(self) -> None:
         partition.check_world(self._epoch_size(0), self.world_size, drop_last=self.config.drop_last,
@@ -78,6 +87,10 @@ class SampleSharing:
         """This rank's (or ``rank``'s) positions of the order in the pass from ``position.consumed`` (its
         sampler's), and repeat flags (``partition.rank_share``; ``block``: a batch at a time)."""
         self._follow_world()
+        if self._follow is not None:  # the sampler's own indices: this rank's, all of them, from the position
+            total = len(self.order())
+            positions = np.arange(min(self.position.consumed, total), total)
+            return positions, padding_flags(self._follow, total)[positions]
         rank = self.rank if rank is None else rank
         return partition.rank_share(self._epoch_size(), world_size=self.world_size, rank=rank,
                                     consumed=self.position.consumed, drop_last=False,

@@ -8,13 +8,17 @@ with its sampler, and Accelerate's ``prepare`` hands them back unchanged; the
 drop-in then reads what those samplers would deal, asked here:
 
 - Lightning: a loop of a ``Trainer`` (``lightning.pytorch.loops``) is on the
-  calling stack, and the trainer injects samplers (``use_distributed_sampler``).
-  ``predict`` injects ``UnrepeatedDistributedSamplerWrapper``: shares without
-  padding (41 of 41 images on 2 ranks); the other stages ``DistributedSampler``
-  (padded). Looked up by frame, as the loop is what asks; Lightning is never
-  imported here.
-- Accelerate: an ``Accelerator`` exists in the process (``accelerate_pass``):
-  its prepared loaders deal every rank its batches.
+  calling stack, THIS loader is one of the iterables of one of its loops'
+  combined loaders (``_combined_loader.flattened``: what a ``*_dataloader``
+  hook or ``fit(..., datamodule)`` gave it), and the trainer injects samplers
+  (``use_distributed_sampler``). ``predict`` injects
+  ``UnrepeatedDistributedSamplerWrapper``: shares without padding (41 of 41
+  images on 2 ranks); the other stages ``DistributedSampler`` (padded). A
+  module's own loader iterated in a hook on rank 0 is not Lightning's: whole.
+  Lightning is never imported here.
+- Accelerate: THIS loader was handed to ``accelerator.prepare``
+  (``accelerate_pass.watch_prepare`` records it): its prepared loaders deal
+  every rank its batches. An evaluation loader it never saw reads the whole set.
 
 Anything else (open_clip's evaluation, built on every rank and iterated on rank
 0 alone) reads the whole set, and the first pass over a world > 1 says so in
@@ -27,7 +31,7 @@ import enum
 import sys
 from typing import Any
 
-from dataio.loader.accelerate_pass import accelerator_live
+from dataio.loader.accelerate_pass import accelerator_live, prepared, watch_prepare
 
 LOOP_MODULES = ("lightning.pytorch.loops", "pytorch_lightning.loops")
 FRAMES = 80  # calling frames searched for a Lightning loop (its fetchers and combined loader sit in between)
@@ -41,15 +45,40 @@ class Request(enum.Enum):
     UNPADDED = "unpadded"  # UnrepeatedDistributedSampler's: each sample once, counts differ by one (Lightning predict)
 
 
-def share_request() -> Request:
-    """The share a framework asks for here (the caller has checked that the process group has > 1 rank)."""
+def share_request(loader: Any) -> Request:
+    """The share a framework asks of ``loader`` here (the caller has checked that the process group has > 1
+    rank)."""
     trainer = _lightning_trainer(sys._getframe(1))
-    if trainer is not None:
+    if trainer is not None and _given_to(trainer, loader):
         connector = getattr(trainer, "_accelerator_connector", None)
         if not getattr(connector, "use_distributed_sampler", True):
             return Request.NONE  # Trainer(use_distributed_sampler=False): Lightning leaves torch's loaders whole
         return Request.UNPADDED if getattr(trainer, "predicting", False) else Request.PADDED
-    return Request.PADDED if accelerator_live() else Request.NONE
+    watch_prepare()
+    return Request.PADDED if accelerator_live() and prepared(loader) else Request.NONE
+
+
+def _given_to(trainer: Any, loader: Any) -> bool:
+    """Whether ``loader`` is one of the iterables of the trainer's loops (fit, its validation, validate, test,
+    predict), as Lightning holds them once a stage has requested its loaders."""
+    fit = getattr(trainer, "fit_loop", None)
+    loops = [fit, getattr(getattr(fit, "epoch_loop", None), "val_loop", None),
+             *(getattr(trainer, name, None) for name in ("validate_loop", "test_loop", "predict_loop"))]
+    for loop in loops:
+        combined = getattr(loop, "_combined_loader", None)
+        if any(_unwrapped(given) is loader for given in getattr(combined, "flattened", None) or ()):
+            return True
+    return False
+
+
+def _unwrapped(given: Any) -> Any:
+    """The loader under a view that forwards to it (``loader.with_ids()``: ``BatchesWithIds.loader``)."""
+    for _ in range(4):  # views of views, a few deep at most
+        inner = getattr(given, "__dict__", {}).get("loader")  # the instance's own, never a forwarded attribute
+        if inner is None:
+            return given
+        given = inner
+    return given
 
 
 def _lightning_trainer(frame: Any) -> Any:
@@ -66,8 +95,9 @@ def _lightning_trainer(frame: Any) -> Any:
     return None
 
 
-def whole_set_line(loader: str, world_size: int, total: int, unit: str) -> str:
-    """The one line a drop-in says at its first pass over a world > 1 that no sampler or framework shares."""
-    return (f"{loader}: dataio.DataLoader follows torch's DataLoader: with no sampler, every rank of the {world_size} "
+def whole_set_line(loader: str, face: str, world_size: int, total: int, unit: str) -> str:
+    """The one line a drop-in says at its first pass over a world > 1 that no sampler or framework shares
+    (``face``: the constructor used, ``dataio.DataLoader`` or a kind's ``shard=None``)."""
+    return (f"{loader}: {face} follows torch's DataLoader: with no sampler, every rank of the {world_size} "
             f"reads all {total} {unit} of the set; for a share per rank pass sampler=DistributedSampler(dataset) "
             f"(or shard=True)")

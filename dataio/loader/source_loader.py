@@ -22,9 +22,9 @@ import numpy as np
 
 from dataio.formats.errors import LoaderClosed, TooManyErrors
 from dataio.formats.remote.storage import redact
-from dataio.loader.accelerate_pass import AcceleratePass
+from dataio.loader.accelerate_pass import AcceleratePass, watch_prepare
 from dataio.loader.epoch_check import EpochDigesting
-from dataio.loader.epoch_sampler import EpochBatchSampler, EpochSampler
+from dataio.loader.epoch_sampler import EpochBatchSampler, EpochSampler, SharedEpoch
 from dataio.loader.rebuilt_on_unpickle import RebuiltOnUnpickle
 from dataio.loader.share_request import Request, share_request, whole_set_line
 from dataio.pipeline.device_copy import DeviceCopy
@@ -58,18 +58,23 @@ class SourceLoader(EpochDigesting, RebuiltOnUnpickle, ResumableLoader):
     # nothing per batch (text): the base imports no augment, so a text loader never imports kornia.
     _key_type: Any = None
     _by_samples = False  # a batch's failures are its samples, dropped by the source (SampleSharing's kinds)
+    _reads_sampler = False  # a sampler= is read as its indices (SampleSharing's kinds), not as a world to share
     _unpadded = False  # Lightning's predict asked for UnrepeatedDistributedSampler's shares (``share_request``)
     _whole_of = 0  # a drop-in reading the whole set in a process group of this many ranks (0: it reads a share)
     _said_whole = False  # the whole-set line was said
+    _built_as = ""  # "dataio.DataLoader" when the drop-in built it: the name its notes give the constructor
 
     def _start(self, source: SampleSource, stats: LoaderStats, *, fingerprint: str, threads: int,
                prefetch: int = 1, timeout: float = 0, num_workers: int = 0, inline: bool = False) -> None:
         """Set up the world, the position, the driver and the copy, once the façade has its config and source."""
         c = self.config
         self.source, self.stats = source, stats
-        explicit = c.world_size is not None or c.shard is False  # shard=False: the whole set, whatever the group
+        watch_prepare()  # Accelerate loaded: record the loaders its prepare() is handed (``share_request``)
+        # shard=False: the whole set, whatever the group; a sampler read as its indices: what it dealt this rank
+        given = self._reads_sampler and self._follow is not None
+        explicit = c.world_size is not None or c.shard is False or given
         self.world_size, self.rank = (resolve_world(c.world_size, c.rank) if c.world_size is not None else
-                                      (1, 0) if c.shard is False else self._process_world())
+                                      (1, 0) if c.shard is False or given else self._process_world())
         self._explicit_world, self._agreed = explicit, (0, 0)  # the world last agreed in
         # matched across ranks by where it was built and its role (a validation loader built on rank 0 alone in the
         # training loop's lines is not the training loader's match): the data's folder name (not its path: node-local
@@ -135,7 +140,7 @@ class SourceLoader(EpochDigesting, RebuiltOnUnpickle, ResumableLoader):
         if self.config.shard is not None or world[0] < 2:
             self._unpadded, self._whole_of = False, 0
             return world
-        request = share_request()
+        request = share_request(self)
         self._unpadded = request is Request.UNPADDED
         self._whole_of = world[0] if request is Request.NONE else 0
         return (1, 0) if request is Request.NONE else world
@@ -167,7 +172,8 @@ class SourceLoader(EpochDigesting, RebuiltOnUnpickle, ResumableLoader):
         self._follow_sampler_epoch()
         if self._whole_of and not self._said_whole:  # once per loader: earlier drop-ins took shares unasked
             self._said_whole = True
-            log.warning(whole_set_line(redact(f"dataio.DataLoader({self._describe()})"), self._whole_of,
+            face = self._built_as or f"{type(self).__name__}(shard=None)"  # the constructor the user called
+            log.warning(whole_set_line(redact(f"{face}({self._describe()})"), face, self._whole_of,
                                        self._epoch_total(), "samples" if self._by_samples else "batches"))
         consumed = self.position.begin(self._epoch_total())
         self._agree_once()
@@ -241,8 +247,12 @@ class SourceLoader(EpochDigesting, RebuiltOnUnpickle, ResumableLoader):
                     "seed": self.config.seed, "epoch": self.epoch,
                     "world_size": self.world_size, "consumed": self.position.consumed, "drop_last": self.drop_last,
                     "even_batches": self.config.even_batches, "epoch_length": self.config.epoch_length,
-                    "epoch_until": self.config.epoch_until, **self._share_settings()}
-        self._agreement.check(self._kind(), settings, world_size=self.world_size, rank=self.rank)
+                    "epoch_until": self.config.epoch_until, "shard": self.config.shard, **self._share_settings()}
+        world, rank, wait = self.world_size, self.rank, None
+        group = resolve_world(None, None) if world == 1 and self.config.shard is False else (1, 0)
+        if group[0] > 1:  # shard=False in a process group: announced without a wait, so a rank reading a share
+            world, rank, wait = group[0], group[1], 0.0  # at this site is refused naming shard (and it never waits)
+        self._agreement.check(self._kind(), settings, world_size=world, rank=rank, wait=wait)
 
     def _kind(self) -> str:
         return type(self).__name__
@@ -278,6 +288,11 @@ class SourceLoader(EpochDigesting, RebuiltOnUnpickle, ResumableLoader):
     def sampler(self) -> EpochSampler:
         """``set_epoch``, ``len`` and this rank's sample ids of the pass (as a ``DistributedSampler``)."""
         return EpochSampler(self)
+
+    @property
+    def shared_epoch(self) -> SharedEpoch:
+        """open_clip's ``SharedEpoch`` face over the epoch: ``DataInfo(loader, shared_epoch=loader.shared_epoch)``."""
+        return SharedEpoch(self)
 
     @property
     def batch_sampler(self) -> EpochBatchSampler:

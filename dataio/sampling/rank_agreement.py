@@ -103,7 +103,7 @@ class RankAgreement:
             if not self._pending or time.monotonic() >= deadline:
                 break
             time.sleep(0.01)
-        if self._pending and place not in _unanswered:
+        if self._pending and place not in _unanswered and wait != 0.0:  # an announcement (wait 0) expects none
             _unanswered.add(place)
             log.info("%s: rank(s) %s did not build this loader within %.0f s (a loader read on some ranks only?); "
                      "compared when they do", kind, self._pending, WAIT if wait is None else wait)
@@ -130,8 +130,12 @@ class RankAgreement:
 
 def disagreement(kind: str, differ: list[str], mine: dict, theirs: dict, rank: int, other: int) -> str:
     """One line naming each differing field and its value on both ranks, and the way out."""
-    what = "; ".join(f"{k} is {mine.get(k)!r} on rank {rank} and {theirs.get(k)!r} on rank {other}" for k in differ)
     hint = ""
+    if "shard" in differ:  # one rank reads the whole set, another a share: the rest follows from it
+        differ = ["shard"]
+        hint = (" (shard=False reads the whole set on its rank while another rank reads a share, so those samples "
+                "are read twice: give every rank the same shard=)")
+    what = "; ".join(f"{k} is {mine.get(k)!r} on rank {rank} and {theirs.get(k)!r} on rank {other}" for k in differ)
     if "seed" in differ:
         hint = (" (a per-rank seed such as 1337 + rank gives each rank a share of another order: seed the model "
                 "per rank if you like, and every loader with one seed)")

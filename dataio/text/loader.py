@@ -50,7 +50,7 @@ from dataio.text.token_facts import TokenFacts
 
 log = logging.getLogger("dataio")
 FIELDS = frozenset(f.name for f in dataclasses.fields(TextLoaderConfig))
-FACE = Capabilities(name="TextLoader", threads=False)  # batches are built in the calling thread
+FACE = Capabilities(name="TextLoader", threads=False, reads_indices=False)  # batches are built in the calling thread
 DEFAULTS = {**constructor_defaults(TextLoaderConfig), "num_workers": None, "timeout": 0}
 
 

@@ -85,6 +85,10 @@ def test_an_unprepared_dropin_under_accelerate_reads_the_whole_set_on_rank_0(for
     # DataLoader reads all 41. Now the drop-in sees a live Accelerator and reads rank 0's padded share (21).
     (record,) = run_ranks(forty_one, tmp_path, "accelerate")
     assert sorted(record["eval"]) == list(range(41)), sorted(record["eval"])
+    # each whole-set note names the constructor the user called (ImageLoader(shard=None) was called dataio.DataLoader)
+    assert sorted(note.split("(", 1)[0] for note in record["notes"]) == ["ImageLoader", "dataio.DataLoader"], record
+    assert all(f"{face} follows torch's DataLoader" in note for note, face in zip(
+        sorted(record["notes"]), ["ImageLoader(shard=None)", "dataio.DataLoader"], strict=True)), record["notes"]
 
 
 def test_a_dropin_lightning_was_never_given_reads_the_whole_set_in_a_rank_0_hook(forty_one, tmp_path):

@@ -66,12 +66,12 @@ def test_persistent_workers_and_in_order_are_accepted_as_booleans():
 def test_distributed_sampler_gives_world_shuffle_seed_and_drop_last():
     sampler = DistributedSampler(DATA, num_replicas=4, rank=3, shuffle=False, seed=9, drop_last=True)
     fields, follow = image(sampler=sampler, shuffle=False)
-    # the sampler's drop_last trims the uneven tail; DataLoader's drop_last (short batches) stays the loader's own
-    assert fields == {"world_size": 4, "rank": 3, "shuffle": False, "seed": 9, "drop_tail": True}
+    # an image loader reads the sampler's own indices on this rank (given_order): no world or tail of its own
+    assert fields == {"shuffle": False, "seed": 9}
     assert follow is sampler
     fields, _ = image(sampler=DistributedSampler(DATA, num_replicas=2, rank=0), drop_last=True)
-    assert (fields["drop_last"], fields["drop_tail"]) == (True, False)
-    assert "disagrees" in refused(image, "drop_tail", sampler=sampler, drop_tail=False)
+    assert fields["drop_last"] is True and "drop_tail" not in fields
+    # TextLoader deals whole batches: the sampler's world and drop_last
     fields, _ = text(sampler=DistributedSampler(DATA, num_replicas=2, rank=0, seed=1), drop_last=True)
     assert fields == {"world_size": 2, "rank": 0, "shuffle": True, "seed": 1, "drop_last": True}
 
@@ -88,8 +88,11 @@ def test_random_and_sequential_samplers_set_shuffle():
     generator = torch.Generator().manual_seed(21)
     assert image(sampler=RandomSampler(DATA, generator=generator))[0] == {"shuffle": True, "seed": 21}
     assert image(sampler=SequentialSampler(DATA))[0] == {"shuffle": False}
-    assert "WeightedRandomSampler" in refused(image, "sampler", sampler=WeightedRandomSampler([1.0] * 10, 10))
-    refused(image, "sampler", sampler=RandomSampler(DATA, replacement=True))
+    # any other sampler: an image loader reads its indices (given_order), TextLoader refuses it in one line
+    weighted = WeightedRandomSampler([1.0] * 10, 10)
+    assert image(sampler=weighted) == ({"shuffle": True}, weighted)
+    assert "WeightedRandomSampler" in refused(text, "sampler", sampler=weighted)
+    refused(text, "sampler", sampler=RandomSampler(DATA, replacement=True))
 
 
 def test_generator_gives_the_seed():
