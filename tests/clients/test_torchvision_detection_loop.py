@@ -115,16 +115,15 @@ def test_the_tutorial_loop_runs_on_dataio_with_at_most_three_hunks(coco_folder, 
                                                                    tmp_path) -> None:
     assert "CocoDetection" not in DATAIO_LOOP and "to_original(output" in DATAIO_LOOP  # both edits made
     assert hunks(TORCHVISION_LOOP, DATAIO_LOOP) <= 3
-    found = {}
-    for name, script in (("torchvision", TORCHVISION_LOOP), ("dataio", DATAIO_LOOP)):
-        path = tmp_path / f"{name}_loop.py"
-        path.write_text(script)
-        result = run_client([str(path), str(coco_folder[0]), str(coco_folder[1]), str(coco_shards)], client_env,
-                            tmp_path)
-        assert result.returncode == 0, f"{name}: {result.stderr[-3000:]}"
-        assert "step 1 loss" in result.stdout and "Average Precision" in result.stdout, result.stdout[-2000:]
-        found[name] = result.stdout.strip().splitlines()[-1]
-    assert found["dataio"].endswith("images 12 inside True"), found  # every val image scored, in its own pixels
+    # the edited loop runs (torchvision's own version is the diff's baseline, not run again here: a minute of the
+    # suite for torchvision's dataset, which is not dataio's to test)
+    path = tmp_path / "dataio_loop.py"
+    path.write_text(DATAIO_LOOP)
+    result = run_client([str(path), str(coco_folder[0]), str(coco_folder[1]), str(coco_shards)], client_env, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "step 1 loss" in result.stdout and "Average Precision" in result.stdout, result.stdout[-2000:]
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.endswith("images 12 inside True"), last  # every val image scored, in its own pixels
 
 
 BACKBONE = textwrap.dedent('''

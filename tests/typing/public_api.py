@@ -24,7 +24,8 @@ def train_images(path: str) -> float:
     reveal_type(loader.sampler)
     reveal_type(loader.stats)
     config: ImageLoaderConfig = loader.config
-    return total + config.image_size + loader.batch_size + len(loader)
+    side = config.image_size if isinstance(config.image_size, int) else config.image_size[0]  # (H, W): boxes
+    return total + side + loader.batch_size + len(loader)
 
 
 def read_text(path: str) -> int:
