@@ -73,7 +73,7 @@ class ImageMixture:
             options={"mixture": {name: s.manifest.fingerprint() for name, s in sources.items()}},
             sample_kind=sources[(self.labelled or self.names)[0]].manifest.declared_kind())
         rule = epoch_rule(config.epoch_length, config.epoch_until, sum(sizes))
-        self.plan = MixturePlan({name: s.table.shard for name, s in sources.items()}, schedule, seed=config.seed,
+        self.plan = MixturePlan({name: s.table.order_shards for name, s in sources.items()}, schedule, seed=config.seed,
                                 rule=rule, shuffle=config.shuffles, window=config.shuffle_window)
         self.fingerprint = self._fingerprint(config)
 

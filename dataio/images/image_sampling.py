@@ -21,7 +21,7 @@ class ImageSampling(SampleSharing):
     source: Any  # the loader's source: ``bucket_lengths`` when its kind's batches group by length (captions)
 
     def _sample_shards(self) -> np.ndarray:
-        return self.shards.table.shard
+        return self.shards.table.order_shards  # a merged split conversion: the one-process shards (same order)
 
     def _order_of(self, epoch: int) -> np.ndarray:
         mixture = self.shards.mixture

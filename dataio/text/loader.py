@@ -167,7 +167,7 @@ class TextLoader(GatheredRows, SourceLoader, TokenFacts):
         epoch = self.epoch if epoch is None else epoch
         if self._global is None or self._global[0] != epoch:
             self._global = (epoch, self.mixture.global_plan(epoch) if self.mixture
-                            else plans.epoch_plan(self.shards.lengths, self.shards.shard_of, self.config, epoch))
+                            else plans.epoch_plan(self.shards.lengths, self.shards.order_shard_of, self.config, epoch))
         return self._global[1]
 
     def plan(self) -> plans.BatchPlan:

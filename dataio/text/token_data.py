@@ -45,7 +45,7 @@ class TokenData:
                 if len(parts[str(name)]) == 0:
                     raise ValueError(f"source {name!r} ({folder}) holds no samples")
             mixture = TextMixture(tuple(parts), [p.lengths for p in parts.values()],
-                                  [p.shard_of for p in parts.values()], config)
+                                  [p.order_shard_of for p in parts.values()], config)
             return cls(TokenShards.concat(parts), mixture, [p.manifest.fingerprint() for p in parts.values()], copies)
         except BaseException:
             for copy in copies:

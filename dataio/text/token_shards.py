@@ -16,6 +16,7 @@ import pyarrow as pa
 from dataio.formats.errors import SampleError, ShardError
 from dataio.formats.file_gate import map_input
 from dataio.formats.dataset.manifest import Manifest, check_shard_file, read_manifest
+from dataio.formats.dataset.shard_rule import replay_shards
 from dataio.text.collate import TokenArrays
 
 
@@ -58,6 +59,9 @@ class TokenShards:
         self._starts = np.concatenate(starts) if starts else empty
         self.lengths = np.concatenate(lengths) if lengths else empty
         self.shard_of = np.repeat(np.arange(len(m.shards)), [e.num_samples for e in m.shards])
+        order_tokens = m.options.get("order_shard_tokens")  # a merged split conversion's (``rank_merge``)
+        self.order_shard_of = self.shard_of if order_tokens is None else replay_shards(
+            self.lengths.tolist(), max_bytes=int(order_tokens), max_count=None, empty_bytes=0)
         self._shard_start = np.concatenate([[0], np.cumsum([e.num_samples for e in m.shards])]).astype(np.int64)
         self.shard_names = [e.file for e in m.shards]  # for errors: a mixture's are "source/file"
         self._closed = False
@@ -74,16 +78,18 @@ class TokenShards:
         out = object.__new__(cls)
         out.folder, out.manifest = first.folder, first.manifest
         out.tokenizer, out.pad_id, out.vocab_size = first.tokenizer, first.pad_id, first.vocab_size
-        out._values, chunk_of, shard_of, out.shard_names = [], [], [], []
+        out._values, chunk_of, shard_of, out.shard_names, order_of = [], [], [], [], []
         for name, part in parts.items():
             chunk_of.append(part._chunk_of + len(out._values))
             shard_of.append(part.shard_of + len(out.shard_names))
+            order_of.append(part.order_shard_of + sum(int(o.max(initial=-1)) + 1 for o in order_of))
             out._values += part._values
             out.shard_names += [f"{name}/{file}" for file in part.shard_names]
         out._chunk_of = np.concatenate(chunk_of)
         out._starts = np.concatenate([p._starts for p in parts.values()])
         out.lengths = np.concatenate([p.lengths for p in parts.values()])
         out.shard_of = np.concatenate(shard_of)
+        out.order_shard_of = np.concatenate(order_of)
         sizes = [np.diff(p._shard_start) for p in parts.values()]
         out._shard_start = np.concatenate([[0], np.cumsum(np.concatenate(sizes))]).astype(np.int64)
         out._parts = list(parts.values())

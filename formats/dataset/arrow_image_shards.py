@@ -23,6 +23,7 @@ from dataio.formats.errors import OutputError
 from dataio.formats.files import sha256_file
 from dataio.formats.file_gate import map_input, open_new
 from dataio.formats.dataset.manifest import ShardEntry
+from dataio.formats.dataset.shard_rule import closes_shard
 from dataio.formats.dataset.wds_shards import MemberLocation
 
 IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
@@ -60,7 +61,10 @@ def image_locations(path: str | Path) -> list[list[MemberLocation]]:
 
 
 class ArrowImageWriter:
-    """Writes samples into size-bounded ``shard-NNNNNN.arrow`` files in ``folder`` (``ShardWriter``'s interface)."""
+    """Writes samples into size-bounded ``shard-NNNNNN.arrow`` files in ``folder`` (``ShardWriter``'s interface,
+    ``record_sizes`` included)."""
+
+    EMPTY_BYTES = 0
 
     def __init__(self, folder: str | Path, max_bytes: int, max_count: int | None = None, first_index: int = 0,
                  classes: tuple[str, ...] = ()) -> None:
@@ -74,16 +78,17 @@ class ArrowImageWriter:
         self.locations: list[list[list[MemberLocation]]] = []
         self._rows: list[dict[str, Any]] = []
         self._bytes = 0
+        self.record_sizes: list[int] = []
 
     def write(self, sample: dict[str, Any]) -> ShardEntry | None:
         """Add a sample (``__key__``, ``jpg`` bytes, ``cls``, ``json`` with the source path)."""
         size = len(sample["jpg"]) + ROW_OVERHEAD
-        full = bool(self._rows) and (self._bytes + size > self.max_bytes
-                                     or (self.max_count is not None and len(self._rows) >= self.max_count))
+        full = closes_shard(len(self._rows), self._bytes, size, self.max_bytes, self.max_count)
         finished = self.finish_shard() if full else None
         self._rows.append({"image": {"bytes": sample["jpg"], "path": json.loads(sample["json"])["path"]},
                            "label": int(sample["cls"]), "key": sample["__key__"]})
         self._bytes += size
+        self.record_sizes.append(size)
         return finished
 
     def finish_shard(self) -> ShardEntry | None:

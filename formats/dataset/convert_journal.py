@@ -50,6 +50,7 @@ class ShardRecord:
     rejected: list[dict[str, str]] = field(default_factory=list)
     converted: int = 0
     totals: dict[str, Any] = field(default_factory=dict)  # converter-specific running totals at this shard's end
+    sizes: list[int] = field(default_factory=list)  # each row's size in the shard rule's units (``shard_rule``)
 
 
 class Journal:

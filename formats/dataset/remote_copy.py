@@ -57,7 +57,8 @@ def copy_dataset(location: Location, manifest: Manifest, dest: Path, retry: Retr
         path, entry = dest / name, sizes.get(name)
         if _kept(path, entry, strict):
             continue
-        tmp = dest / f".{name}.{os.getpid()}-{threading.get_ident()}-{uuid.uuid4().hex[:8]}.partial"
+        path.parent.mkdir(parents=True, exist_ok=True)  # a merged data set's shards lie in its part folders
+        tmp = path.parent / f".{path.name}.{os.getpid()}-{threading.get_ident()}-{uuid.uuid4().hex[:8]}.partial"
         try:
             retry.call(lambda name=name, tmp=tmp: location.fs.get_file(location.path(name), str(tmp)))
         except FileNotFoundError:

@@ -37,6 +37,12 @@ SCHEMA = pa.schema(
 # Since format 1.1: the xxh3-64 of each image member, checked on every read (a flipped byte in a JPEG's
 # entropy-coded data decodes to wrong pixels without any error). Tables packed before have no such column.
 CHECKSUM_FIELD = pa.field("xxh3", pa.uint64())
+# Split conversions (issue 44): a part's table holds each sample's size in its writer's shard rule
+# (``shard_rule``), and the merged table each sample's shard in a one-process conversion, which the loaders'
+# shuffle uses so that a merged folder gives a one-process folder's batches for a seed. Reads use ``shard``.
+RECORD_SIZE_FIELD = pa.field("record_size", pa.int64())
+ORDER_SHARD_FIELD = pa.field("order_shard", pa.int32())
+_OPTIONAL = (CHECKSUM_FIELD, RECORD_SIZE_FIELD, ORDER_SHARD_FIELD)  # last, in this order, where a table has them
 
 
 def sample_checksum(data: bytes) -> int:
@@ -56,6 +62,13 @@ class SampleTable:
     height: np.ndarray
     table: pa.Table
     checksum: np.ndarray | None = None  # (N,) uint64 xxh3-64 per image member, None in older tables
+    order_shard: np.ndarray | None = None  # (N,) int32 one-process shard of a merged split conversion, else None
+
+    @property
+    def order_shards(self) -> np.ndarray:
+        """The shard of each sample the shuffle permutes: a one-process conversion's (``order_shard``) where the
+        table holds it, else the physical one."""
+        return self.shard if self.order_shard is None else self.order_shard
 
     def __len__(self) -> int:
         return len(self.shard)
@@ -69,12 +82,11 @@ class SampleTable:
 
 def table_schema(names: object) -> pa.Schema:
     """The schema's own columns for a table holding ``names``: ``SCHEMA``'s, the label after ``size`` when there is
-    one (where it always was), the checksum last."""
+    one (where it always was), the checksum, a part's record sizes and a merge's order shards last."""
     fields = list(SCHEMA)
     if LABEL_FIELD.name in names:  # type: ignore[operator]
         fields.insert(SCHEMA.get_field_index("width"), LABEL_FIELD)
-    if CHECKSUM_FIELD.name in names:  # type: ignore[operator]
-        fields.append(CHECKSUM_FIELD)
+    fields.extend(f for f in _OPTIONAL if f.name in names)  # type: ignore[operator]
     return pa.schema(fields)
 
 
@@ -120,6 +132,7 @@ def read_sample_table(path: str | Path, data: bytes | None = None, declared: fro
     sample_table = SampleTable(
         column("shard"), column("offset"), column("size"), column("label") if labelled else None,
         column("width"), column("height"), table, column(CHECKSUM_FIELD.name) if CHECKSUM_FIELD.name in names else None,
+        column(ORDER_SHARD_FIELD.name) if ORDER_SHARD_FIELD.name in names else None,
     )
     return sample_table
 
@@ -135,7 +148,7 @@ def schema_problem(table: pa.Table, declared: frozenset[str] = frozenset()) -> s
     (folders of other kinds packed before December 2026).
     """
     names = set(table.schema.names)  # the label when the fields declare one (or it is there), the checksum since 1.1
-    expected = table_schema({CHECKSUM_FIELD.name} & names | {LABEL_FIELD.name} & (names | declared))
+    expected = table_schema({f.name for f in _OPTIONAL} & names | {LABEL_FIELD.name} & (names | declared))
     for field in expected:
         found = table.schema.get_all_field_indices(field.name)
         if not found:

@@ -31,6 +31,7 @@ from dataio.formats.errors import OutputError
 from dataio.formats.files import sha256_file
 from dataio.formats.file_gate import open_new
 from dataio.formats.dataset.manifest import ShardEntry
+from dataio.formats.dataset.shard_rule import closes_shard
 
 ROWS_PER_BATCH = 4096
 
@@ -71,7 +72,7 @@ class ArrowTokenWriter:
     def write(self, ids: np.ndarray, doc: int, part: int) -> ShardEntry | None:
         """Add a row; returns the entry of the shard this closed first (when it was full), else None."""
         finished = None
-        if self._samples and self._tokens + len(ids) > self.max_tokens:
+        if closes_shard(self._samples, self._tokens, len(ids), self.max_tokens, None):  # what a merge replays
             finished = self.finish_shard()
         self._rows.append((ids.astype(self.dtype, copy=False), doc, part))
         self._samples += 1

@@ -21,6 +21,7 @@ from dataio.formats.errors import OutputError
 from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.file_gate import open_input, open_new
 from dataio.formats.dataset.manifest import ShardEntry
+from dataio.formats.dataset.shard_rule import closes_shard
 
 TAR_BLOCK = 512
 FIXED_MTIME = 0  # reproducible tar files: identical bytes on every run
@@ -92,8 +93,11 @@ class ShardWriter:
 
     ``write`` takes a webdataset sample dict (``__key__`` plus extension ->
     bytes/str). ``close`` finishes the last shard. ``entries`` and
-    ``locations`` describe what was written.
+    ``locations`` describe what was written; ``record_sizes`` each sample's size
+    in the shard rule's units (``shard_rule``: what a split conversion's merge replays).
     """
+
+    EMPTY_BYTES = 2 * TAR_BLOCK  # an open shard's end-of-archive blocks
 
     def __init__(self, folder: str | Path, max_bytes: int, max_count: int | None = None, first_index: int = 0):
         if max_bytes < TAR_BLOCK * 4:
@@ -108,13 +112,12 @@ class ShardWriter:
         self._tmp: Path | None = None
         self._bytes = 0
         self._count = 0
+        self.record_sizes: list[int] = []
 
     def write(self, sample: dict[str, Any]) -> ShardEntry | None:
         """Add ``sample``; returns the entry of the shard this closed first (when it was full), else None."""
         size = sum(member_size_in_tar(len(v)) for k, v in sample.items() if not k.startswith("_"))
-        full = self._count > 0 and (
-            self._bytes + size > self.max_bytes or (self.max_count is not None and self._count >= self.max_count)
-        )
+        full = closes_shard(self._count, self._bytes, size, self.max_bytes, self.max_count)
         finished = self.finish_shard() if full else None
         try:
             if self._tar is None:
@@ -127,13 +130,14 @@ class ShardWriter:
             raise OutputError(where, e) from None
         self._bytes += size
         self._count += 1
+        self.record_sizes.append(size)
         return finished
 
     def _open(self) -> None:
         self._tmp = self.folder / f".{shard_name(self.next_index)}.partial"
         self._file = open_new(self._tmp)  # created new: a link planted as the temp file is removed, not followed
         self._tar = wds.TarWriter(self._file, mtime=FIXED_MTIME)
-        self._bytes = 2 * TAR_BLOCK  # end-of-archive blocks
+        self._bytes = self.EMPTY_BYTES
         self._count = 0
 
     def finish_shard(self) -> ShardEntry | None:

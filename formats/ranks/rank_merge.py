@@ -20,18 +20,23 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from dataio.formats.errors import DataioError, ShardError, UsageError
 from dataio.formats.files import write_atomic
 from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, check_shard_file, read_manifest
-from dataio.formats.dataset.sample_table import read_sample_table, write_sample_table
+from dataio.formats.dataset.arrow_image_shards import ArrowImageWriter
+from dataio.formats.dataset.sample_table import ORDER_SHARD_FIELD, RECORD_SIZE_FIELD, read_sample_table
+from dataio.formats.dataset.shard_rule import replay_shards
+from dataio.formats.dataset.wds_shards import ShardWriter
 from dataio.formats.limits import REPORT_EXAMPLES
 from dataio.formats.limits import MAX_STATE_FILE_BYTES
-from dataio.formats.file_gate import open_lock, read_input
+from dataio.formats.file_gate import atomic_writer, open_lock, read_input
 
 RANK_FOLDER = re.compile(r"rank-(\d{5})-of-(\d{5})")
 MERGE_LOCK = ".merge.lock"
+ORDER_SHARD_TOKENS = "order_shard_tokens"  # a merged text folder's: the shuffle's shards (``TokenShards``)
 _COUNTS = ("num_documents", "num_tokens", "split_documents")  # text options that are sums over ranks
 
 
@@ -54,9 +59,11 @@ def _finished(out: Path) -> tuple[int, list[Path], list[int]]:
     return world, folders, [r for r in range(world) if r not in done]
 
 
-def merge_ranks(out: str | Path, *, verify: bool = False) -> Manifest:
+def merge_ranks(out: str | Path, *, verify: bool = False, shards_here: bool = True) -> Manifest:
     """Merge the finished ranks of ``out``; DataioError naming the ranks that have not finished, or the files
     of a finished rank that are missing or changed since (with ``verify``: every shard's sha256 too).
+    ``shards_here`` False: ``out`` mirrors the parts' small files only, their shards checked where they are
+    (``plan_merge`` for a URL OUT).
 
     ``OUT/manifest.json`` is written last and only for a complete dataset.
     """
@@ -66,7 +73,8 @@ def merge_ranks(out: str | Path, *, verify: bool = False) -> Manifest:
         raise DataioError(f"{out}: rank(s) {', '.join(map(str, missing))} of {world} have not finished "
                           f"(no {RANK_FOLDER.pattern.split('(')[0]}NNNNN-of-{world:05d}/{MANIFEST_NAME}); rerun them")
     parts = [read_manifest(folder)[1] for folder in folders]
-    _check_rank_files(out, folders, parts, verify)
+    if shards_here:
+        _check_rank_files(out, folders, parts, verify)
     first = parts[0]
     for folder, part in zip(folders, parts, strict=True):
         if (part.kind != first.kind or part.sample_kind != first.sample_kind or part.classes != first.classes
@@ -130,14 +138,46 @@ def _identity(manifest: Manifest) -> str:
 
 
 def _merge_tables(out: Path, folders: list[Path], parts: list[Manifest]) -> None:
-    tables, base = [], 0
+    """The ranks' tables one after the other into one file (shard numbers offset): one rank's table in memory
+    at a time, so a merge of any number of samples needs the memory of its largest part. Where every part kept
+    its samples' record sizes, they go and each sample's one-process shard (``order_shard``) comes instead."""
+    order = _order_shards(folders, parts)
+    base, writer, schema, first_row = 0, None, None, 0
+    with atomic_writer(out / SAMPLE_TABLE_NAME) as sink:
+        try:
+            for folder, part in zip(folders, parts, strict=True):
+                table = read_sample_table(folder / part.sample_table, declared=part.table_columns()).table
+                shard = pa.array(table.column("shard").to_numpy() + base, pa.int32())
+                table = table.set_column(table.schema.get_field_index("shard"), "shard", shard)
+                if RECORD_SIZE_FIELD.name in table.schema.names:
+                    table = table.drop_columns([RECORD_SIZE_FIELD.name])
+                if order is not None:
+                    rows = order[first_row:first_row + len(table)]
+                    table = table.append_column(ORDER_SHARD_FIELD, pa.array(rows, ORDER_SHARD_FIELD.type))
+                first_row += len(table)
+                if writer is None:
+                    schema = table.schema
+                    writer = pa.ipc.new_file(sink, schema)
+                writer.write_table(table.cast(schema))
+                base += len(part.shards)
+        finally:
+            if writer is not None:
+                writer.close()
+
+
+def _order_shards(folders: list[Path], parts: list[Manifest]) -> np.ndarray | None:
+    """Each sample's shard in a one-process conversion: the writers' rule (``shard_rule``) replayed over every
+    part's record sizes in order; None where a part has none (packed before, or by one process)."""
+    sizes = []
     for folder, part in zip(folders, parts, strict=True):
         table = read_sample_table(folder / part.sample_table, declared=part.table_columns()).table
-        shard = pa.array(table.column("shard").to_numpy() + base, pa.int32())
-        tables.append(table.set_column(table.schema.get_field_index("shard"), "shard", shard))
-        base += len(part.shards)
-    merged = pa.concat_tables(tables).combine_chunks()  # Arrow columns as they are: no Python objects per row
-    write_sample_table(out / SAMPLE_TABLE_NAME, {name: merged.column(name) for name in merged.schema.names})
+        if RECORD_SIZE_FIELD.name not in table.schema.names:
+            return None
+        sizes.append(table.column(RECORD_SIZE_FIELD.name).to_numpy())
+    options = parts[0].options
+    empty = ArrowImageWriter.EMPTY_BYTES if options.get("format") == "arrow" else ShardWriter.EMPTY_BYTES
+    return replay_shards(np.concatenate(sizes).tolist(), max_bytes=int(options["shard_size"]),
+                         max_count=options.get("max_shard_samples"), empty_bytes=empty)
 
 
 def _merge_lines(out: Path, folders: list[Path], name: str) -> None:
@@ -156,6 +196,10 @@ def _merge_text(out: Path, folders: list[Path], parts: list[Manifest]) -> dict:
     for part in parts:  # [[lo, hi, count], ...] over power-of-two bins
         bins.update({(int(lo), int(hi)): int(count) for lo, hi, count in part.options.get("length_histogram", [])})
     options["length_histogram"] = [[lo, hi, count] for (lo, hi), count in sorted(bins.items())]
+    shard_tokens = options.pop("shard_tokens", None)
+    if shard_tokens is not None and options.get("format", "arrow") == "arrow":
+        # the loader replays the token writer's rule over the rows' lengths: a one-process conversion's shards
+        options[ORDER_SHARD_TOKENS] = shard_tokens
     examples: dict[str, list[str]] = {}
     for folder in folders:
         if (folder / "rejected.json").is_file():

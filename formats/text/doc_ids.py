@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dataio.formats.file_gate import open_parquet
+from dataio.formats.remote.source_files import open_parquet_source as open_parquet
 from dataio.formats.text.text_sources import TextPiece, source_kind
 
 
