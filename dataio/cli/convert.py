@@ -7,9 +7,11 @@ import sys
 from pathlib import Path
 
 from dataio.cli import convert_coco, convert_detection
+from dataio.cli.engine import add_engine_flags, run_planned, wants_ray
 from dataio.cli.caption_flags import add_caption_flags, tokenizer_config
 from dataio.cli.flags import (add_rank_flags, add_storage, conversion_rank, given, local_for_ranks,
-                              maybe_remote, positive, run_image_conversion, source)
+                              maybe_remote, positive, run_image_conversion, source,
+                              source_options)
 from dataio.cli.packing_flags import add_output_flags, add_packing_flags, packing_options
 from dataio.formats.errors import UsageError
 
@@ -18,9 +20,9 @@ def add(commands: argparse._SubParsersAction) -> None:
     convert = commands.add_parser("convert", help="pack a source folder or corpus into shards")
     kinds = convert.add_subparsers(dest="kind", required=True)
     images = kinds.add_parser("images", help="ImageNet-layout folder, or Hugging Face Parquet files -> shards")
-    images.add_argument("src", type=Path, help="an ImageNet-layout folder (SRC/<class>/<image>; with --kind views "
+    images.add_argument("src", type=source, help="an ImageNet-layout folder (SRC/<class>/<image>; with --kind views "
                         "any folder of images), or Hugging Face Parquet files: a .parquet file, a glob or a folder "
-                        "of them")
+                        "of them; local, or a URL (s3://..., a Parquet file at https://...)")
     add_output_flags(images)
     images.add_argument("--format", choices=["wds", "arrow"], default="wds",
                         help="wds: WebDataset tars; arrow: Arrow IPC in the Hugging Face image layout")
@@ -39,10 +41,12 @@ def add(commands: argparse._SubParsersAction) -> None:
     add_packing_flags(images, resized="", rejected="file",
                       largest_file="largest source file (or Parquet row's image) read, e.g. 500MB; a larger one is "
                                    "rejected with its size, never read past the limit")
+    add_engine_flags(images)
 
     text = kinds.add_parser("text", help="text corpus -> pre-tokenised Arrow (or WebDataset) shards")
     text.add_argument("src", type=source, nargs="+",
-                      help=".txt/.jsonl/.parquet files or folders, then OUT (a folder or an s3://... URL)")
+                      help=".txt/.jsonl/.parquet files or folders, local or URLs (s3://bucket/corpus/*.jsonl, "
+                      "https://.../file.parquet), then OUT (a folder or an s3://... URL)")
     text.add_argument("--staging", type=Path, help="remote OUT: the local folder it is converted in (default "
                       "~/.cache/dataio/staging/<hash of OUT>, so a rerun resumes)")
     add_storage(text)
@@ -66,6 +70,7 @@ def add(commands: argparse._SubParsersAction) -> None:
                       help="delete what OUT holds and convert again (default: resume an interrupted run)")
     text.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
     add_rank_flags(text)
+    add_engine_flags(text)
     text.add_argument("--tokenizer-wait", type=float, metavar="SECONDS",
                       help="how long a rank > 0 waits for the tokenizer rank 0 trains (default 3600)")
     convert_coco.add(kinds)
@@ -80,12 +85,14 @@ def run_images(args: argparse.Namespace) -> int:
         **given(image_column=args.image_column, label_column=args.label_column, caption_column=args.caption_column,
                 kind=args.sample_kind),
         captions=args.captions or args.caption_column is not None, tokenizer=tokenizer_config(args),
-        max_caption_bytes=args.max_caption_bytes, **packing_options(args))
+        max_caption_bytes=args.max_caption_bytes, **packing_options(args), **source_options(args, args.src))
+    if wants_ray(args):
+        return run_planned(args, "images", config, strict=config.strict)
     return run_image_conversion(args, config, convert_images)
 
 
 def run_text(args: argparse.Namespace) -> int:
-    from dataio.formats.text.text_convert import ConvertTextConfig, convert_text
+    from dataio.formats.text.text_convert import convert_text
     from dataio.formats.text.tokenizer_setup import TokenizerConfig
 
     if len(args.src) < 2:
@@ -93,19 +100,17 @@ def run_text(args: argparse.Namespace) -> int:
     *sources, out = args.src
     tokenizer = TokenizerConfig(path=args.tokenizer, train=args.train_tokenizer, vocab_size=args.vocab_size,
                                 bos=args.bos or None, eos=args.eos or None, pad=args.pad)
-    if any(isinstance(source, str) for source in sources):
-        raise UsageError("text sources are local files or folders; only OUT may be a URL")
+    if wants_ray(args):
+        config = _text_config(args, sources, out if isinstance(out, Path) else Path("."), tokenizer,
+                              {"rank": 0, "world_size": 1})
+        return run_planned(args, "text", config, out=out)
     ranks = conversion_rank(args)
     local_for_ranks(out, ranks)
 
     def run(folder: Path):
-        return convert_text(ConvertTextConfig(
-            sources=tuple(sources), out=folder, tokenizer=tokenizer, doc_sep=args.doc_sep, field=args.field,
-            max_length=args.max_length, format=args.format, shard_tokens=args.shard_tokens,
-            overwrite=args.overwrite, progress=not args.no_progress, **ranks,
-            **given(tokenizer_wait=args.tokenizer_wait)))
+        return convert_text(_text_config(args, sources, folder, tokenizer, ranks))
 
-    summary = maybe_remote(args, out, run)
+    summary = maybe_remote(args, out, run, tuple(sources))
     if summary is None:
         return 0
     for kind, examples in sorted(summary.examples.items()):
@@ -113,3 +118,13 @@ def run_text(args: argparse.Namespace) -> int:
               file=sys.stderr)
     print(summary.line())
     return 0
+
+
+def _text_config(args: argparse.Namespace, sources: list, out: Path, tokenizer, ranks: dict[str, int]):
+    from dataio.formats.text.text_convert import ConvertTextConfig
+
+    return ConvertTextConfig(
+        sources=tuple(sources), out=out, tokenizer=tokenizer, doc_sep=args.doc_sep, field=args.field,
+        max_length=args.max_length, format=args.format, shard_tokens=args.shard_tokens,
+        overwrite=args.overwrite, progress=not args.no_progress, **ranks, **source_options(args, *sources),
+        **given(tokenizer_wait=args.tokenizer_wait))

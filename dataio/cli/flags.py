@@ -102,6 +102,13 @@ def conversion_rank(args: argparse.Namespace) -> dict[str, int]:
     return {"rank": rank, "world_size": world_size}
 
 
+def source_options(args: argparse.Namespace, *sources: object) -> dict[str, object]:
+    """``storage_options`` for a converter whose sources include a URL (the per-prefix ones pick theirs)."""
+    if not any(isinstance(s, str) for s in sources):
+        return {}
+    return {"storage_options": storage_options_of(args.storage_option)}
+
+
 def source(text: str) -> str | Path:
     """A folder argument: an fsspec URL (``s3://...``, ``https://...``) stays a string, anything else a Path."""
     return text if "://" in text and not text.startswith("file://") else Path(text)
@@ -155,11 +162,15 @@ def given(**options: object) -> dict[str, object]:
     return {name: value for name, value in options.items() if value is not None}
 
 
-def maybe_remote(args: argparse.Namespace, out: str | Path, run):
-    """``run(out)`` for a local OUT; for a URL, run it in the staging folder and upload (manifest last)."""
+def maybe_remote(args: argparse.Namespace, out: str | Path, run, sources: tuple = ()):
+    """``run(out)`` for a local OUT; for a URL, run it in the staging folder and upload (manifest last).
+    ``sources``: the command's sources; one that is a URL takes ``--storage-option`` too, with a local OUT."""
     if not isinstance(out, str):
-        if args.storage_option or args.staging:
-            raise UsageError("--storage-option and --staging are for a remote OUT (an s3://... URL)")
+        if args.staging:
+            raise UsageError("--staging is for a remote OUT (an s3://... URL)")
+        if args.storage_option and not any(isinstance(s, str) for s in sources):
+            raise UsageError("--storage-option and --staging are for a remote OUT or a remote source (an s3://... "
+                             "URL)")
         return run(out)
     from dataio.formats.dataset.remote_output import convert_to_remote, default_staging
 
@@ -177,7 +188,8 @@ def run_image_conversion(args: argparse.Namespace, config: Any, convert: Callabl
     """Run an image converter (``convert images``, ``convert coco``) on ``config`` into ``args.out``, local or
     remote; each rejected file on stderr, the summary on stdout; exit 1 under ``--strict`` when any was rejected."""
     local_for_ranks(args.out, {"world_size": config.world_size})
-    summary = maybe_remote(args, args.out, lambda out: convert(dataclasses.replace(config, out=out)))
+    sources = tuple(getattr(args, name) for name in ("src", "images", "annotations") if hasattr(args, name))
+    summary = maybe_remote(args, args.out, lambda out: convert(dataclasses.replace(config, out=out)), sources)
     if summary is None:
         return 0
     for rejected in summary.rejected:

@@ -38,6 +38,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from dataio.formats.remote.source_files import RemoteRoot, SourceUnreadable
 from dataio.formats.bounded_read import FileTooLarge
 from dataio.formats.coco.coco_fields import MAX_OBJECTS
 from dataio.formats.coco.coco_variants import lvis_file_name, refuse_other_coco_tasks
@@ -116,17 +117,20 @@ class CocoIndex:
         return tuple(name for _, name, _ in self.categories)
 
 
-def read_coco_json(path: Path, max_bytes: int = MAX_ANNOTATIONS_BYTES) -> CocoIndex:
+def read_coco_json(path: Path | RemoteRoot, max_bytes: int = MAX_ANNOTATIONS_BYTES) -> CocoIndex:
     """The checked index of the COCO JSON at ``path``; DataioError naming the file for what stops it whole."""
     where = str(path)
     try:  # a regular file only: a FIFO without a writer blocked the conversion for ever, /dev/zero read 2 GiB
-        data = read_regular_file(path, max_bytes)  # (and the conversion's fingerprint reads the file again)
+        data = (path.read("", max_bytes) if isinstance(path, RemoteRoot) else  # a URL: through the storage layer
+                read_regular_file(path, max_bytes))  # (and the conversion's fingerprint reads the file again)
     except FileTooLarge as e:
         raise DataioError(f"{where}: {e} (raise --max-annotations-size)") from None
     except NotRegularFile as e:
         raise DataioError(f"{where}: {e} (the annotations must be a file)") from None
     except OSError as e:
         raise DataioError(f"{where}: cannot read: {errno_text(e)}") from None
+    except SourceUnreadable as e:  # a remote file's storage failed (a 403, a reset past the retries)
+        raise DataioError(str(e)) from None
     try:
         document = json.loads(data)
     except RecursionError:

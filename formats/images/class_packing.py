@@ -21,8 +21,11 @@ from dataio.formats.images.class_names import label_outside, numbered_classes, r
 from dataio.formats.images.detection_layouts import refuse_detection_layout
 from dataio.formats.images.image_prepare import PreparedImage
 from dataio.formats.images.image_tree import ImageTree, walk_image_tree
+from dataio.formats.images.remote_image_tree import walk_remote_tree
+from dataio.formats.images.source_reads import source_of
+from dataio.formats.remote.source_files import RemoteRoot
 from dataio.formats.images.packing_kind import NOTHING_BESIDE, Beside, Sample
-from dataio.formats.images.parquet_images import ParquetImages, ParquetRow, scan_parquet_images
+from dataio.formats.images.parquet_images import ParquetFiles, ParquetImages, ParquetRow, scan_parquet_images
 
 LABEL_NEEDED = f"a .{LABEL_MEMBER} member"
 
@@ -60,8 +63,12 @@ class ClassPacking:
             raise ValueError("tokenizer is for image-text pairs: give captions=True (--captions) too")
 
     def folder(self, config: Any) -> ImageTree:
-        refuse_detection_layout(config.src)  # its subfolders are no classes: refused, never packed as classes
-        tree = walk_image_tree(config.src)
+        root = source_of(config)
+        if isinstance(root, RemoteRoot):  # the same walk's rules on one listing (detection layouts refused too)
+            tree = walk_remote_tree(root, classes=True)
+        else:
+            refuse_detection_layout(root)  # its subfolders are no classes: refused, never packed as classes
+            tree = walk_image_tree(root)
         if config.classes_file is None:
             return tree
         classes = list(read_class_names(config.classes_file))
@@ -70,7 +77,7 @@ class ClassPacking:
                              f"{config.src} has {len(tree.classes)} class folders")
         return ImageTree(classes, tree.files, tree.rejected)
 
-    def parquet(self, files: list[Path], config: Any) -> ParquetImages:
+    def parquet(self, files: ParquetFiles, config: Any) -> ParquetImages:
         return scan_parquet_images(files, image_column=config.image_column, label_column=config.label_column,
                                    classes_file=config.classes_file)
 

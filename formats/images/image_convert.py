@@ -41,20 +41,23 @@ from dataio.formats.errors import DataioError, NothingConverted
 from dataio.formats.fallback_log import warn_once
 from dataio.formats.images.image_prepare import (WITHOUT_CODEC, ImagePrepareConfig, PreparedImage, Rejection,
                                           add_restart_markers, prepare_image)
-from dataio.formats.images.image_tree import errno_text, read_regular_file, source_path
+from dataio.formats.images.image_tree import errno_text, read_regular_file
+from dataio.formats.images.source_reads import read_source_file, source_of
+from dataio.formats.images.image_inputs import ImageInputs, list_inputs
+from dataio.formats.remote.source_files import RemoteRoot, SourceUnreadable
+from dataio.formats.remote.storage import is_remote
 from dataio.formats.images.packing_kind import ConvertKind, asked_kind, convert_kind
-from dataio.formats.images.skipped_folders import refuse_output_inside_source
 from dataio.formats.dataset.convert_journal import Journal, JournalledShards, fingerprint
 from dataio.formats.files import write_atomic
 from dataio.formats.kinds import kind_named
 from dataio.formats.limits import MAX_CAPTION_BYTES
 from dataio.formats.ranks.rank_merge import merge_if_complete
 from dataio.formats.ranks.rank_split import rank_folder, rank_range
-from dataio.formats.images.parquet_images import LocalFile, ParquetImages, parquet_files
+from dataio.formats.images.parquet_images import LocalFile, ParquetImages
 from dataio.formats.dataset.out_lock import locked_output
 from dataio.formats.dataset.manifest import MANIFEST_NAME, SAMPLE_TABLE_NAME, Manifest, ShardEntry, version_for
 from dataio.formats.dataset.sample_fields import member_columns
-from dataio.formats.dataset.sample_table import CHECKSUM_FIELD, sample_checksum, write_sample_table
+from dataio.formats.dataset.sample_table import CHECKSUM_FIELD, RECORD_SIZE_FIELD, sample_checksum, write_sample_table
 from dataio.formats.sizes import parse_size
 from dataio.formats.dataset.wds_shards import ShardWriter, scan_tar
 from dataio.formats.text.tokenizer_setup import TokenizerConfig
@@ -70,7 +73,7 @@ _OUTPUT_PATTERNS = ("shard-*.tar", "shard-*.idx", "shard-*.arrow", ".shard-*", M
 class ConvertImagesConfig:
     """Everything ``dataio convert images`` takes."""
 
-    src: Path
+    src: Path | str  # a folder or Parquet files; a URL (s3://...) is read through the storage layer
     out: Path
     format: str = "wds"  # "wds": WebDataset tars; "arrow": Arrow IPC streams in HF's image layout
     shard_size: int = 256 * 10**6
@@ -90,10 +93,11 @@ class ConvertImagesConfig:
     caption_column: str = "caption"
     max_caption_bytes: int = MAX_CAPTION_BYTES  # a longer caption is rejected with its pair
     tokenizer: TokenizerConfig | None = None  # pairs: each caption's token ids stored too (caption_tokens)
+    storage_options: dict | None = field(default=None, repr=False)  # a URL source's backend options (secrets)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", asked_kind(self.kind, self.captions) or "classification")
-        object.__setattr__(self, "src", Path(self.src))
+        object.__setattr__(self, "src", self.src if is_remote(self.src) else Path(self.src))
         object.__setattr__(self, "out", Path(self.out))
         object.__setattr__(self, "shard_size", parse_size(self.shard_size))
         if self.num_workers < 1:
@@ -149,8 +153,8 @@ def _prepare_job(job: tuple) -> PreparedImage | Rejection:
             return Rejection(f"image too large: {len(data):,} bytes (limit {config.max_file_size:,})")
     else:
         try:
-            data = read_regular_file(item.path if isinstance(item, LocalFile) else source_path(src, item),
-                                     config.max_file_size)  # regular files only; a link may leave the folder:
+            data = (read_regular_file(item.path, config.max_file_size) if isinstance(item, LocalFile) else
+                    read_source_file(src, item, config.max_file_size))  # regular files only; a link may leave:
             # an image is decoded and checked before it is packed, and subsets linked into a shared store (and the
             # Hugging Face cache's snapshots/ -> blobs/) are how clusters hold images; text sidecars stay in the tree
         except FileRefused as e:
@@ -158,6 +162,8 @@ def _prepare_job(job: tuple) -> PreparedImage | Rejection:
         except OSError as e:
             return Rejection(f"cannot read: {errno_text(e)}" if src is not None
                              else f"cannot read {item.path}: {errno_text(e)}")
+        except SourceUnreadable as e:  # a remote object's storage failed past its retries: the input's one line
+            return Rejection(str(e))
     result = prepare_image(data, config)
     if isinstance(result, Rejection):
         return Rejection(_OBJECT_REPR.sub("", result.reason))  # rejected.jsonl: the same bytes on every run
@@ -168,14 +174,16 @@ def _prepare_chunk(jobs: list) -> list[PreparedImage | Rejection]:
     return [_prepare_job(job) for job in jobs]
 
 
-def _jobs(config: ConvertImagesConfig, kind: ConvertKind, inputs: "_Inputs", start: int
+def _jobs(config: ConvertImagesConfig, kind: ConvertKind, inputs: ImageInputs, start: int
           ) -> Iterator[tuple[str, tuple]]:
     """``(path stored in the table, job)`` for inputs ``start`` on: files are read by the workers, Parquet rows
     are streamed here (one record batch at a time) and their bytes sent along (or the file a path-only row
     names, read by the workers)."""
     if inputs.parquet is None:
+        root = source_of(config)  # a local folder's path, or a URL's RemoteRoot (opened once per worker)
+        src = root if isinstance(root, RemoteRoot) else str(root)
         for relative, _ in inputs.files[start:]:
-            yield relative, (str(config.src), relative, config.prepare, kind.file_beside(config, relative))
+            yield relative, (src, relative, config.prepare, kind.file_beside(config, relative))
         return
     count = len(inputs.files) - start
     for row in islice(inputs.parquet.stream(inputs.first + start), count):
@@ -203,38 +211,6 @@ def _prepared(config: ConvertImagesConfig, jobs: Iterator[tuple[str, tuple]]) ->
         yield paths.popleft(), result
 
 
-@dataclass(frozen=True)
-class _Inputs:
-    """What one conversion packs: ``(id, label)`` per input (a relative path, or ``FILE#ROW`` of a Parquet
-    source) and where the bytes come from."""
-
-    classes: list[str]
-    files: list[tuple[str, int]]
-    rejected: list[tuple[str, str]]  # found before reading (by the walk)
-    parquet: ParquetImages | None = None
-    first: int = 0  # the Parquet source's row of files[0]
-
-    def part(self, start: int, stop: int, with_rejected: bool) -> "_Inputs":
-        return replace(self, files=self.files[start:stop], rejected=self.rejected if with_rejected else [],
-                       first=self.first + start)
-
-
-def _inputs(config: ConvertImagesConfig, kind: ConvertKind) -> tuple[_Inputs, np.ndarray | None]:
-    """The conversion's inputs, as its kind lists them, and (for a multi-node conversion) each input's size."""
-    files = parquet_files(config.src)
-    if files is not None:
-        source = kind.parquet(files, config)
-        inputs = _Inputs(list(source.classes), list(source.rows), [], source)
-        return inputs, source.row_sizes() if config.world_size > 1 else None
-    refuse_output_inside_source(config.src, config.out)
-    tree = kind.folder(config)
-    inputs = _Inputs(list(tree.classes), tree.files, tree.rejected)
-    if config.world_size == 1:
-        return inputs, None
-    return inputs, np.array([os.stat(source_path(config.src, relative)).st_size for relative, _ in tree.files],
-                            dtype=np.int64)
-
-
 def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
     """Pack ``config.src`` into shards in ``config.out``; resumes an interrupted run (see ``convert_journal``).
 
@@ -243,7 +219,7 @@ def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
     """
     kind = convert_kind(config.kind)
     kind.start(config)  # what is checked before anything is read or written (a pair's tokenizer file)
-    inputs, sizes = _inputs(config, kind)
+    inputs, sizes = list_inputs(config, kind, sized=config.world_size > 1)
     if config.world_size == 1:
         summary = _pack(config, kind, inputs)
         if summary.num_samples == 0:  # a rank with no share is fine; a whole conversion of nothing is not
@@ -253,31 +229,41 @@ def convert_images(config: ConvertImagesConfig) -> ConvertSummary:
                     f"(listed in {config.out / REJECTED_NAME})" if summary.num_rejected else "it holds no images"))
         return summary
     start, stop = rank_range(sizes, config.rank, config.world_size)
-    part = replace(config, out=config.out / rank_folder(config.rank, config.world_size), rank=0, world_size=1)
-    part.out.mkdir(parents=True, exist_ok=True)
     # what the walk rejected (loops, unreadable folders) is listed once, by rank 0
-    summary = _pack(part, kind, inputs.part(start, stop, with_rejected=config.rank == 0))
+    summary = pack_image_piece(config, inputs.part(start, stop, with_rejected=config.rank == 0),
+                               config.out / rank_folder(config.rank, config.world_size))
     merge_if_complete(config.out)
     return summary
 
 
-def _pack(config: ConvertImagesConfig, kind: ConvertKind, inputs: _Inputs) -> ConvertSummary:
-    """The conversion of ``inputs`` into ``config.out``, holding its lock."""
+def pack_image_piece(config: ConvertImagesConfig, piece: ImageInputs, out: Path) -> ConvertSummary:
+    """A rank's share or a plan's item packed into its part folder ``out`` (journal, resume, manifest of its own)."""
+    kind = convert_kind(config.kind)
+    kind.start(config)
+    part = replace(config, out=out, rank=0, world_size=1)
+    part.out.mkdir(parents=True, exist_ok=True)
+    return _pack(part, kind, piece, sized=True)
+
+
+def _pack(config: ConvertImagesConfig, kind: ConvertKind, inputs: ImageInputs, sized: bool = False) -> ConvertSummary:
+    """The conversion of ``inputs`` into ``config.out``, holding its lock; ``sized``: a split conversion's part,
+    whose table keeps each sample's size in the shard rule (the merge's ``order_shard``)."""
     with locked_output(config.out):
-        return _pack_locked(config, kind, inputs)
+        return _pack_locked(config, kind, inputs, sized)
 
 
-def _options(config: ConvertImagesConfig, kind: ConvertKind, inputs: _Inputs) -> dict:
+def _options(config: ConvertImagesConfig, kind: ConvertKind, inputs: ImageInputs) -> dict:
     """The manifest's options: how the images were prepared and sharded, and what the kind adds."""
     return {"sample_checksum": CHECKSUM_FIELD.name, "max_side": config.prepare.max_side,
             "quality": config.prepare.quality, "max_pixels": config.prepare.max_pixels,
             "max_file_size": config.prepare.max_file_size, "shard_size": config.shard_size,
+            **({"max_shard_samples": config.max_shard_samples} if config.max_shard_samples else {}),
             "restart_interval": config.prepare.restart_interval if add_restart_markers else 0,
             **({"format": "arrow"} if config.format == "arrow" else {}),
             **kind.options(config, inputs.parquet is not None)}
 
 
-def _pack_locked(config: ConvertImagesConfig, kind: ConvertKind, inputs: _Inputs) -> ConvertSummary:
+def _pack_locked(config: ConvertImagesConfig, kind: ConvertKind, inputs: ImageInputs, sized: bool) -> ConvertSummary:
     classes, files = inputs.classes, inputs.files
     if add_restart_markers is None:  # said here, in the parent: the workers would each say it
         warn_once("jpeg-codec-pack", WITHOUT_CODEC)
@@ -287,6 +273,7 @@ def _pack_locked(config: ConvertImagesConfig, kind: ConvertKind, inputs: _Inputs
     shards_log = JournalledShards(journal, journal.start(config.out, config.overwrite, _OUTPUT_PATTERNS))
     done, start = shards_log.done, shards_log.start
     accepted = [tuple(row) for record in done for row in record.rows]  # ROW, then the kind's extra
+    record_sizes = [size for record in done for size in record.sizes]
     if config.format == "arrow":
         writer = ArrowImageWriter(config.out, config.shard_size, config.max_shard_samples, first_index=len(done),
                                   classes=tuple(classes))
@@ -303,14 +290,16 @@ def _pack_locked(config: ConvertImagesConfig, kind: ConvertKind, inputs: _Inputs
                     pending.rejected.append({"path": identity, "reason": result.reason})
                     continue
                 sample = kind.sample(relative, label, result)
-                entry = writer.write({"__key__": f"{len(accepted):09d}", "jpg": result.jpeg, **sample.members,
-                                      "json": json.dumps(sample.meta)})
+                key = f"{inputs.first + len(accepted):09d}"  # a part's from its first input's place: unique merged
+                entry = writer.write({"__key__": key, "jpg": result.jpeg, **sample.members, "json": json.dumps(sample.meta)})
                 if entry is not None:
                     shards_log.finished(writer.next_index - 1, entry, position)
                     pending = shards_log.pending  # the closed shard's successor: this sample's
                 row = (relative, label, result.width, result.height, sample_checksum(result.jpeg), *sample.extra)
                 accepted.append(row)
                 pending.rows.append(list(row))
+                record_sizes.append(writer.record_sizes[-1])
+                pending.sizes.append(writer.record_sizes[-1])
                 pending.converted += result.converted
             entry = writer.close()
             if entry is not None:
@@ -324,10 +313,13 @@ def _pack_locked(config: ConvertImagesConfig, kind: ConvertKind, inputs: _Inputs
     locate = image_locations if config.format == "arrow" else scan_tar
     locations = [locate(config.out / e.file) for e in shards[:len(done)]] + writer.locations
     columns = _table_columns(locations, accepted, kind)
+    if sized:
+        columns[RECORD_SIZE_FIELD.name] = record_sizes
     before = set(columns)
     failed = kind.finish(columns, options, config.tokenizer, config.out)  # last columns: a pair's token ids
     if failed:  # a user's tokenizer failed on these captions: their pairs rejected, one line each (as index's)
         accepted, shards = _without(failed, columns, before, accepted, shards, rejected)
+        columns.pop(RECORD_SIZE_FIELD.name, None)  # the dropped rows' members stay in the shards: no replay
         if not accepted:
             raise NothingConverted(f"nothing converted from {config.src}: the tokenizer failed on every caption "
                                    f"({rejected[-1]['path']}: {rejected[-1]['reason']})")

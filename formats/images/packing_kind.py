@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from dataio.formats.images.image_prepare import PreparedImage, Rejection
 from dataio.formats.images.image_tree import ImageTree
-from dataio.formats.images.parquet_images import ParquetImages, ParquetRow
+from dataio.formats.images.parquet_images import ParquetFiles, ParquetImages, ParquetRow
 from dataio.formats.kinds import kind_named
 
 
@@ -91,7 +91,7 @@ class ConvertKind(PackingKind, Protocol):
     def folder(self, config: Any) -> ImageTree:
         """The inputs of a source folder: classes, ``(path, label)`` of each file to pack, the rejected."""
 
-    def parquet(self, files: list[Path], config: Any) -> ParquetImages:
+    def parquet(self, files: ParquetFiles, config: Any) -> ParquetImages:
         """The inputs of Parquet files: classes and ``(FILE#ROW, label)`` of each row, listed without images."""
 
     def row_problem(self, row: ParquetRow, classes: list[str]) -> str | None:

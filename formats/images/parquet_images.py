@@ -21,6 +21,7 @@ from __future__ import annotations
 import glob
 import os
 import json
+import posixpath
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ import pyarrow.parquet as pq
 from dataio.formats.images.class_names import numbered_classes, read_class_names
 from dataio.formats.errors import DataioError, UsageError
 from dataio.formats.file_gate import open_input, open_parquet
+from dataio.formats.remote.source_files import RemoteRoot, open_parquet_source as open_parquet_file
 from dataio.formats.parquet_values import UnreadValue, ValuesUnread, bounded_values, chunk_over
 
 # What pyarrow raises for a damaged file: its own errors, OSError, and UnicodeDecodeError for a footer whose
@@ -85,18 +87,33 @@ def parquet_files(src: Path) -> list[Path] | None:
     files = sorted(src.glob("*.parquet")) or sorted((src / "data").glob("*.parquet"))
     if not files:
         return None
-    splits = sorted({m[1] for f in files if (m := _SPLIT_FILE.fullmatch(f.name))})
+    refuse_mixed_splits(src, [f.name for f in files], str(files[0].parent))
+    return files
+
+
+def refuse_mixed_splits(src: object, names: list[str], folder: str) -> None:
+    """UsageError when the file ``names`` (in ``folder``) hold several splits (``train-…``, ``validation-…``)."""
+    splits = sorted({m[1] for name in names if (m := _SPLIT_FILE.fullmatch(name))})
     if len(splits) > 1:
         raise UsageError(f"{src} holds the splits {', '.join(splits)}: give one, e.g. "
-                         f"'{files[0].parent}/{splits[0]}-*.parquet'")
-    return files
+                         f"'{folder}/{splits[0]}-*.parquet'")
 
 
 # Hub file names: "{split}-{index}-of-{count}.parquet"
 _SPLIT_FILE = re.compile(r"(.+?)-\d{5}-of-\d{5}\.parquet")
 
 
-def _features(schema: pa.Schema, file: Path) -> dict:
+ParquetSource = Path | RemoteRoot  # a local file, or an object of a URL (read by range requests)
+ParquetFiles = list[Path] | list[RemoteRoot]  # a source's files: all local, or all objects of one URL
+
+
+def open_parquet_input(file: ParquetSource) -> pq.ParquetFile:
+    """The file's reader: a local one through the gate (pyarrow given a path waits on a FIFO), an object by range
+    requests, each read only the range pyarrow asks for (footers, the label column: no image bytes after it)."""
+    return open_parquet_file(file, read_ahead=False) if isinstance(file, RemoteRoot) else open_parquet(file)
+
+
+def _features(schema: pa.Schema, file: ParquetSource) -> dict:
     """HF's ``features`` from the schema's ``huggingface`` metadata ({} when absent or not HF's); DataioError
     naming ``file`` for JSON nested past what ``json`` reads (its class names would be lost unsaid)."""
     raw = (schema.metadata or {}).get(b"huggingface")
@@ -114,8 +131,8 @@ def _features(schema: pa.Schema, file: Path) -> dict:
 class ParquetImages:
     """The files, columns and class names of a Parquet image source, and its rows' (id, label) list."""
 
-    root: Path
-    files: tuple[Path, ...]
+    root: ParquetSource  # the files' common folder: the row ids are relative to it
+    files: tuple[ParquetSource, ...]
     image_column: str
     label_column: str  # the second column streamed (labels, or an image-text pair's captions); "": none
     classes: tuple[str, ...]
@@ -128,7 +145,7 @@ class ParquetImages:
         sizes = []
         for file in self.files:
             try:
-                metadata = open_parquet(file).metadata  # the gate: pyarrow given a path waits on a FIFO
+                metadata = open_parquet_input(file).metadata
             except DAMAGED_PARQUET:  # a damaged file: its one rejected row
                 sizes.append(np.zeros(1, dtype=np.int64))
                 continue
@@ -144,7 +161,7 @@ class ParquetImages:
         first = 0  # number of the file's first row
         for file in self.files:
             try:
-                reader = open_parquet(file)
+                reader = open_parquet_input(file)
             except DAMAGED_PARQUET as e:  # listed as one row by scan_parquet_images
                 if first >= start:
                     name = _name(self.root, file)
@@ -160,7 +177,7 @@ class ParquetImages:
         """The columns streamed: the image's, and the second one (labels, captions) unless there is none."""
         return [self.image_column, self.label_column] if self.label_column else [self.image_column]
 
-    def _file_rows(self, reader: pq.ParquetFile, file: Path, skip: int) -> Iterator[ParquetRow]:
+    def _file_rows(self, reader: pq.ParquetFile, file: ParquetSource, skip: int) -> Iterator[ParquetRow]:
         """The file's rows from ``skip`` on, one row group at a time, so a damaged one costs only its own rows; a
         row group that fails is read again one row at a time, so only the rows from the failing one on are lost."""
         name, row = _name(self.root, file), 0
@@ -187,7 +204,7 @@ class ParquetImages:
                     break
             row = end
 
-    def _group_rows(self, reader: pq.ParquetFile, file: Path, group: int, first: int, batch_rows: int
+    def _group_rows(self, reader: pq.ParquetFile, file: ParquetSource, group: int, first: int, batch_rows: int
                     ) -> Iterator[tuple[int, ParquetRow]]:
         """(row number, row) for each row of the group, ``batch_rows`` at a time; the second column's byte strings
         read page by page (``parquet_values``) when its footer says some value is over ``value_limit``."""
@@ -208,15 +225,15 @@ class ParquetImages:
             else:
                 labels = [None] * len(images)
             for image, label in zip(images, labels, strict=True):
-                yield number, _row(f"{name}#{number}", image, label, file.parent)
+                yield number, _row(f"{name}#{number}", image, label, _folder(file))
                 number += 1
 
-    def _bounded_values(self, reader: pq.ParquetFile, file: Path, group: int, column: int) -> list:
+    def _bounded_values(self, reader: pq.ParquetFile, file: ParquetSource, group: int, column: int) -> list:
         """The group's values of the second column, each of at most ``value_limit`` bytes held (longer ones are
         ``TooLong``); a chunk this reader cannot read is an ``UnreadValue`` per row naming why."""
         rows = reader.metadata.row_group(group).num_rows
         try:
-            with open_input(file) as handle:
+            with _open_bytes(file) as handle:
                 return bounded_values(handle, reader.metadata, group, column, self.value_limit, PAGE_BOUND)
         except (ValuesUnread, OSError) as e:
             size = reader.metadata.row_group(group).column(column).total_uncompressed_size
@@ -232,13 +249,33 @@ def plain(error: BaseException) -> str:
     return re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m[0]):02x}", text)
 
 
-def _common_root(files: list[Path]) -> Path:
-    """The folder the row ids are relative to: the files' common folder (a single file's own folder)."""
+def _open_bytes(file: ParquetSource):
+    """The file as bytes, for a column read page by page: an object's each read its own range (no read-ahead)."""
+    if isinstance(file, RemoteRoot):
+        remote_file: RemoteRoot = file
+        return remote_file.open(read_ahead=False)
+    return open_input(file)
+
+
+def _common_root(files: ParquetFiles) -> ParquetSource:
+    """The folder the row ids are relative to: the files' common folder (a single file's own folder); for URLs the
+    same (``s3://b/data/train-*.parquet``'s rows are ``train-00000-of-00002.parquet#ROW``, as a local copy's)."""
+    if files and isinstance(files[0], RemoteRoot):
+        scheme = files[0].url.split("://", 1)[0]
+        folders = [f.url.split("://", 1)[1].rsplit("/", 1)[0] for f in files if isinstance(f, RemoteRoot)]
+        return RemoteRoot(f"{scheme}://{posixpath.commonpath(folders)}", files[0].storage_options)
     return Path(os.path.commonpath([str(f.parent) for f in files]))
 
 
-def _name(root: Path, file: Path) -> str:
-    return str(file.relative_to(root))
+def _name(root: ParquetSource, file: ParquetSource) -> str:
+    if isinstance(file, RemoteRoot) and isinstance(root, RemoteRoot):
+        return file.url[len(root.url) + 1:]
+    return str(Path(str(file)).relative_to(str(root)))
+
+
+def _folder(file: ParquetSource) -> Path | None:
+    """Where a path-only row's relative path is looked for: the local file's folder; None for an object of a URL."""
+    return None if isinstance(file, RemoteRoot) else file.parent
 
 
 def _batch_rows(metadata: pq.FileMetaData, groups: list[int]) -> int:
@@ -263,7 +300,7 @@ def _as_bytes(column: pa.Array) -> pa.Array:
     return column
 
 
-def _row(row_id: str, image, value, folder: Path) -> ParquetRow:
+def _row(row_id: str, image, value, folder: Path | None) -> ParquetRow:
     label = value if isinstance(value, int) and not isinstance(value, bool) else None
     if not isinstance(image, dict):
         return ParquetRow(row_id, label, image or None, row_id, "" if image else "no image bytes in the row",
@@ -273,6 +310,9 @@ def _row(row_id: str, image, value, folder: Path) -> ParquetRow:
         return ParquetRow(row_id, label, data, path or row_id, value=value)
     if not path:
         return ParquetRow(row_id, label, None, row_id, "no image bytes and no path in the row", value=value)
+    if folder is None:  # a URL's row: a path it names is never read from this machine's disk
+        return ParquetRow(row_id, label, None, path, f"no image bytes in the row (its path {path!r} is not read: a "
+                          "Parquet file given as a URL must hold its images' bytes)", value=value)
     file = local_image_file(path, folder)
     if file is None:
         return ParquetRow(row_id, label, None, path, f"no image bytes in the row, and its path {path!r} is not a "
@@ -290,7 +330,7 @@ def local_image_file(path: str, folder: Path) -> str | None:
     return next((os.path.abspath(c) for c in candidates if os.path.isfile(c)), None)
 
 
-def scan_parquet_images(files: list[Path], *, image_column: str = "image", label_column: str = "label",
+def scan_parquet_images(files: ParquetFiles, *, image_column: str = "image", label_column: str = "label",
                         classes_file: Path | None = None) -> ParquetImages:
     """List a Parquet image source (``parquet_files``): class names and rows (labels only are read)."""
     src = _common_root(files)
@@ -324,12 +364,12 @@ def scan_parquet_images(files: list[Path], *, image_column: str = "image", label
     return ParquetImages(src, tuple(files), image_column, label_column, class_names, tuple(rows))
 
 
-def open_parquet_source(file: Path, image_column: str, other_column: str, other: str) -> pq.ParquetFile | None:
+def open_parquet_source(file: ParquetSource, image_column: str, other_column: str, other: str) -> pq.ParquetFile | None:
     """``file`` opened, with ``image_column`` holding image bytes and ``other_column`` present (a UsageError naming
     the file and the columns it has, with ``other`` saying which flag names the second one); None when its
     footer is damaged (that file is then one rejected row of its source)."""
     try:
-        reader = open_parquet(file)
+        reader = open_parquet_input(file)
         schema = reader.schema_arrow
     except DAMAGED_PARQUET:
         return None
@@ -344,7 +384,7 @@ def open_parquet_source(file: Path, image_column: str, other_column: str, other:
     return reader
 
 
-def check_image_column(file: Path, schema: pa.Schema, image_column: str) -> None:
+def check_image_column(file: ParquetSource, schema: pa.Schema, image_column: str) -> None:
     """UsageError naming the file unless ``image_column`` holds image bytes (HF's struct, or binary)."""
     image_type = schema.field(image_column).type
     if not (pa.types.is_binary(image_type) or pa.types.is_large_binary(image_type)

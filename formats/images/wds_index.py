@@ -30,8 +30,8 @@ import tarfile
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from collections.abc import Callable
 from pathlib import Path
-
 
 from dataio.formats.errors import NothingConverted, ShardError, UsageError
 from dataio.formats.files import sha256_file, write_atomic
@@ -184,37 +184,61 @@ def _read(handle, member: MemberLocation) -> bytes:
     return os.pread(handle.fileno(), member.size, member.offset)
 
 
-def _journaled(folder: Path, path: Path, kind: IndexKind, config: IndexConfig) -> dict:
-    """``_index_tar(path, ...)``, from its journal when the tar (and how it is read) is unchanged since."""
-    stat = path.stat()
-    stamp = [stat.st_size, stat.st_mtime_ns, kind.name, *kind.stamp(config)]
-    journal = folder / JOURNAL_DIR / f"{path.name}.json"
+def saved_result(folder: Path, path: Path, kind: IndexKind, config: IndexConfig) -> dict | None:
+    """The tar's journaled result if the tar (and how it is read) is unchanged since it was journaled, else None."""
     try:
-        saved = json.loads(read_input(journal, MAX_STATE_FILE_BYTES))
-        if saved.get("stamp") == stamp:
+        saved = json.loads(read_input(folder / JOURNAL_DIR / f"{path.name}.json", MAX_STATE_FILE_BYTES))
+        if saved.get("stamp") == _stamp(path, kind, config):
             return saved
     except (OSError, ValueError):
         pass
-    result = {**_index_tar(path, kind, config), "stamp": stamp}
-    write_atomic(journal, json.dumps(result).encode())
+    return None
+
+
+def _stamp(path: Path, kind: IndexKind, config: IndexConfig) -> list:
+    stat = path.stat()
+    return [stat.st_size, stat.st_mtime_ns, kind.name, *kind.stamp(config)]
+
+
+def _journaled(folder: Path, path: Path, kind: IndexKind, config: IndexConfig) -> dict:
+    """``_index_tar(path, ...)``, from its journal when the tar (and how it is read) is unchanged since."""
+    saved = saved_result(folder, path, kind, config)
+    if saved is not None:
+        return saved
+    result = {**_index_tar(path, kind, config), "stamp": _stamp(path, kind, config)}
+    write_atomic(folder / JOURNAL_DIR / f"{path.name}.json", json.dumps(result).encode())
     return result
+
+
+def journal_tars(folder: Path, tars: list[Path], kind: IndexKind, config: IndexConfig,
+                 done: Callable[[], None] = lambda: None) -> list[dict]:
+    """Each tar's result in order, journaled (a journaled, unchanged tar is not read again): what ``index_shards``
+    and a plan's item (``formats/plan/index_plan``: a group of the tars) both run; ``done`` after each tar."""
+    (folder / JOURNAL_DIR).mkdir(exist_ok=True)
+    with ThreadPoolExecutor(config.num_workers) as pool:  # pread, sha256 and xxh3 release the GIL
+        results = []
+        for result in pool.map(lambda t: _journaled(folder, t, kind, config), tars):
+            results.append(result)
+            done()
+    return results
+
+
+def indexed_folder(config: IndexConfig) -> tuple[Path, list[Path]]:
+    """``tar_files(config.shards)``, refused when the folder holds a manifest and ``config.overwrite`` is not set."""
+    folder, tars = tar_files(config.shards)
+    if (folder / MANIFEST_NAME).exists() and not config.overwrite:
+        raise UsageError(f"{folder / MANIFEST_NAME} exists; pass --overwrite to index {folder} again")
+    return folder, tars
 
 
 def index_shards(config: IndexConfig) -> IndexSummary:
     """Write DALI indexes, the sample table, rejected.jsonl and (last) the manifest beside the tars."""
-    folder, tars = tar_files(config.shards)
-    if (folder / MANIFEST_NAME).exists() and not config.overwrite:
-        raise UsageError(f"{folder / MANIFEST_NAME} exists; pass --overwrite to index {folder} again")
-    (folder / JOURNAL_DIR).mkdir(exist_ok=True)
-    with ThreadPoolExecutor(config.num_workers) as pool:  # pread, sha256 and xxh3 release the GIL
-        kind = index_kind(config.kind or _held_kind(pool, tars))
-        kind.start(config)  # a pair's tokenizer file, loaded once before any tar is read
-        bar = progress(total=len(tars), unit="tar", desc="index", enabled=config.progress)
-        results = []
-        for result in pool.map(lambda t: _journaled(folder, t, kind, config), tars):
-            results.append(result)
-            bar.update()
-        bar.close()
+    folder, tars = indexed_folder(config)
+    kind = index_kind(config.kind or held_kind(tars, config.num_workers))
+    kind.start(config)  # a pair's tokenizer file, loaded once before any tar is read
+    bar = progress(total=len(tars), unit="tar", desc="index", enabled=config.progress)
+    results = journal_tars(folder, tars, kind, config, bar.update)
+    bar.close()
     classes = kind.classes(config, [row[3] for r in results for row in r["rows"]])
     own = ("key", "shard", "offset", "size", "width", "height", "path", CHECKSUM_FIELD.name)
     columns: dict[str, list] = {n: [] for n in ("key", "shard", "offset", "size", *kind.index_columns, *own[4:])}
@@ -284,7 +308,7 @@ def _drop_rows(columns: dict[str, list], before: set[str], failed: dict[int, str
             for shard, entry in enumerate(entries)]
 
 
-def _held_kind(pool: ThreadPoolExecutor, tars: list[Path]) -> str:
+def held_kind(tars: list[Path], num_workers: int) -> str:
     """The kind the tars hold, by their members' extensions (member names only; a tar that cannot be listed is
     named when it is indexed): the first of ``INDEXED`` that claims them."""
     found: set[str] = set()
@@ -295,8 +319,9 @@ def _held_kind(pool: ThreadPoolExecutor, tars: list[Path]) -> str:
         except (tarfile.TarError, EOFError, OSError):
             return set()
 
-    for names in pool.map(extensions, tars):
-        found |= names
+    with ThreadPoolExecutor(num_workers) as pool:
+        for names in pool.map(extensions, tars):
+            found |= names
     return next(name for name in INDEXED if index_kind(name).claims(found))
 
 

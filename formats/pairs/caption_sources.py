@@ -34,9 +34,11 @@ from dataio.formats.pairs.pair_fields import MAX_CAPTION_BYTES, NO_LABEL, captio
 from dataio.formats.errors import UsageError
 from dataio.formats.parquet_values import TooLong, UnreadValue
 from dataio.formats.images.image_prepare import Rejection
-from dataio.formats.images.image_tree import (ImageTree, NotRegularFile, _Walk, errno_text, escape_path, read_regular_file,
-                                              source_path, unescape_path)
-from dataio.formats.images.parquet_images import ParquetImages, _common_root, _name, open_parquet_source
+from dataio.formats.images.image_tree import ImageTree, NotRegularFile, _Walk, errno_text, escape_path, unescape_path
+from dataio.formats.images.remote_image_tree import RemoteWalk, caption_walk
+from dataio.formats.images.source_reads import SourceFolder, read_source_file, source_file_size
+from dataio.formats.remote.source_files import RemoteRoot, SourceUnreadable
+from dataio.formats.images.parquet_images import ParquetFiles, ParquetImages, _common_root, _name, open_parquet_source
 
 CAPTION_SUFFIX = b".txt"
 
@@ -50,7 +52,7 @@ class CaptionInput:
     value: Any = None
     limit: int = MAX_CAPTION_BYTES
 
-    def read(self, src: str | None) -> str | Rejection:
+    def read(self, src: SourceFolder | None) -> str | Rejection:
         """The caption, read in the worker that prepares its image (``packing_kind.Beside``), or why the pair is
         rejected."""
         text = read_caption(src, self)
@@ -63,7 +65,7 @@ def sidecar_of(relative: str) -> str:
     return escape_path(os.path.splitext(raw)[0] + CAPTION_SUFFIX)
 
 
-def read_caption(src: str | None, caption: CaptionInput) -> str | tuple[str]:
+def read_caption(src: SourceFolder | None, caption: CaptionInput) -> str | tuple[str]:
     """The caption text, or ``(reason,)`` when the pair is not to be packed."""
     if caption.sidecar is None:
         value = caption.value
@@ -80,16 +82,18 @@ def read_caption(src: str | None, caption: CaptionInput) -> str | tuple[str]:
         assert src is not None
         name = caption.sidecar.rsplit('/', 1)[-1]
         try:  # regular files only: a FIFO named NAME.txt would block the open for ever, /dev/zero read on
-            data = read_regular_file(source_path(src, caption.sidecar), caption.limit, root=src)
+            data = read_source_file(src, caption.sidecar, caption.limit, inside=True)
         except (NotRegularFile, LinkLeavesTree) as e:  # a link out of SRC: a credentials file is never packed
             return (f"its caption {name} is {e}",)
         except FileTooLarge:
-            size = os.stat(source_path(src, caption.sidecar)).st_size
+            size = source_file_size(src, caption.sidecar)
             return (caption_too_long(max(size, caption.limit + 1), caption.limit),)  # a size below: it grew
         except FileNotFoundError:
             return (f"no caption file {name} beside it",)
         except OSError as e:
             return (f"cannot read its caption {caption.sidecar}: {errno_text(e)}",)
+        except SourceUnreadable as e:  # a remote caption's storage failed past its retries
+            return (f"cannot read its caption {caption.sidecar}: {e}",)
     text, problem = caption_text(data, caption.limit)
     return (problem,) if text is None else text
 
@@ -108,18 +112,10 @@ class _CaptionWalk(_Walk):
             super()._not_packed(entry, path)
 
 
-def walk_caption_folder(src: str | Path) -> ImageTree:
+def walk_caption_folder(src: str | Path | RemoteRoot) -> ImageTree:
     """The images of a caption folder (label ``NO_LABEL``), and what was rejected: the walk's, and every
-    caption file without an image."""
-    root = os.fsencode(src)
-    try:
-        info = os.stat(root)
-    except OSError:
-        raise UsageError(f"source folder {src} does not exist or is not a folder") from None
-    if not os.path.isdir(root):
-        raise UsageError(f"source folder {src} does not exist or is not a folder")
-    walk = _CaptionWalk(root)
-    walk.walk_class(b"", NO_LABEL, (info.st_dev, info.st_ino))
+    caption file without an image; a ``RemoteRoot`` by the same rules, on its listing (``remote_image_tree``)."""
+    walk = caption_walk(src, NO_LABEL) if isinstance(src, RemoteRoot) else _local_caption_walk(src)
     walk.files = _one_picture_per_name(walk)
     images = {os.path.splitext(unescape_path(path))[0] for path, _ in walk.files}
     for caption in sorted(walk.captions):
@@ -130,7 +126,20 @@ def walk_caption_folder(src: str | Path) -> ImageTree:
     return ImageTree([], walk.files, sorted(walk.rejected))
 
 
-def _one_picture_per_name(walk: _CaptionWalk) -> list[tuple[str, int]]:
+def _local_caption_walk(src: str | Path) -> _CaptionWalk:
+    root = os.fsencode(src)
+    try:
+        info = os.stat(root)
+    except OSError:
+        raise UsageError(f"source folder {src} does not exist or is not a folder") from None
+    if not os.path.isdir(root):
+        raise UsageError(f"source folder {src} does not exist or is not a folder")
+    walk = _CaptionWalk(root)
+    walk.walk_class(b"", NO_LABEL, (info.st_dev, info.st_ino))
+    return walk
+
+
+def _one_picture_per_name(walk: _CaptionWalk | RemoteWalk) -> list[tuple[str, int]]:
     """The walk's images less a name's second picture (``NAME.jpg`` and ``NAME.png`` share one ``NAME.txt``: a
     caption describes one picture), each left out with its line; the first in the walk's sorted order is packed."""
     kept: dict[bytes, bytes] = {}
@@ -147,7 +156,7 @@ def _one_picture_per_name(walk: _CaptionWalk) -> list[tuple[str, int]]:
     return files
 
 
-def scan_parquet_pairs(files: list[Path], *, image_column: str, caption_column: str,
+def scan_parquet_pairs(files: ParquetFiles, *, image_column: str, caption_column: str,
                        max_caption_bytes: int = MAX_CAPTION_BYTES) -> ParquetImages:
     """List a Parquet pair source: its rows (only the caption column's row counts are read), no classes; captions
     are streamed as bytes, a row group whose caption chunk is over what ``max_caption_bytes`` allows page by page

@@ -20,8 +20,9 @@ from dataio.formats.dataset.shard_members import CAPTION_MEMBER, LABEL_MEMBER
 from dataio.formats.images.image_prepare import PreparedImage
 from dataio.formats.images.image_tree import ImageTree
 from dataio.formats.images.packing_kind import Sample
-from dataio.formats.images.parquet_images import ParquetImages, ParquetRow
+from dataio.formats.images.parquet_images import ParquetFiles, ParquetImages, ParquetRow
 from dataio.formats.pairs.caption_index import CAPTION_NEEDED, pair_text
+from dataio.formats.images.source_reads import source_of
 from dataio.formats.pairs.caption_sources import CaptionInput, scan_parquet_pairs, sidecar_of, walk_caption_folder
 from dataio.formats.pairs.caption_tokens import caption_ids, checked_tokenizer, token_dtype_name
 from dataio.formats.pairs.pair_fields import CAPTION, META, TOKENS
@@ -74,9 +75,9 @@ class PairPacking:
                              "(--tokenizer FILE)")
 
     def folder(self, config: Any) -> ImageTree:
-        return walk_caption_folder(config.src)
+        return walk_caption_folder(source_of(config))
 
-    def parquet(self, files: list[Path], config: Any) -> ParquetImages:
+    def parquet(self, files: ParquetFiles, config: Any) -> ParquetImages:
         return scan_parquet_pairs(files, image_column=config.image_column, caption_column=config.caption_column,
                                   max_caption_bytes=config.max_caption_bytes)
 

@@ -24,6 +24,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
+from dataclasses import field as dataclass_field  # the config has an option named "field"
 from itertools import islice
 from pathlib import Path
 from typing import Literal
@@ -40,6 +41,7 @@ from dataio.formats.ranks.rank_merge import merge_if_complete
 from dataio.formats.ranks.rank_split import rank_folder, rank_range
 from dataio.formats.dataset.text_shards import ArrowTokenWriter, token_dtype
 from dataio.formats.text.doc_ids import first_doc_id
+from dataio.formats.remote.source_files import RemoteRoot, remote_root
 from dataio.formats.text.text_sources import (Document, SourceStats, TextPiece, expand_sources, iter_documents,
                                          join_pieces, text_pieces)
 from dataio.formats.text.text_reports import (REJECTED_TEXT_NAME, TextTotals, nothing_converted, write_rejected,
@@ -60,7 +62,7 @@ _TEXT_OUTPUTS = ("text-*.arrow", ".text-*", "shard-*.tar", "shard-*.idx", ".shar
 class ConvertTextConfig:
     """Options of ``dataio convert text``."""
 
-    sources: tuple[Path, ...]
+    sources: tuple[Path | RemoteRoot, ...]  # local paths, or URLs (s3://.../*.jsonl)
     out: Path
     tokenizer: TokenizerConfig
     doc_sep: Literal["line", "blank"] = "line"
@@ -73,9 +75,11 @@ class ConvertTextConfig:
     rank: int = 0  # of a multi-node conversion: this process packs its share into OUT/rank-R-of-N
     world_size: int = 1
     tokenizer_wait: float = 3600.0  # seconds a rank > 0 waits for the tokenizer rank 0 trains
+    storage_options: dict | None = dataclass_field(default=None, repr=False)  # URL sources' backend options (secrets)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sources", tuple(Path(p) for p in self.sources))
+        object.__setattr__(self, "sources", tuple(remote_root(p, self.storage_options) or Path(p)
+                                                  for p in self.sources))  # a URL read through the storage layer
         if self.world_size < 1 or not 0 <= self.rank < self.world_size:
             raise ConfigError(f"{{0}} must be in 0..{{1}}-1, got {self.rank} of {self.world_size}", "rank", "world_size")
         object.__setattr__(self, "out", Path(self.out))
@@ -251,12 +255,22 @@ def convert_text(config: ConvertTextConfig) -> ConvertTextSummary:
     tokenizer = config.tokenizer
     if tokenizer.path is None:
         tokenizer = replace(tokenizer, path=shared_tokenizer(config, files), train=None)
-    part = replace(config, out=config.out / rank_folder(config.rank, config.world_size), tokenizer=tokenizer,
-                   rank=0, world_size=1)
-    part.out.mkdir(parents=True, exist_ok=True)
-    summary = _tokenise(part, join_pieces(pieces[start:stop]), first_doc_id(pieces[:start]))  # unique doc ids
+    summary = pack_text_piece(replace(config, tokenizer=tokenizer), text_piece(pieces, start, stop),
+                              config.out / rank_folder(config.rank, config.world_size))
     merge_if_complete(config.out)
     return summary
+
+
+def text_piece(pieces: list[TextPiece], start: int, stop: int) -> tuple[list[TextPiece], int]:
+    """Units ``start:stop`` of a split conversion: their pieces joined, and their first document id (unique ids)."""
+    return join_pieces(pieces[start:stop]), first_doc_id(pieces[:start])
+
+
+def pack_text_piece(config: ConvertTextConfig, piece: tuple[list[TextPiece], int], out: Path) -> ConvertTextSummary:
+    """A rank's share or a plan's item, with a given tokenizer, packed into its part folder ``out``."""
+    part = replace(config, out=out, rank=0, world_size=1)
+    part.out.mkdir(parents=True, exist_ok=True)
+    return _tokenise(part, *piece)
 
 
 def shared_tokenizer(config: ConvertTextConfig, files: list[Path]) -> Path:
@@ -267,12 +281,7 @@ def shared_tokenizer(config: ConvertTextConfig, files: list[Path]) -> Path:
     """
     path = config.out / TOKENIZER_NAME
     if config.rank == 0:
-        if not path.is_file():
-            config.out.mkdir(parents=True, exist_ok=True)
-            texts = _training_texts(iter_documents(files, doc_sep=config.doc_sep, field_name=config.field,
-                                                   stats=SourceStats()))
-            save_tokenizer(train_bpe(texts, config.tokenizer), config.out, config.tokenizer)
-        return path
+        return train_shared_tokenizer(config, files, config.out)
     deadline = time.monotonic() + config.tokenizer_wait
     if not path.is_file():
         print(f"rank {config.rank}: waiting for rank 0 to train the tokenizer ({path})", file=sys.stderr)
@@ -281,6 +290,17 @@ def shared_tokenizer(config: ConvertTextConfig, files: list[Path]) -> Path:
             raise UsageError(f"rank {config.rank}: no tokenizer from rank 0 at {path} after "
                              f"{config.tokenizer_wait:.0f} s; run rank 0 first, or give one with --tokenizer")
         time.sleep(1.0)
+    return path
+
+
+def train_shared_tokenizer(config: ConvertTextConfig, files: list[Path], folder: Path) -> Path:
+    """``folder/tokenizer.json``, trained on every file as a one-process run trains it (kept if already there)."""
+    path = folder / TOKENIZER_NAME
+    if not path.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        texts = _training_texts(iter_documents(files, doc_sep=config.doc_sep, field_name=config.field,
+                                               stats=SourceStats()))
+        save_tokenizer(train_bpe(texts, config.tokenizer), folder, config.tokenizer)
     return path
 
 
@@ -361,8 +381,9 @@ def _tokenise_locked(config: ConvertTextConfig, pieces: list[TextPiece], first_d
         journal.finish()
         raise nothing_converted(config.sources, config.out, stats)
     shards = [ShardEntry(**record.entry) for record in done] + writer.entries
-    write_reports(config.out, {name: getattr(config, name) for name in ("format", "max_length", "doc_sep")}, stats,
-                  shards, totals, info, dtype)
+    # a split conversion's part records its shard rule: the merge's order shards (``shard_rule``)
+    reported = ("format", "max_length", "doc_sep") if whole else ("format", "max_length", "doc_sep", "shard_tokens")
+    write_reports(config.out, {name: getattr(config, name) for name in reported}, stats, shards, totals, info, dtype)
     journal.finish()
     return ConvertTextSummary(totals.documents, totals.rows, totals.tokens, totals.split, dict(stats.skipped),
                               len(shards), config.out, stats.examples)

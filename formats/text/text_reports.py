@@ -114,6 +114,7 @@ def write_reports(out: Path, options: dict[str, Any], stats: SourceStats, shards
         "tokenizer": {"file": info.file, "sha256": info.sha256, "vocab_size": info.vocab_size,
                       "bos_id": info.bos_id, "eos_id": info.eos_id, "pad_id": info.pad_id},
         "doc_sep": options["doc_sep"],
+        **({"shard_tokens": options["shard_tokens"]} if "shard_tokens" in options else {}),
     }
     Manifest(kind="text", num_samples=totals.rows, shards=tuple(shards), num_rejected=sum(stats.skipped.values()),
              sample_table="", options=options, fields=kind_named("tokens").part("fields")(options),

@@ -15,7 +15,6 @@ from itertools import pairwise
 
 import json
 import math
-import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,8 @@ from typing import Literal
 import pyarrow.parquet as pq
 
 from dataio.formats.errors import UsageError
-from dataio.formats.file_gate import open_input, open_parquet
+from dataio.formats.remote.source_files import RemoteRoot, open_parquet_source as open_parquet, open_source
+from dataio.formats.remote.source_files import remote_files
 from dataio.formats.limits import REPORT_EXAMPLES
 
 SUFFIXES = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
@@ -93,7 +93,12 @@ def expand_sources(paths: list[Path]) -> list[Path]:
     """Files given, plus supported files inside given folders (sorted); UsageError if none."""
     files: list[Path] = []
     for path in paths:
-        if path.is_dir():
+        if isinstance(path, RemoteRoot):  # a URL: the object, or the objects under it (or its glob)
+            found = remote_files(path, SUFFIXES)
+            for file in found:
+                source_kind(file)
+            files += found
+        elif path.is_dir():
             files += sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES)
         elif path.is_file():
             source_kind(path)
@@ -124,7 +129,7 @@ class _LinesBefore:
     def __call__(self) -> int:
         if self.count is None:
             count, left = 0, self.offset
-            with open_input(self.path) as f:
+            with open_source(self.path) as f:
                 while left > 0 and (block := f.read(min(_SCAN, left))):
                     count += block.count(b"\n")
                     left -= len(block)
@@ -134,7 +139,7 @@ class _LinesBefore:
 
 def _lines(path: Path, piece: TextPiece) -> Iterator[bytes]:
     """The raw lines (with their newline) of a .txt/.jsonl piece."""
-    with open_input(path) as f:
+    with open_source(path) as f:
         f.seek(piece.start)
         position = piece.start
         for raw in f:
@@ -282,7 +287,7 @@ def text_pieces(files: Sequence[Path], world_size: int, *, doc_sep: Literal["lin
             continue
         separator = doc_sep if source_kind(path) == "txt" else "line"
         cuts, last = {0, size}, 0
-        with open_input(path) as f:
+        with open_source(path) as f:
             for offset in range(block, size, block):
                 if offset > last:  # else the scan for the last cut passed it: each byte is scanned once at most
                     last = _boundary(f, offset, size, separator)
@@ -309,14 +314,14 @@ def join_pieces(pieces: Sequence[TextPiece]) -> list[TextPiece]:
 def _end(path: Path) -> int:
     if source_kind(path) == "parquet":
         return open_parquet(path).metadata.num_row_groups
-    return os.stat(path).st_size
+    return path.stat().st_size
 
 
 def iter_documents(files: Sequence[Path | TextPiece], *, doc_sep: Literal["line", "blank"], field_name: str,
                    stats: SourceStats) -> Iterator[Document]:
     """Every non-empty document of ``files`` (whole files, or pieces of them) in order; problems go to ``stats``."""
     for item in files:
-        piece = item if isinstance(item, TextPiece) else TextPiece(Path(item))
+        piece = item if isinstance(item, TextPiece) else TextPiece(item if isinstance(item, RemoteRoot) else Path(item))
         kind = source_kind(piece.path)
         documents = (_txt(piece, doc_sep, stats) if kind == "txt" else
                      _jsonl(piece, field_name, stats) if kind == "jsonl" else _parquet(piece, field_name, stats))

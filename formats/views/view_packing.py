@@ -14,7 +14,8 @@ from typing import Any
 from dataio.formats.images.image_prepare import PreparedImage
 from dataio.formats.images.image_tree import ImageTree
 from dataio.formats.images.packing_kind import NOTHING_BESIDE, Beside, Sample
-from dataio.formats.images.parquet_images import ParquetImages, ParquetRow
+from dataio.formats.images.parquet_images import ParquetFiles, ParquetImages, ParquetRow
+from dataio.formats.images.source_reads import source_of
 from dataio.formats.views.view_sources import scan_parquet_views, walk_view_folder
 
 
@@ -42,9 +43,9 @@ class ViewPacking:
             raise ValueError("views are packed as WebDataset tars (format 'wds')")
 
     def folder(self, config: Any) -> ImageTree:
-        return walk_view_folder(config.src)
+        return walk_view_folder(source_of(config))
 
-    def parquet(self, files: list[Path], config: Any) -> ParquetImages:
+    def parquet(self, files: ParquetFiles, config: Any) -> ParquetImages:
         return scan_parquet_views(files, image_column=config.image_column)
 
     def row_problem(self, row: ParquetRow, classes: list[str]) -> str | None:

@@ -16,16 +16,20 @@ from pathlib import Path
 
 
 from dataio.formats.errors import UsageError
-from dataio.formats.file_gate import open_parquet
 from dataio.formats.images.image_tree import ImageTree, _Walk, errno_text
-from dataio.formats.images.parquet_images import (DAMAGED_PARQUET, ParquetImages, _common_root, _name,
-                                                  check_image_column)
+from dataio.formats.images.remote_image_tree import walk_remote_tree
+from dataio.formats.remote.source_files import RemoteRoot
+from dataio.formats.images.parquet_images import (DAMAGED_PARQUET, ParquetFiles, ParquetImages, _common_root, _name,
+                                                  check_image_column, open_parquet_input)
 
 NO_LABEL = -1  # an input's label: views have no classes
 
 
-def walk_view_folder(src: str | Path) -> ImageTree:
-    """The images under ``src`` (label ``NO_LABEL``, no classes) and what the walk rejected."""
+def walk_view_folder(src: str | Path | RemoteRoot) -> ImageTree:
+    """The images under ``src`` (label ``NO_LABEL``, no classes) and what the walk rejected; a ``RemoteRoot``
+    by the same rules, on its listing (``remote_image_tree``)."""
+    if isinstance(src, RemoteRoot):
+        return walk_remote_tree(src, classes=False)
     root = os.fsencode(src)
     try:
         info = os.stat(root)
@@ -40,13 +44,13 @@ def walk_view_folder(src: str | Path) -> ImageTree:
     return ImageTree([], walk.files, sorted(walk.rejected))
 
 
-def scan_parquet_views(files: list[Path], *, image_column: str) -> ParquetImages:
+def scan_parquet_views(files: ParquetFiles, *, image_column: str) -> ParquetImages:
     """List a Parquet views source: one input per row (counted from each file's footer), no classes."""
     src = _common_root(files)
     rows: list[tuple[str, int]] = []
     for file in files:
         try:
-            reader = open_parquet(file)
+            reader = open_parquet_input(file)  # a local file through the gate, a URL's object by ranges
             schema = reader.schema_arrow
         except DAMAGED_PARQUET:  # a damaged footer: the file is one rejected row, the rest go on
             rows.append((_name(src, file), NO_LABEL))
