@@ -43,6 +43,22 @@ def index_of(pixels: np.ndarray) -> int:
 
 
 @pytest.fixture(scope="session")
+def ray_head():
+    """One Ray head node (2 CPUs) per pytest worker for the Ray CLI and in-process tests (``--ray-address
+    ray_head.address``); killed at the end, leaving no process. Imported here, not at the top: a run without
+    Ray tests neither imports Ray's launcher nor starts it."""
+    pytest.importorskip("ray", reason="the ray extra is part of the test extra")
+    from tests.cluster.ray_head import LocalRayHead
+
+    head = LocalRayHead()
+    try:
+        yield head
+    finally:
+        left = head.close()
+        assert left == [], f"Ray processes left after the head's teardown: {left}"
+
+
+@pytest.fixture(scope="session")
 def image_folder(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     """3 classes x 12 photo-like JPEGs, plus the awkward files of real ImageNet."""
     root = tmp_path_factory.mktemp("images")
@@ -126,3 +142,8 @@ def coco_shards(coco_folder, tmp_path_factory) -> Path:
 
 from tests.pair_fixtures import pair_tars, pair_tars_text, real_pair_tars  # noqa: E402,F401  (fixtures)
 from tests.hostile_helpers import views_shards  # noqa: E402,F401  (fixture)
+# Fixtures read in several folders are imported here only: imported into several modules or conftests, a session
+# fixture is one per importer, each built again (a Lightning launch, an open_clip run, a keypoint conversion).
+from tests.keypoint_fixtures import keypoint_json, keypoint_shards  # noqa: E402,F401  (fixtures)
+from tests.loader.predict_fixtures import forty_one, forty_one_documents, lightning_predict  # noqa: E402,F401
+from tests.clients.open_clip_runs import open_clip_one_rank, patched  # noqa: E402,F401  (fixtures)

@@ -37,6 +37,7 @@ NOT_FILE_OPENS = {
     "location.read_bytes": "a shard folder's Location: its local read is formats/remote/storage.py's, via the gate",
     "self._open": "WdsShardWriter starting its next shard: the shard's temp file is created by the gate",
     "checkpoint.save": "dataio/train/checkpoint.py's save: torch.save into the gate's atomic_writer",
+    "remote_file.open": "formats/remote/source_files.py's RemoteRoot.open: range requests to an object, no local file",
 }
 
 # Calls that open a path outside the gate on purpose, each with why. Benchmark baselines run another library's
@@ -50,6 +51,21 @@ ALLOWED = {
                                                "own --out/tensorboard) and names its file by time, host and pid",
     "bench/text_bench.py Tokenizer.from_file": "the on-the-fly text baseline: tokenizers' own loading in each "
                                                "worker, as the usual recipe does, of the benchmark's own file",
+    "formats/remote/source_files.py pq.ParquetFile": "pyarrow over a source URL's buffered file (RemoteRoot.open): "
+                                                     "range requests, no local path",
+    "bench/cluster_scale_data.py (folder / f'{j:07d}.jpg').write_bytes": "the scale run's synthetic input tree in its "
+                                                                         "own work folder: a million tiny files, "
+                                                                         "written plainly (no fsync each)",
+    "bench/cluster_scale_runs.py Path(f'/proc/{pid}/status').read_text": "the timed processes' peak memory: a /proc "
+                                                                         "file, which the gate refuses by design",
+    "bench/cluster_scale_runs.py (task / 'children').read_text": "the timed process's children, from /proc",
+    "bench/cluster_scale_runs.py subprocess.Popen": "starts the converter it times; opens no file",
+    "bench/ray_local_cluster.py subprocess.Popen": "starts a `ray start` node; opens no file",
+    "bench/ray_local_cluster.py log.open": "a node's log, created by the benchmark in its own new temp folder",
+    "bench/ray_local_cluster.py log.read_text": "the same log, read while the node starts",
+    "bench/ray_local_cluster.py (entry / 'cmdline').read_bytes": "which processes belong to the cluster, from /proc",
+    "formats/remote/source_files.py fs.open": "an object of a source URL (fsspec's buffered file of range "
+                                              "requests): no local path, nothing the gate could check",
 }
 
 
