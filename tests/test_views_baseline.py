@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tests.once_per_run import once_per_run
+
 ROOT = Path(__file__).resolve().parents[1]
 
 CHECKS = """
@@ -195,22 +197,25 @@ print(json.dumps(result))
 
 
 @pytest.fixture(scope="module")
-def found(tmp_path_factory) -> tuple[dict, dict]:
-    """Both scripts' findings, over 8 small JPEGs (landscape and portrait)."""
-    folder = tmp_path_factory.mktemp("views")
-    rng = np.random.default_rng(0)
-    for i in range(8):
-        shape = (90, 120, 3) if i % 2 else (120, 90, 3)
-        Image.fromarray(rng.integers(0, 256, shape, dtype=np.uint8)).save(folder / f"{i}.jpg", quality=90)
-    runs = [subprocess.Popen([sys.executable, "-c", script, str(arg)], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, cwd=ROOT)
-            for script, arg in ((CHECKS, folder / "0.jpg"), (LOADER, folder))]
-    results = []
-    for run in runs:
-        out, err = run.communicate(timeout=300)
-        assert run.returncode == 0, err[-3000:]
-        results.append(json.loads(out))
-    return results[0], results[1]
+def found(tmp_path_factory, worker_id) -> tuple[dict, dict]:
+    """Both scripts' findings, over 8 small JPEGs (landscape and portrait), once per run (``once_per_run``: the
+    module's tests may land on both workers)."""
+    def run_both(folder: Path) -> dict:
+        rng = np.random.default_rng(0)
+        for i in range(8):
+            shape = (90, 120, 3) if i % 2 else (120, 90, 3)
+            Image.fromarray(rng.integers(0, 256, shape, dtype=np.uint8)).save(folder / f"{i}.jpg", quality=90)
+        runs = [subprocess.Popen([sys.executable, "-c", script, str(arg)], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                for script, arg in ((CHECKS, folder / "0.jpg"), (LOADER, folder))]
+        results = []
+        for run in runs:
+            out, err = run.communicate(timeout=300)
+            assert run.returncode == 0, err[-3000:]
+            results.append(json.loads(out))
+        return {"checks": results[0], "loader": results[1]}
+    result = once_per_run(tmp_path_factory, worker_id, "views_baseline", run_both)
+    return result["checks"], result["loader"]
 
 
 def test_random_resized_crop_draws_as_torchvision(found) -> None:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from tests.clients.conftest import run_client
-from tests.keypoint_fixtures import NAMES, keypoint_json, keypoint_shards  # noqa: F401
+from tests.keypoint_fixtures import NAMES
 
 SCRIPT = """
 import json, sys

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from dataio.augment.color_jitter import ColorJitter, ColorJitterConfig, JitterDr
 from dataio.augment.random_erasing import ErasingConfig, RandomErasing, erasing_boxes
 from dataio.formats.errors import ConfigError
 from tests.clients.conftest import run_client
+from tests.once_per_run import once_per_run
 
 TIMM_SIDE = r"""
 import json, random, sys
@@ -65,17 +67,21 @@ def jitter_case():
 
 
 @pytest.fixture(scope="module")
-def timm_side(client_env, tmp_path_factory, jitter_case):
-    folder = tmp_path_factory.mktemp("timm_erasing_jitter")
-    images, draws = jitter_case
-    np.save(folder / "images.npy", images.permute(0, 2, 3, 1).numpy())
-    spec = {"seed": 11, "order": draws.order.tolist(), "factors": draws.factors.tolist()}
-    (folder / "spec.json").write_text(json.dumps(spec))
-    (folder / "timm_side.py").write_text(TIMM_SIDE)
-    done = run_client([str(folder / "timm_side.py"), str(folder / "spec.json"), str(folder / "images.npy"),
-                       str(folder / "jittered.npy")], client_env, folder)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout), np.load(folder / "jittered.npy")
+def timm_side(client_env, tmp_path_factory, worker_id, jitter_case):
+    """timm's side in a client process, once per run (``once_per_run``: the module's tests may land on both
+    workers)."""
+    def run(folder: Path) -> dict:
+        images, draws = jitter_case
+        np.save(folder / "images.npy", images.permute(0, 2, 3, 1).numpy())
+        spec = {"seed": 11, "order": draws.order.tolist(), "factors": draws.factors.tolist()}
+        (folder / "spec.json").write_text(json.dumps(spec))
+        (folder / "timm_side.py").write_text(TIMM_SIDE)
+        done = run_client([str(folder / "timm_side.py"), str(folder / "spec.json"), str(folder / "images.npy"),
+                           str(folder / "jittered.npy")], client_env, folder)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return {"found": json.loads(done.stdout), "jittered": str(folder / "jittered.npy")}
+    result = once_per_run(tmp_path_factory, worker_id, "timm_erasing_jitter", run)
+    return result["found"], np.load(result["jittered"])
 
 
 @pytest.mark.parametrize("mode", ["const", "rand", "pixel"])

@@ -10,6 +10,7 @@ PIL op on the same argument (within PIL's uint8 rounding, and a level for warps'
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from dataio.augment.timm_strings import TIMM_OPS, TimmRandAugmentConfig
 from dataio.formats.errors import ConfigError
 from dataio.images.config import ImageLoaderConfig
 from tests.clients.conftest import run_client
+from tests.once_per_run import once_per_run
 
 STRINGS = ["rand-m9-mstd0.5", "rand-m9-mstd0.5-inc1", "rand-m7-n3-p0.3", "rand-m9-mmax12-mstd101", "rand-n1-inc0",
            "rand-m10", "rand-m5-n4-mstd1-p1.0-inc1"]
@@ -73,16 +75,20 @@ def smooth_image() -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def timm_side(client_env, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("timm_randaugment")
-    spec = {"strings": STRINGS, "magnitudes": MAGNITUDES, "op_arguments": OP_ARGUMENTS}
-    (folder / "spec.json").write_text(json.dumps(spec))
-    (folder / "timm_side.py").write_text(TIMM_SIDE)
-    np.save(folder / "image.npy", smooth_image())
-    done = run_client([str(folder / "timm_side.py"), str(folder / "spec.json"), str(folder / "image.npy"),
-                       str(folder)], client_env, folder)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout), folder
+def timm_side(client_env, tmp_path_factory, worker_id):
+    """timm's side in a client process, once per run (``once_per_run``: the module's tests may land on both
+    workers)."""
+    def run(folder: Path) -> dict:
+        spec = {"strings": STRINGS, "magnitudes": MAGNITUDES, "op_arguments": OP_ARGUMENTS}
+        (folder / "spec.json").write_text(json.dumps(spec))
+        (folder / "timm_side.py").write_text(TIMM_SIDE)
+        np.save(folder / "image.npy", smooth_image())
+        done = run_client([str(folder / "timm_side.py"), str(folder / "spec.json"), str(folder / "image.npy"),
+                           str(folder)], client_env, folder)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return {"found": json.loads(done.stdout), "folder": str(folder)}
+    result = once_per_run(tmp_path_factory, worker_id, "timm_randaugment", run)
+    return result["found"], Path(result["folder"])
 
 
 def test_strings_parse_to_the_ops_timm_builds(timm_side):

@@ -12,7 +12,11 @@ import difflib
 import json
 import textwrap
 
+import pytest
+
 from tests.clients.conftest import run_client
+
+SPLIT = "=== BACKBONE ==="  # between the two scripts' outputs in client_runs
 
 TORCHVISION_LOOP = textwrap.dedent('''
     """The detection tutorial's loop: a torchvision detector trained a step on COCO data, scored by COCOeval."""
@@ -111,18 +115,37 @@ def hunks(before: str, after: str) -> int:
                                                                       lineterm=""))
 
 
-def test_the_tutorial_loop_runs_on_dataio_with_at_most_three_hunks(coco_folder, coco_shards, client_env,
-                                                                   tmp_path) -> None:
+@pytest.fixture(scope="module")
+def client_runs(coco_folder, coco_shards, client_env, tmp_path_factory) -> dict[str, str]:
+    """The edited loop and BACKBONE in ONE client process (each start imports torchvision and builds the model: ~6 s
+    here): {"returncode": ..., "stderr": ..., "loop": the loop's stdout, "backbone": BACKBONE's}. Each script runs as
+    ``python SCRIPT ARGS`` would (its own argv and globals)."""
+    root = tmp_path_factory.mktemp("torchvision_loop")
+    (root / "dataio_loop.py").write_text(DATAIO_LOOP)
+    (root / "backbone.py").write_text(BACKBONE)
+    both = textwrap.dedent(f'''
+        import runpy, sys
+        sys.argv = [{str(root / "dataio_loop.py")!r}, {str(coco_folder[0])!r}, {str(coco_folder[1])!r},
+                    {str(coco_shards)!r}]
+        runpy.run_path(sys.argv[0], run_name="__main__")
+        print({SPLIT!r}, flush=True)
+        sys.argv = [{str(root / "backbone.py")!r}, {str(coco_shards)!r}]
+        runpy.run_path(sys.argv[0], run_name="__main__")
+    ''')
+    result = run_client(["-c", both], client_env, root)
+    loop, _, backbone = result.stdout.partition(SPLIT + "\n")
+    return {"returncode": result.returncode, "stderr": result.stderr, "loop": loop, "backbone": backbone}
+
+
+def test_the_tutorial_loop_runs_on_dataio_with_at_most_three_hunks(client_runs) -> None:
     assert "CocoDetection" not in DATAIO_LOOP and "to_original(output" in DATAIO_LOOP  # both edits made
     assert hunks(TORCHVISION_LOOP, DATAIO_LOOP) <= 3
     # the edited loop runs (torchvision's own version is the diff's baseline, not run again here: a minute of the
     # suite for torchvision's dataset, which is not dataio's to test)
-    path = tmp_path / "dataio_loop.py"
-    path.write_text(DATAIO_LOOP)
-    result = run_client([str(path), str(coco_folder[0]), str(coco_folder[1]), str(coco_shards)], client_env, tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "step 1 loss" in result.stdout and "Average Precision" in result.stdout, result.stdout[-2000:]
-    last = result.stdout.strip().splitlines()[-1]
+    stdout = client_runs["loop"]
+    assert client_runs["returncode"] == 0, client_runs["stderr"][-3000:]
+    assert "step 1 loss" in stdout and "Average Precision" in stdout, stdout[-2000:]
+    last = stdout.strip().splitlines()[-1]
     assert last.endswith("images 12 inside True"), last  # every val image scored, in its own pixels
 
 
@@ -145,12 +168,9 @@ BACKBONE = textwrap.dedent('''
 ''')
 
 
-def test_the_default_batch_reaches_the_backbone_imagenet_normalised(coco_shards, client_env, tmp_path) -> None:
-    path = tmp_path / "backbone.py"
-    path.write_text(BACKBONE)
-    result = run_client([str(path), str(coco_shards)], client_env, tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    found = json.loads(result.stdout.strip().splitlines()[-1])
+def test_the_default_batch_reaches_the_backbone_imagenet_normalised(client_runs) -> None:
+    assert client_runs["returncode"] == 0, client_runs["stderr"][-3000:]
+    found = json.loads(client_runs["backbone"].strip().splitlines()[-1])
     mean, std, low, high = found["default"]
     assert 0 <= low and high <= 1  # [0, 1] floats, as torchvision's models take them
     expected_mean, expected_std = found["default_imagenet"]

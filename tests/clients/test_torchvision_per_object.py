@@ -6,7 +6,6 @@ from __future__ import annotations
 import textwrap
 
 from tests.clients.conftest import client_env, run_client  # noqa: F401  (fixture)
-from tests.keypoint_fixtures import keypoint_json, keypoint_shards  # noqa: F401  (fixtures)
 
 SCRIPT = '''
     import pickle, sys

@@ -54,14 +54,19 @@ def shapes(tmp_path_factory):
     out = root / "shards"
     convert_coco(ConvertCocoConfig(images=folder, annotations=path, out=out, max_shard_samples=2, num_workers=2,
                                    progress=False))
-    document = json.loads(path.read_text())
+    return out, shape_kinds(path)
+
+
+def shape_kinds(annotations) -> dict:
+    """{(image_id, label): "rect" | "ellipse" | "polygon"} of a synthetic COCO JSON (``check_batch``'s kinds)."""
+    document = json.loads(annotations.read_text())
     ids = sorted(c["id"] for c in document["categories"])
     kinds = {}
     for a in document["annotations"]:
         segmentation = a["segmentation"]
         kind = "ellipse" if isinstance(segmentation, dict) else "rect" if len(segmentation[0]) == 8 else "polygon"
         kinds[(a["image_id"], ids.index(a["category_id"]))] = kind
-    return out, kinds
+    return kinds
 
 
 def check_batch(batch: dict, kinds: dict, where: str) -> int:

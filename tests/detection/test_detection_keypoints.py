@@ -10,7 +10,7 @@ import dataio
 from dataio import ShardDataset
 from dataio.augment import RandAugmentConfig
 from dataio.detection.detection_config import DetectionConfig
-from tests.keypoint_fixtures import NAMES, keypoint_json, keypoint_shards  # noqa: F401
+from tests.keypoint_fixtures import NAMES
 
 SIZE = 64
 

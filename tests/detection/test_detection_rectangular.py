@@ -3,8 +3,6 @@ the same maps, and a one-line refusal where a kind or a path has square crops on
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -16,23 +14,11 @@ from dataio.augment.letterbox import letterbox_places
 from dataio.detection.map_back import to_original
 from dataio.formats.errors import ConfigError
 from tests.detection.test_detection_for_torchvision import average_precision, coco_results
-from tests.detection.test_detection_geometry import WARPS, check_batch
-from tests.keypoint_fixtures import NAMES, keypoint_json, keypoint_shards  # noqa: F401
+from tests.detection.test_detection_geometry import WARPS, check_batch, shape_kinds
+from tests.keypoint_fixtures import NAMES
 
 HEIGHT, WIDTH = 96, 160
 EVAL = dict(batch_size=12, image_size=(HEIGHT, WIDTH), train=False, seed=0, num_workers=1)
-
-
-def shape_kinds(annotations) -> dict:
-    """{(image_id, label): "rect" | "ellipse" | "polygon"} of a synthetic COCO JSON (``check_batch``'s kinds)."""
-    document = json.loads(annotations.read_text())
-    ids = sorted(c["id"] for c in document["categories"])
-    kinds = {}
-    for a in document["annotations"]:
-        segmentation = a["segmentation"]
-        kind = "ellipse" if isinstance(segmentation, dict) else "rect" if len(segmentation[0]) == 8 else "polygon"
-        kinds[(a["image_id"], ids.index(a["category_id"]))] = kind
-    return kinds
 
 
 def test_a_rectangular_letterbox_batch_keeps_the_ratio_and_maps_back_exactly(coco_shards) -> None:

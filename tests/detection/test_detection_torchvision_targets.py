@@ -7,7 +7,7 @@ import torch
 
 import dataio
 from dataio import DetectionConfig, ShardDataset
-from tests.keypoint_fixtures import NAMES, keypoint_json, keypoint_shards  # noqa: F401
+from tests.keypoint_fixtures import NAMES
 
 
 def test_the_torchvision_layout_carries_keypoints_in_train_and_eval(keypoint_shards) -> None:

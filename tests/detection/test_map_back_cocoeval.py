@@ -13,7 +13,7 @@ import pytest
 
 import dataio
 from dataio.detection.map_back import keypoints_to_original, masks_to_original
-from tests.keypoint_fixtures import NAMES, keypoint_json, keypoint_shards  # noqa: F401
+from tests.keypoint_fixtures import NAMES
 
 EVAL = dict(batch_size=5, train=False, seed=0, num_workers=1)
 

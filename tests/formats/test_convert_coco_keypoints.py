@@ -15,7 +15,7 @@ from dataio import ShardDataset
 from dataio.formats.coco.coco_fields import read_target_arrays
 from dataio.formats.dataset.manifest import read_manifest
 from dataio.formats.dataset.sample_table import read_sample_table
-from tests.keypoint_fixtures import NAMES, SKELETON, keypoint_document, keypoint_json, keypoint_shards  # noqa: F401
+from tests.keypoint_fixtures import NAMES, SKELETON, keypoint_document
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,7 +20,7 @@ from PIL import Image, features
 
 from dataio import ImageLoader
 from dataio.cli import main
-from dataio.formats.images import image_convert, image_tree
+from dataio.formats.images import image_convert, image_tree, source_reads
 from dataio.formats.images.image_convert import REJECTED_NAME, ConvertImagesConfig, convert_images
 from dataio.formats.images.image_prepare import ImagePrepareConfig, PreparedImage, prepare_image
 from dataio.formats.images.image_tree import (NO_WEBP, NotRegularFile, escape_path, read_regular_file, source_path,
@@ -173,7 +173,7 @@ def test_errors_seen_in_process_folder_listing_and_eio_are_named(tmp_path, monke
     jpeg(src / "a" / "ok.jpg")
     jpeg(src / "b" / "bad-disk.jpg")
     unlistable, broken = os.fsencode(src / "a" / "sub"), os.fsencode(src / "b" / "bad-disk.jpg")
-    real_scandir, real_read = os.scandir, image_convert.read_regular_file
+    real_scandir, real_read = os.scandir, source_reads.read_regular_file
 
     def scandir(path):
         if not isinstance(path, int) and os.fsencode(path) == unlistable:
@@ -186,7 +186,7 @@ def test_errors_seen_in_process_folder_listing_and_eio_are_named(tmp_path, monke
         return real_read(path, *limit, **root)
 
     monkeypatch.setattr(os, "scandir", scandir)
-    monkeypatch.setattr(image_convert, "read_regular_file", read)
+    monkeypatch.setattr(source_reads, "read_regular_file", read)  # where image files are read
     assert main(["convert", "images", str(src), str(tmp_path / "out"), "--workers", "1", "--no-progress",
                  "--strict"]) == 1
     err = capsys.readouterr().err.splitlines()

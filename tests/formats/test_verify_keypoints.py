@@ -12,7 +12,6 @@ import pyarrow as pa
 
 from dataio.formats.dataset.manifest import read_manifest
 from dataio.formats.dataset.sample_table import read_sample_table, write_sample_table
-from tests.keypoint_fixtures import keypoint_json, keypoint_shards  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 

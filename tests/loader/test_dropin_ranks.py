@@ -14,6 +14,7 @@ import pytest
 
 from dataio.formats.errors import ConfigError
 from dataio.sampling.rank_agreement import WAIT
+from tests.once_per_run import once_per_run
 
 HERE = Path(__file__).resolve().parent
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
@@ -22,13 +23,16 @@ LINE = "every rank of the 2 reads all 41 samples of the set; for a share per ran
 
 
 @pytest.fixture(scope="module")
-def ranks(forty_one, tmp_path_factory) -> tuple[list[dict], str]:
-    out = tmp_path_factory.mktemp("dropin_ranks")
-    done = subprocess.run(TORCHRUN + [str(HERE / "dropin_ranks_script.py"), str(forty_one), str(out)],
-                          capture_output=True, text=True, timeout=240, cwd=out, env=ENV)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "Traceback" not in done.stderr, done.stderr[-3000:]
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)], done.stderr
+def ranks(forty_one, tmp_path_factory, worker_id) -> tuple[list[dict], str]:
+    """The torchrun launch, once per run (``once_per_run``: this module's tests may land on both workers)."""
+    def launch(out: Path) -> dict:
+        done = subprocess.run(TORCHRUN + [str(HERE / "dropin_ranks_script.py"), str(forty_one), str(out)],
+                              capture_output=True, text=True, timeout=240, cwd=out, env=ENV)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "Traceback" not in done.stderr, done.stderr[-3000:]
+        return {"records": [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)], "stderr": done.stderr}
+    result = once_per_run(tmp_path_factory, worker_id, "dropin_ranks", launch)
+    return result["records"], result["stderr"]
 
 
 def test_the_dropin_without_a_sampler_reads_the_whole_set_on_every_rank_saying_so_once(ranks):

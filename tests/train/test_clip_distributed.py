@@ -10,18 +10,22 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.once_per_run import once_per_run
 from tests.train.clip_dist_worker import OPTIONS, batch_of, model_for, task_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def ranks(tmp_path_factory) -> list[dict]:
-    out = tmp_path_factory.mktemp("clip-ddp")
-    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                           "-m", "tests.train.clip_dist_worker", str(out)], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert done.returncode == 0, done.stderr[-6000:]
+def ranks(tmp_path_factory, worker_id) -> list[dict]:
+    """The torchrun launch, once per run (``once_per_run``: this module's tests may land on both workers)."""
+    def launch(out: Path) -> dict:
+        done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                               "-m", "tests.train.clip_dist_worker", str(out)], capture_output=True, text=True,
+                              timeout=300, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert done.returncode == 0, done.stderr[-6000:]
+        return {"out": str(out)}
+    out = Path(once_per_run(tmp_path_factory, worker_id, "clip_distributed", launch)["out"])
     return [torch.load(out / f"rank{rank}.pt", weights_only=True) for rank in range(2)]
 
 

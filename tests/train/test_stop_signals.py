@@ -18,6 +18,7 @@ import torch
 
 from dataio.train.stop_signals import StopSignals
 from tests.train.test_progress import LINE
+from tests.once_per_run import once_per_run
 from tests.train.test_trainer import ROOT, cli
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -44,12 +45,13 @@ def _losses(out: Path) -> list[float]:
 
 
 @pytest.fixture(scope="module")
-def whole(real_photo_shards, tmp_path_factory) -> Path:
-    """The uninterrupted run the stopped and resumed ones must equal."""
-    out = tmp_path_factory.mktemp("whole") / "run"
-    done = cli(*_args(real_photo_shards), "--out", str(out))
-    assert done.returncode == 0, done.stderr[-2000:]
-    return out
+def whole(real_photo_shards, tmp_path_factory, worker_id) -> Path:
+    """The uninterrupted run the stopped and resumed ones must equal (once per run: ``once_per_run``)."""
+    def run(folder: Path) -> dict:
+        done = cli(*_args(real_photo_shards), "--out", str(folder / "run"))
+        assert done.returncode == 0, done.stderr[-2000:]
+        return {"out": str(folder / "run")}
+    return Path(once_per_run(tmp_path_factory, worker_id, "stop_signals_whole", run)["out"])
 
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGUSR1, 138)], ids=["SIGTERM", "SIGUSR1"])

@@ -3,26 +3,16 @@ one shared loader, then ``use_distributed_sampler=False``, 2 CPU ranks (docs/dat
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
-
 
 @pytest.fixture(scope="module")
-def records(forty_one, tmp_path_factory) -> list[dict]:
-    out = tmp_path_factory.mktemp("lightning_stages")
-    done = subprocess.run([sys.executable, str(HERE / "lightning_stages_script.py"), str(forty_one), str(out)],
-                          capture_output=True, text=True, timeout=300, cwd=out, env=ENV)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+def records(lightning_predict) -> list[dict]:
+    """lightning_predict_script.py's ``stages`` run, each rank's record (the session's one launch of the script,
+    tests/loader/predict_fixtures.py)."""
+    return [r["stages"] for r in lightning_predict["records"]]
 
 
 @pytest.mark.parametrize("stage", ["predict1", "predict2"])

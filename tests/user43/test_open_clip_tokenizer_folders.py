@@ -12,21 +12,27 @@ from pathlib import Path
 import pytest
 
 from tests.clients.conftest import run_client
+from tests.once_per_run import once_per_run
 
 
 @pytest.fixture(scope="module")
-def two_folders(pair_tars_text, client_env, tmp_path_factory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("open_clip_ids")
-    folders = []
-    for name, tars in (("train", slice(0, 3)), ("val", slice(3, 5))):
-        folder = root / name
-        folder.mkdir()
-        for tar in sorted(pair_tars_text.glob("*.tar"))[tars]:
-            shutil.copy(tar, folder)
-        done = run_client(["-m", "dataio", "index", str(folder), "--tokenizer", "open_clip:ViT-B-32"], client_env, root)
-        assert done.returncode == 0, done.stderr[-2000:]
-        folders.append(folder)
-    return folders[0], folders[1]
+def two_folders(pair_tars_text, client_env, tmp_path_factory, worker_id) -> tuple[Path, Path]:
+    """Train and val folders, each indexed by its own CLI run (open_clip's import: ~10 s a run), once per run
+    (``once_per_run``: this module's tests may land on both workers)."""
+    def index(root: Path) -> dict:
+        folders = []
+        for name, tars in (("train", slice(0, 3)), ("val", slice(3, 5))):
+            folder = root / name
+            folder.mkdir(exist_ok=True)
+            for tar in sorted(pair_tars_text.glob("*.tar"))[tars]:
+                shutil.copy(tar, folder)
+            done = run_client(["-m", "dataio", "index", str(folder), "--tokenizer", "open_clip:ViT-B-32"], client_env,
+                              root)
+            assert done.returncode == 0, done.stderr[-2000:]
+            folders.append(str(folder))
+        return {"folders": folders}
+    train, val = once_per_run(tmp_path_factory, worker_id, "open_clip_ids", index)["folders"]
+    return Path(train), Path(val)
 
 
 def test_the_two_manifests_record_one_tokenizer(two_folders):
