@@ -30,7 +30,8 @@ from dataio.formats.file_gate import write_atomic
 
 from dataio.bench.cluster_scale_compare import same_samples
 from dataio.bench.cluster_scale_data import TOKENIZER_DOCUMENTS, train_tokenizer, write_images, write_texts
-from dataio.bench.cluster_scale_runs import TimedRun, block_times, progress_points, spread, timed_run
+from dataio.bench.cluster_scale_runs import (TimedRun, block_times, node_block_times, progress_points, ray_start,
+                                             spread, timed_run)
 from dataio.bench.ray_local_cluster import LocalRayCluster, ray_environment
 
 KINDS = ("images", "texts")
@@ -86,15 +87,22 @@ def convert_command(kind: str, inputs: list[Path], out: Path, engine: str, addre
     return command + (["--workers", str(args.workers)] if kind == "images" else [])
 
 
-def figures(run: TimedRun, engine: str, samples: int, block: int) -> dict:
-    """A run's report: wall time, peaks, and the seconds of each block (spread over the full blocks)."""
+def figures(run: TimedRun, engine: str, samples: int, block: int, item_samples: int) -> dict:
+    """A run's report: wall time, peaks, the seconds of each block (spread over the full blocks) and, for Ray,
+    its start-up and each block's node seconds (``node_block_times``)."""
     points = progress_points(run, engine)
     blocks = block_times(points, block, samples)
     full = blocks[:samples // block]
+    extra: dict = {}
+    if engine == "ray":
+        plan_at, first_item_at = ray_start(run)
+        node = node_block_times(run, block, item_samples)
+        extra = {"plan_at_s": round(plan_at, 2), "startup_s": round(first_item_at - plan_at, 2),
+                 "node_block_s": node, "node_block_spread": spread(node[:samples // block])}
     return {"command": run.command, "returncode": run.returncode, "wall_s": round(run.wall_s, 2),
             "driver_peak_rss": run.peak_rss, "children": run.children, "children_peak_rss": run.children_peak_rss,
             "children_peak_rss_sum": run.children_peak_rss_sum, "block_s": blocks,
-            "block_spread": spread(full),
+            "block_spread": spread(full), **extra,
             "progress": [[round(at, 2), count] for at, count in points], "stdout": run.stdout.strip()[-500:],
             "stderr_tail": [line for _, line in run.lines[-5:]]}
 
@@ -120,7 +128,7 @@ def convert_both(kind: str, samples: int, inputs: list[Path], args: argparse.Nam
     for engine, out in outs.items():
         shutil.rmtree(out, ignore_errors=True)
         run = timed_run(convert_command(kind, inputs, out, engine, address, items, args, tokenizer), env)
-        report[engine] = figures(run, engine, samples, args.block)
+        report[engine] = figures(run, engine, samples, args.block, math.ceil(samples / items))
         if run.returncode != 0:
             sys.exit(f"{kind} on {engine} failed ({run.returncode}): {report[engine]['stderr_tail']}")
     report["same_output"] = same_samples(kind, outs["ray"], outs["local"])
@@ -141,7 +149,8 @@ def driver_only(kind: str, samples: int, inputs: list[Path], args: argparse.Name
     run = timed_run(convert_command(kind, inputs, out, "ray", address, items, args, tokenizer), env)
     if run.returncode != 0:
         sys.exit(f"{kind} baseline on ray failed ({run.returncode}): {[line for _, line in run.lines[-5:]]}")
-    report = {"samples": samples, "items": items, "ray": figures(run, "ray", samples, args.block)}
+    report = {"samples": samples, "items": items,
+              "ray": figures(run, "ray", samples, args.block, math.ceil(samples / items))}
     if kind == "images":
         report["plan"] = plan_size(inputs[0], items)
     shutil.rmtree(out, ignore_errors=True)
@@ -193,8 +202,8 @@ def run(args: argparse.Namespace) -> dict:
 def table(report: dict) -> str:
     """The report as a Markdown table, one row per conversion."""
     mib = 2**20
-    rows = ["| kind | engine | samples | wall s | per-block s | spread | driver peak MiB | children peak MiB |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| kind | engine | samples | wall s | start-up s | per-block s (wall) | spread | per-block node s | "
+            "spread | driver peak MiB | children peak MiB |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for kind in KINDS:
         if kind not in report:
             continue
@@ -202,12 +211,18 @@ def table(report: dict) -> str:
         if "baseline" in report[kind]:
             runs.append((report[kind]["baseline"]["samples"], "ray", report[kind]["baseline"]["ray"]))
         for samples, engine, fig in runs:
-            spread_text = "-" if fig["block_spread"] is None else f"{100 * fig['block_spread']:.1f} %"
-            rows.append(f"| {kind} | {engine} | {samples:,} | {fig['wall_s']:.1f} | "
-                        f"{' '.join(f'{s:.0f}' for s in fig['block_s'])} | {spread_text} | "
+            node = fig.get("node_block_s")
+            rows.append(f"| {kind} | {engine} | {samples:,} | {fig['wall_s']:.1f} | {fig.get('startup_s', '-')} | "
+                        f"{' '.join(f'{s:.1f}' for s in fig['block_s'])} | {_percent(fig['block_spread'])} | "
+                        f"{' '.join(f'{s:.1f}' for s in node) if node else '-'} | "
+                        f"{_percent(fig.get('node_block_spread'))} | "
                         f"{fig['driver_peak_rss'] / mib:.0f} | {fig['children_peak_rss'] / mib:.0f} |")
     same = {kind: report[kind]["same_output"]["same"] for kind in KINDS if kind in report}
     return "\n".join(rows) + f"\n\nsame output (Ray vs one process): {same}"
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f} %"
 
 
 def main(argv: list[str] | None = None) -> int:

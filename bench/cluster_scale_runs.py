@@ -4,9 +4,11 @@ process and of its children (polled from ``/proc``), and the time at which every
 Peaks: ``VmHWM`` is the kernel's own high-water mark of a process's resident memory, so polling it every
 quarter second misses nothing the process held for longer than its last poll; children (a one-process
 conversion's workers) are read the same way, each one's peak and the largest sum of their current RSS.
-Blocks: progress lines carry cumulative counts at known times (Ray: one line per item done; one process: a
-line every 30 s with its mean rate), and the time a count crossed ``k * block`` is interpolated linearly
-between the two lines around it.
+Blocks: progress lines carry cumulative counts at known times (Ray: one line per item done, with the
+seconds the item ran on its node; one process: a line every 30 s with its mean rate), and the time a count
+crossed ``k * block`` is interpolated linearly between the two lines around it. Ray's clock starts when its
+first item began packing; the start-up before (workers started, the plan shipped) is reported apart, being
+paid once whatever the input's size.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 POLL_SECONDS = 0.25
-RAY_ITEM_DONE = re.compile(r"^item \d+ (?:done|already done) .*?, (\d+) samples$")
+RAY_ITEM_DONE = re.compile(r"^item (\d+) (?:done|already done) in ([\d.]+) s \((\d+) samples.*, (\d+) samples$")
 RAY_PLAN = re.compile(r"^plan: \d+ items")
 LOCAL_PROGRESS = re.compile(r"^(?:convert|tokenise): ([\d,]+)(?:/[\d,]+)? \w+(?: \(\d+%\))?, ([\d,.]+) \w+/s")
 
@@ -100,16 +102,39 @@ def timed_run(command: list[str], env: dict[str, str], cwd: Path | None = None) 
     return run
 
 
+def ray_items(run: TimedRun) -> list[tuple[float, int, float, int]]:
+    """Each Ray item's line: (arrival seconds, item, seconds the item ran on its node, its samples)."""
+    return [(at, int(found.group(1)), float(found.group(2)), int(found.group(3))) for at, line in run.lines
+            if (found := RAY_ITEM_DONE.match(line))]
+
+
+def ray_start(run: TimedRun) -> tuple[float, float]:
+    """(the plan line's arrival, the moment the first item began packing): the time between is the cluster's
+    start-up (workers started, the plan shipped), paid once whatever the input's size."""
+    plan = next((at for at, line in run.lines if RAY_PLAN.match(line)), 0.0)
+    return plan, min((at - seconds for at, _, seconds, _ in ray_items(run)), default=plan)
+
+
+def node_block_times(run: TimedRun, block: int, item_samples: int) -> list[float]:
+    """Node seconds per ``block`` samples, by where the items lie in the input (items 0-3 are the first 100k of
+    25k items): whether an item costs more the later it comes, free of how the cluster scheduled them."""
+    spent: dict[int, list[float]] = {}
+    for _, item, seconds, samples in ray_items(run):
+        totals = spent.setdefault(item * item_samples // block, [0.0, 0])
+        totals[0] += seconds
+        totals[1] += samples
+    return [round(spent[b][0] * block / spent[b][1], 2) for b in sorted(spent) if spent[b][1]]
+
+
 def progress_points(run: TimedRun, engine: str) -> list[tuple[float, int]]:
-    """(seconds, cumulative samples) from the run's progress lines, starting at (start of packing, 0)."""
+    """(seconds, cumulative samples) from the run's progress lines, starting at (start of packing, 0): Ray's
+    from the moment its first item began (``ray_start``), the one process's from its first line's mean rate."""
+    if engine == "ray":
+        done = [(at, int(found.group(4))) for at, line in run.lines if (found := RAY_ITEM_DONE.match(line))]
+        return [(ray_start(run)[1], 0), *done] if done else []
     points: list[tuple[float, int]] = []
     for at, line in run.lines:
-        if engine == "ray":
-            if RAY_PLAN.match(line) and not points:
-                points.append((at, 0))  # the items are submitted right after the plan line
-            elif found := RAY_ITEM_DONE.match(line):
-                points.append((at, int(found.group(1))))
-        elif found := LOCAL_PROGRESS.match(line):
+        if found := LOCAL_PROGRESS.match(line):
             count, rate = int(found.group(1).replace(",", "")), float(found.group(2).replace(",", ""))
             if not points and rate > 0:
                 points.append((at - count / rate, 0))  # the line's rate is its mean since packing began

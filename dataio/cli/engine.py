@@ -56,10 +56,12 @@ def run_planned(args: argparse.Namespace, kind: str, config: Any, strict: bool =
     from dataio.formats.limits import MAX_STATE_FILE_BYTES
     from dataio.formats.plan.plan_driver import plan_of, run_plan
     from dataio.formats.plan.plan_kinds import PlanRequest
+    from dataio.formats.plan.plan_table import plan_kind
     from dataio.formats.plan.ray_engine import RayOptions, check_fits, cluster_cpus, run_on_ray
 
     out = str(args.out if out is None else out)
-    options = RayOptions(address=args.ray_address or os.environ.get("RAY_ADDRESS") or None, cpus_per_item=args.cpus_per_item,
+    options = RayOptions(address=args.ray_address or os.environ.get("RAY_ADDRESS") or None,
+                         cpus_per_item=args.cpus_per_item,
                          memory_per_item=parse_size(args.memory_per_item), retries=args.item_retries)
     given_staging = getattr(args, "staging", None)
     request = PlanRequest(out=out, items=args.items, cluster_cpus=cluster_cpus(options.address),
@@ -76,21 +78,13 @@ def run_planned(args: argparse.Namespace, kind: str, config: Any, strict: bool =
     say(f"plan: {planned.plan.items} items over {sum(planned.units)} inputs into {out}")
     outcome = run_plan(planned, lambda work, said: run_on_ray(work, options, said), overwrite=args.overwrite, say=say)
     rejected = outcome.merged_here / "rejected.jsonl"
-    if kind != "index" and rejected.is_file():
+    if plan_kind(kind).says_rejected and rejected.is_file():
         for line in read_input(rejected, MAX_STATE_FILE_BYTES).decode("utf-8").splitlines():
             if line.strip():
                 entry = json.loads(line)
                 print(f"rejected {entry['path']}: {entry['reason']}", file=sys.stderr)
     manifest = outcome.manifest
-    if kind == "index":  # the one-process index's line (the rejected members listed in the file only)
-        from dataio.formats.images.packing_kind import index_kind
-        from dataio.formats.images.wds_index import IndexSummary
-
-        summary = IndexSummary(manifest.num_samples, manifest.num_rejected, len(manifest.shards), Path(out),
-                               index_kind(planned.shared).what)
-        print(f"{summary.line()} from {outcome.items} items on Ray "
-              f"({sum(r.skipped for r in outcome.results)} already done)")
-        return 0
-    print(f"packed {manifest.num_samples} samples into {len(manifest.shards)} shards in {out} from {outcome.items} "
-          f"items on Ray ({sum(r.skipped for r in outcome.results)} already done), {manifest.num_rejected} rejected")
+    done = sum(r.skipped for r in outcome.results)
+    where = f"from {outcome.items} items on Ray ({done} already done)"
+    print(plan_kind(kind).summary(manifest, planned, out, where))
     return 1 if strict and manifest.num_rejected else 0

@@ -23,10 +23,10 @@ from dataio.formats.errors import UsageError
 from dataio.formats.file_gate import read_input
 from dataio.formats.files import write_atomic
 from dataio.formats.images.packing_kind import index_kind
-from dataio.formats.images.wds_index import (JOURNAL_DIR, IndexConfig, held_kind, index_shards, indexed_folder,
-                                             journal_tars, saved_result)
+from dataio.formats.images.wds_index import (JOURNAL_DIR, IndexConfig, IndexSummary, held_kind, index_shards,
+                                             indexed_folder, journal_tars, saved_result)
 from dataio.formats.limits import MAX_STATE_FILE_BYTES
-from dataio.formats.plan.plan_kinds import PACKERS, PlannedWork, PlanRequest
+from dataio.formats.plan.plan_kinds import InPlace, PlanKind, PlannedWork, PlanRequest
 from dataio.formats.plan.plan_sizing import choose_items
 from dataio.formats.plan.work_plan import PLAN_NAME, WorkPlan, plan_fingerprint
 from dataio.formats.ranks.rank_split import rank_bounds
@@ -63,9 +63,6 @@ def _pack_index(config: Any, shared: Any, piece: Any, out: Path) -> tuple[int, i
     return sum(len(r["rows"]) for r in results), sum(len(r["rejected"]) for r in results)
 
 
-PACKERS["index"] = _pack_index  # registered here: plan_kinds stays below the index (no import circle)
-
-
 def index_record(plan: WorkPlan) -> Path:
     """Where an index plan's record lies: in the journal folder, removed with it once the index is written."""
     return Path(plan.out) / JOURNAL_DIR / PLAN_NAME
@@ -87,3 +84,14 @@ def merge_index(plan: WorkPlan) -> Manifest:
     """The plan's one merge: ``index_shards`` over the journaled tars; the manifest it wrote."""
     index_shards(plan.config)
     return read_manifest(Path(plan.out))[1]
+
+
+def index_summary(manifest: Manifest, planned: PlannedWork, out: str, source: str) -> str:
+    """The one-process index's line and where it ran (its rejected members are listed in the file only)."""
+    summary = IndexSummary(manifest.num_samples, manifest.num_rejected, len(manifest.shards), Path(out),
+                           index_kind(planned.shared).what)
+    return f"{summary.line()} {source}"
+
+
+INDEX = PlanKind(plan_index, _pack_index, summary=index_summary, says_rejected=False,
+                 in_place=InPlace(start=start_index_plan, item_done=index_item_done, merge=merge_index))

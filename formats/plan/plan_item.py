@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,9 @@ from dataio.formats.dataset.remote_output import upload_dataset
 from dataio.formats.dataset.manifest import MANIFEST_NAME, parse_manifest, read_manifest
 from dataio.formats.limits import MAX_STATE_FILE_BYTES
 from dataio.formats.remote.storage import RetryPolicy, open_location
-from dataio.formats.plan.index_plan import index_item_done
-from dataio.formats.plan.plan_kinds import item_config, pack_piece
-from dataio.formats.plan.work_plan import WorkPlan
+from dataio.formats.plan.plan_kinds import item_config
+from dataio.formats.plan.plan_table import plan_kind
+from dataio.formats.plan.work_plan import WorkPlan, staging_root
 
 
 @dataclass(frozen=True)
@@ -34,29 +35,31 @@ class ItemResult:
     rejected: int
     skipped: bool
     node: str
-
-
-def default_staging() -> Path:
-    """Where a node stages the parts of a URL OUT when no staging folder is given."""
-    return Path.home() / ".cache" / "dataio" / "staging"
+    seconds: float = 0.0  # how long the attempt that returned this ran on its node (progress and benchmarks)
 
 
 def run_item(plan: WorkPlan, shared: Any, piece: Any, item: int) -> ItemResult:
     """Pack item ``item`` (``piece``) of ``plan`` into its part, unless its part is complete already."""
+    start = time.monotonic()
+    result = _run_item(plan, shared, piece, item)
+    return replace(result, seconds=round(time.monotonic() - start, 3))
+
+
+def _run_item(plan: WorkPlan, shared: Any, piece: Any, item: int) -> ItemResult:
     name = plan.item_name(item)
     node = socket.gethostname() + f":{os.getpid()}"
-    staging = Path(plan.staging) if plan.staging else default_staging()
-    work = staging / plan.fingerprint[:16]
-    if plan.kind == "index":  # the tars are indexed in place: done when each of the item's tars is journaled
+    work = staging_root(plan.staging) / plan.fingerprint[:16]
+    kind = plan_kind(plan.kind)
+    if kind.in_place is not None:  # written into the input's folder (an index's tars): no part folder
         config = item_config(plan, work)
-        done = index_item_done(config, shared, piece)
-        samples, rejected = pack_piece(plan, config, shared, piece, Path(plan.out))
+        done = kind.in_place.item_done(config, shared, piece)
+        samples, rejected = kind.pack(config, shared, piece, Path(plan.out))
         return ItemResult(item, samples, rejected, done, node)
     if not plan.remote:
         part = Path(plan.out) / name
         if (part / MANIFEST_NAME).is_file():
             return _done(item, read_manifest(part)[1], node)
-        samples, rejected = pack_piece(plan, item_config(plan, work), shared, piece, part)
+        samples, rejected = kind.pack(item_config(plan, work), shared, piece, part)
         return ItemResult(item, samples, rejected, False, node)
     location = open_location(f"{plan.out.rstrip('/')}/{name}", plan.storage_options)
     existing = _remote_manifest(location)
@@ -67,7 +70,7 @@ def run_item(plan: WorkPlan, shared: Any, piece: Any, item: int) -> ItemResult:
         staged = read_manifest(part)[1]
         samples, rejected = staged.num_samples, staged.num_rejected
     else:
-        samples, rejected = pack_piece(plan, item_config(plan, work), shared, piece, part)
+        samples, rejected = kind.pack(item_config(plan, work), shared, piece, part)
     upload_dataset(part, location, RetryPolicy())
     return ItemResult(item, samples, rejected, False, node)
 

@@ -9,6 +9,7 @@ written on the node before the item runs. ``dataio index`` is planned by ``index
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from dataio.formats.dataset.manifest import Manifest
 from dataio.formats.coco.coco_convert import coco_listing, coco_origin, coco_piece, coco_sizes, pack_coco_piece
 from dataio.formats.file_gate import read_input
 from dataio.formats.files import write_atomic
@@ -23,11 +25,12 @@ from dataio.formats.images.image_convert import pack_image_piece
 from dataio.formats.images.image_inputs import image_listing
 from dataio.formats.limits import MAX_STATE_FILE_BYTES
 from dataio.formats.plan.plan_sizing import choose_items
-from dataio.formats.plan.work_plan import WorkPlan, plan_fingerprint
+from dataio.formats.plan.work_plan import WorkPlan, plan_fingerprint, staging_root
 from dataio.formats.ranks.rank_split import rank_bounds
 from dataio.formats.remote.source_files import RemoteRoot
 from dataio.formats.text.text_convert import pack_text_piece, text_piece, train_shared_tokenizer
 from dataio.formats.text.text_sources import expand_sources, text_pieces
+from dataio.formats.text.tokenizer_setup import TokenizerConfig
 
 CARRIED_TOKENIZER = "tokenizer.json"
 
@@ -52,6 +55,34 @@ class PlannedWork:
     shared: Any
     pieces: list[Any]
     units: list[int]
+
+
+def conversion_summary(manifest: Manifest, planned: PlannedWork, out: str, source: str) -> str:
+    """A conversion's closing line; ``source``: where its items ran ("from 4 items on Ray (1 already done)")."""
+    return (f"packed {manifest.num_samples} samples into {len(manifest.shards)} shards in {out} {source}, "
+            f"{manifest.num_rejected} rejected")
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """A plan whose items write beside the input (``dataio index``'s tars), not into part folders of OUT: how it
+    records the plan, tells an item done, and merges."""
+
+    start: Callable[[WorkPlan, bool], None]
+    item_done: Callable[[Any, Any, Any], bool]
+    merge: Callable[[WorkPlan], Manifest]
+
+
+@dataclass(frozen=True)
+class PlanKind:
+    """One kind of plan, declared once (``plan_table``): how the driver plans it, how a node packs one piece
+    into a folder ((samples, rejected)), and the driver's closing line (manifest, plan, OUT, where it ran)."""
+
+    plan: Callable[[Any, PlanRequest], PlannedWork]
+    pack: Callable[[Any, Any, Any, Path], tuple[int, int]]
+    summary: Callable[[Manifest, PlannedWork, str, str], str] = conversion_summary
+    says_rejected: bool = True  # the driver lists each rejected input on stderr (an index: in its file only)
+    in_place: InPlace | None = None
 
 
 def _cut(kind: str, config: Any, request: PlanRequest, sizes: np.ndarray, names: list[str], pieces_of,
@@ -90,22 +121,34 @@ def plan_coco(config: Any, request: PlanRequest) -> PlannedWork:
                 lambda start, stop, k: coco_piece(config, index, images, empty, start, stop, k), shared=index)
 
 
-def plan_text(config: Any, request: PlanRequest, tokenizer_folder: Path) -> PlannedWork:
+def plan_text(config: Any, request: PlanRequest) -> PlannedWork:
     """``convert text`` as items of contiguous pieces of the files (cut at document ends), with one tokenizer:
-    the given file, or one trained here on every file (as a one-process run trains it), in ``tokenizer_folder``."""
-    files = expand_sources(list(config.sources))
-    total = sum(file_bytes(path) for path in files)
+    the given file, or one trained here on every file (as a one-process run trains it), in a staging folder
+    of its own (``_tokenizer_folder``)."""
+    files = expand_sources(list(config.sources))  # listed once: a URL prefix is not walked twice
+    sized = [(path, file_bytes(path)) for path in files]
+    total = sum(size for _, size in sized)
     items = choose_items(total, 2**31, request.cluster_cpus, request.items)
     pieces, sizes = text_pieces(files, items, doc_sep=config.doc_sep, field_name=config.field)
     items = min(items, len(pieces))
     tokenizer = config.tokenizer
     if tokenizer.path is None:
-        tokenizer = replace(tokenizer, path=train_shared_tokenizer(config, files, tokenizer_folder), train=None)
+        folder = staging_root(request.staging) / f"tokenizer-{_tokenizer_key(config, request.out, sized)}"
+        tokenizer = replace(tokenizer, path=train_shared_tokenizer(config, files, folder), train=None)
     config = replace(config, tokenizer=tokenizer)
     names = [f"{piece.path}#{piece.start}-{piece.stop}" for piece in pieces]
     return _cut("text", config, request, np.array(sizes, dtype=np.int64), names,
                 lambda start, stop, k: text_piece(pieces, start, stop),
                 carried=_carried_tokenizer(tokenizer), items=items)
+
+
+def _tokenizer_key(config: Any, out: str, sized: list[tuple[Any, int]]) -> str:
+    """The driver's tokenizer folder's name: one per OUT, source files (name, size, local mtime) and training
+    options, so a rerun of the same command reuses the tokenizer it trained."""
+    files = [(str(p), size, 0 if isinstance(p, RemoteRoot) else Path(p).stat().st_mtime_ns) for p, size in sized]
+    tokenizer: TokenizerConfig = config.tokenizer
+    key = [out, files, tokenizer.vocab_size, tokenizer.bos, tokenizer.eos, tokenizer.pad, config.doc_sep, config.field]
+    return hashlib.sha256(json.dumps(key, default=str).encode()).hexdigest()[:16]
 
 
 def file_bytes(path: Any) -> int:
@@ -144,11 +187,6 @@ def _pack_text(config: Any, shared: Any, piece: Any, out: Path) -> tuple[int, in
     return summary.samples, sum(summary.skipped.values())
 
 
-# each plan kind's packer: (config, shared, piece, part folder) -> (samples, rejected); index_plan adds "index"
-PACKERS: dict[str, Callable[[Any, Any, Any, Path], tuple[int, int]]] = {
-    "images": _pack_images, "coco": _pack_coco, "text": _pack_text}
-
-
-def pack_piece(plan: WorkPlan, config: Any, shared: Any, piece: Any, out: Path) -> tuple[int, int]:
-    """Pack one item's ``piece`` into its part folder ``out``; (samples, rejected)."""
-    return PACKERS[plan.kind](config, shared, piece, out)
+IMAGES = PlanKind(plan_images, _pack_images)
+COCO = PlanKind(plan_coco, _pack_coco)
+TEXT = PlanKind(plan_text, _pack_text)

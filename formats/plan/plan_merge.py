@@ -19,7 +19,7 @@ from dataio.formats.file_gate import read_input
 from dataio.formats.files import write_atomic
 from dataio.formats.limits import MAX_STATE_FILE_BYTES
 from dataio.formats.remote.storage import open_location
-from dataio.formats.plan.index_plan import merge_index, start_index_plan
+from dataio.formats.plan.plan_table import plan_kind
 from dataio.formats.plan.work_plan import PLAN_NAME, WorkPlan
 from dataio.formats.ranks.rank_merge import RANK_FOLDER, merge_ranks
 
@@ -30,8 +30,9 @@ MERGED_FILES = ("samples.arrow", "rejected.jsonl", "rejected.json", "tokenizer.j
 def start_plan(plan: WorkPlan, overwrite: bool) -> None:
     """Record the plan in OUT, or check OUT's record: parts of another plan (other options, input or item count)
     are refused, or with ``overwrite`` removed with everything else OUT holds (an index's record: in its journal)."""
-    if plan.kind == "index":
-        start_index_plan(plan, overwrite)
+    in_place = plan_kind(plan.kind).in_place
+    if in_place is not None:
+        in_place.start(plan, overwrite)
         return
     if plan.remote:
         _start_remote(plan, overwrite)
@@ -83,8 +84,9 @@ def _start_remote(plan: WorkPlan, overwrite: bool) -> None:
 def merge_plan(plan: WorkPlan, mirror: Path) -> Manifest:
     """Merge the plan's parts into OUT; ``mirror``: the local folder a URL OUT is merged in. An index's merge
     writes the index beside the journaled tars."""
-    if plan.kind == "index":
-        return merge_index(plan)
+    in_place = plan_kind(plan.kind).in_place
+    if in_place is not None:
+        return in_place.merge(plan)
     if not plan.remote:
         return merge_ranks(plan.out)
     location = open_location(plan.out, plan.storage_options)

@@ -153,9 +153,9 @@ def run_on_ray(planned: PlannedWork, options: RayOptions, say: Callable[[str], N
         results[item] = outcome
         units_done += planned.units[item]
         samples = sum(r.samples for r in results.values())
-        say(f"item {item} {'already done' if outcome.skipped else 'done'} ({outcome.samples} samples, "
-            f"{outcome.rejected} rejected): {len(results)}/{plan.items} items, {units_done}/{units} inputs, "
-            f"{samples} samples")
+        state = "already done" if outcome.skipped else "done"
+        say(f"item {item} {state} in {outcome.seconds:.1f} s ({outcome.samples} samples, {outcome.rejected} "
+            f"rejected): {len(results)}/{plan.items} items, {units_done}/{units} inputs, {samples} samples")
     return [results[item] for item in range(plan.items)]
 
 

@@ -59,6 +59,12 @@ class WorkPlan:
                            sort_keys=True) + "\n").encode()
 
 
+def staging_root(staging: str | None) -> Path:
+    """Where items stage a URL OUT's parts and the driver trains a text tokenizer: the given folder, or each
+    node's own cache."""
+    return Path(staging) if staging else Path.home() / ".cache" / "dataio" / "staging"
+
+
 def plan_fingerprint(kind: str, config: Any, items: int, sizes: np.ndarray, names: list[str]) -> str:
     """A stable hash of the options, the item count and the input's listing (names and sizes)."""
     digest = hashlib.sha256()

@@ -6,6 +6,7 @@ import io
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -46,13 +47,13 @@ def _write(path, rows, *, features=True, image_column="image", label_column="lab
     pq.write_table(table, path, row_group_size=4)
 
 
-@pytest.fixture
-def hub_files(tmp_path):
-    """Two files of the Hub's shape, with the quirks of real data and a few bad rows."""
-    data = tmp_path / "data"
-    data.mkdir()
+def hub_repo_files(data: Path, cmyk: bool = True) -> list:
+    """Two files of the Hub's shape in ``data`` (``train-0000{0,1}-of-00002.parquet``), with the quirks of real
+    data (a CMYK JPEG unless not ``cmyk``, a PNG named .JPEG) and a few bad rows; the rows written."""
+    data.mkdir(parents=True)
     first = [(_jpeg(i % 3, i), i % 3, f"img{i}.JPEG") for i in range(9)]
-    first[2] = (_jpeg(1, 2, "CMYK"), 1, "cmyk.JPEG")  # converted, not dropped
+    if cmyk:
+        first[2] = (_jpeg(1, 2, "CMYK"), 1, "cmyk.JPEG")  # converted, not dropped
     first[5] = (_jpeg(2, 5, kind="PNG"), 2, "png-named.JPEG")
     second = [(_jpeg(i % 3, i), i % 3, f"img{9 + i}.JPEG") for i in range(7)]
     second[1] = (b"\xff\xd8 not an image", 0, "broken.JPEG")
@@ -60,7 +61,13 @@ def hub_files(tmp_path):
     second[4] = (_jpeg(0, 4), 7, "label-out-of-range.JPEG")
     _write(data / "train-00000-of-00002.parquet", first)
     _write(data / "train-00001-of-00002.parquet", second)
-    return data, first + second
+    return first + second
+
+
+@pytest.fixture
+def hub_files(tmp_path):
+    """Two files of the Hub's shape, with the quirks of real data and a few bad rows."""
+    return tmp_path / "data", hub_repo_files(tmp_path / "data")
 
 
 def test_hub_parquet_converts_with_class_names_quirks_and_rejections(hub_files, tmp_path):

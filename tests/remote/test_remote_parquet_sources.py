@@ -18,7 +18,7 @@ from dataio.formats.errors import UsageError
 from dataio.formats.images.image_convert import ConvertImagesConfig, convert_images
 from dataio.formats.pairs.synthetic_pair_writers import write_hub_parquet
 from dataio.formats.pairs.synthetic_pairs import SyntheticPairsConfig
-from tests.formats.test_parquet_images import _jpeg, _write
+from tests.formats.test_parquet_images import _jpeg, _write, hub_repo_files
 from tests.remote.conftest import RangeHandler
 from tests.remote.remote_source_helpers import cli, loads, mirrored, one_line, outputs_of
 
@@ -27,16 +27,7 @@ COMMON = dict(shard_size="20KB", num_workers=1, progress=False)
 
 def _classification_repo(folder: Path) -> Path:
     """A Hub repository: ``data/train-0000{0,1}-of-00002.parquet``, labels named in the features, a few bad rows."""
-    data = folder / "data"
-    data.mkdir(parents=True)
-    first = [(_jpeg(i % 3, i), i % 3, f"img{i}.JPEG") for i in range(9)]
-    first[5] = (_jpeg(2, 5, kind="PNG"), 2, "png-named.JPEG")
-    second = [(_jpeg(i % 3, i), i % 3, f"img{9 + i}.JPEG") for i in range(7)]
-    second[1] = (b"\xff\xd8 not an image", 0, "broken.JPEG")
-    second[3] = (None, 1, "none")
-    second[4] = (_jpeg(0, 4), 7, "label-out-of-range.JPEG")
-    _write(data / "train-00000-of-00002.parquet", first)
-    _write(data / "train-00001-of-00002.parquet", second)
+    hub_repo_files(folder / "data", cmyk=False)
     return folder
 
 
