@@ -93,6 +93,9 @@ def figures(run: TimedRun, engine: str, samples: int, block: int, item_samples: 
     points = progress_points(run, engine)
     blocks = block_times(points, block, samples)
     full = blocks[:samples // block]
+    # blocks interpolated from fewer progress lines than blocks (a one-process run of half a minute prints one
+    # line) are equal by construction: no spread is claimed from them
+    measured = len(points) - 1 > len(full)
     extra: dict = {}
     if engine == "ray":
         plan_at, first_item_at = ray_start(run)
@@ -102,7 +105,7 @@ def figures(run: TimedRun, engine: str, samples: int, block: int, item_samples: 
     return {"command": run.command, "returncode": run.returncode, "wall_s": round(run.wall_s, 2),
             "driver_peak_rss": run.peak_rss, "children": run.children, "children_peak_rss": run.children_peak_rss,
             "children_peak_rss_sum": run.children_peak_rss_sum, "block_s": blocks,
-            "block_spread": spread(full), **extra,
+            "block_spread": spread(full) if measured else None, "progress_lines": len(points) - 1, **extra,
             "progress": [[round(at, 2), count] for at, count in points], "stdout": run.stdout.strip()[-500:],
             "stderr_tail": [line for _, line in run.lines[-5:]]}
 
@@ -178,7 +181,10 @@ def run(args: argparse.Namespace) -> dict:
     data = {kind: inputs_of(kind, n, args.work, env) for kind, n in counts.items() if n}
     small = {kind: inputs_of(kind, args.baseline, args.work, env) for kind, n in counts.items()
              if n and args.baseline}
-    report: dict = {"machine": machine(), "generate_s": round(time.monotonic() - started, 1),
+    generate_s = round(time.monotonic() - started, 1)
+    synced = time.monotonic()
+    os.sync()  # the inputs just written reach the disk now, not while the first conversion is timed
+    report: dict = {"machine": machine(), "generate_s": generate_s, "sync_s": round(time.monotonic() - synced, 1),
                     "inputs": {kind: made for kind, (_, made) in data.items()}, "block": args.block,
                     "cluster": "address" if args.ray_address else args.cluster}
     # the nodes' folder is short and apart from WORK: Ray's socket paths under it must stay within 107 bytes

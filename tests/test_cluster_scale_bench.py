@@ -41,33 +41,6 @@ def test_bad_counts_are_a_usage_error(tmp_path) -> None:
     assert result.returncode == 2 and "counts must be >= 0" in result.stderr and "Traceback" not in result.stderr
 
 
-@pytest.mark.slow
-def test_the_scale_run_converts_both_ways_on_a_given_cluster_and_reports_the_same_output(ray_head, tmp_path) -> None:
-    work = tmp_path / "w"
-    result = _scale("--images", "200", "--texts", "200", "--work", str(work), "--block", "100",
-                    "--item-samples", "100", "--baseline", "0", "--ray-address", ray_head.address)
-    assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-2000:]
-    assert "| images | ray | 200 |" in result.stdout and "| texts | local | 200 |" in result.stdout
-    report = json.loads((work / "cluster_scale.json").read_text())
-    assert report["machine"]["cpus"] >= 1 and report["machine"]["ray"] and report["cluster"] == "address"
-    for kind in ("images", "texts"):
-        assert report[kind]["same_output"]["same"] and report[kind]["same_output"]["rows"] == [200, 200]
-        assert report[kind]["items"] == 2
-        for engine in ("ray", "local"):
-            figures = report[kind][engine]
-            assert figures["returncode"] == 0 and figures["wall_s"] > 0 and figures["driver_peak_rss"] > 2**20
-            assert len(figures["block_s"]) == 2 and figures["block_spread"] is not None
-            assert figures["progress"][-1][1] == 200
-    assert [line for line in report["images"]["ray"]["stderr_tail"] if line.startswith("item ")]  # per item done
-    for kind in ("images", "texts"):  # Ray's clock starts at its first item; its start-up is said apart
-        ray = report[kind]["ray"]
-        assert ray["startup_s"] >= 0 and ray["plan_at_s"] > 0 and len(ray["node_block_s"]) == 2
-    assert isinstance(report["images"]["local"]["children"], int)  # 200 images may end between two polls
-    assert report["images"]["plan"]["items"] == 2 and report["images"]["plan"]["pickled_bytes"] > 0
-    assert not (work / "out" / "images-200-ray").exists()  # outputs deleted without --keep
-    assert report["ray_root"] is None and _processes_naming(work / "ray") == []  # no cluster of its own
-
-
 RUN_PARSING = """
 import sys
 from dataio.bench.cluster_scale_runs import (TimedRun, block_times, node_block_times, progress_points, ray_start,
@@ -96,3 +69,31 @@ def test_ray_blocks_start_at_the_first_item_node_blocks_follow_places_and_childr
     done = subprocess.run([sys.executable, "-c", RUN_PARSING], cwd=ROOT, capture_output=True, text=True,
                           timeout=60, env=dict(driver_env(), PYTHONPATH=str(ROOT)))
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_the_scale_run_converts_both_ways_on_a_given_cluster_and_reports_the_same_output(ray_head, tmp_path) -> None:
+    work = tmp_path / "w"
+    result = _scale("--images", "200", "--texts", "200", "--work", str(work), "--block", "100",
+                    "--item-samples", "100", "--baseline", "0", "--ray-address", ray_head.address)
+    assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-2000:]
+    assert "| images | ray | 200 |" in result.stdout and "| texts | local | 200 |" in result.stdout
+    report = json.loads((work / "cluster_scale.json").read_text())
+    assert report["machine"]["cpus"] >= 1 and report["machine"]["ray"] and report["cluster"] == "address"
+    for kind in ("images", "texts"):
+        assert report[kind]["same_output"]["same"] and report[kind]["same_output"]["rows"] == [200, 200]
+        assert report[kind]["items"] == 2
+        for engine in ("ray", "local"):
+            figures = report[kind][engine]
+            assert figures["returncode"] == 0 and figures["wall_s"] > 0 and figures["driver_peak_rss"] > 2**20
+            assert len(figures["block_s"]) == 2
+            assert (figures["block_spread"] is not None) == (figures["progress_lines"] > 2)  # not from one line
+            assert figures["progress"][-1][1] == 200
+    assert [line for line in report["images"]["ray"]["stderr_tail"] if line.startswith("item ")]  # per item done
+    for kind in ("images", "texts"):  # Ray's clock starts at its first item; its start-up is said apart
+        ray = report[kind]["ray"]
+        assert ray["startup_s"] >= 0 and ray["plan_at_s"] > 0 and len(ray["node_block_s"]) == 2
+    assert isinstance(report["images"]["local"]["children"], int)  # 200 images may end between two polls
+    assert report["images"]["plan"]["items"] == 2 and report["images"]["plan"]["pickled_bytes"] > 0
+    assert not (work / "out" / "images-200-ray").exists()  # outputs deleted without --keep
+    assert report["ray_root"] is None and _processes_naming(work / "ray") == []  # no cluster of its own
