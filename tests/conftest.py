@@ -42,19 +42,60 @@ def index_of(pixels: np.ndarray) -> int:
     return r + 6 * g + 36 * b
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """The files using the Ray head run first, together (one head serves them all, then stops: ``ray_head``), then
+    the files holding a test marked ``slow`` (with two workers, a minutes-long test started last runs alone while
+    the other worker idles), each file kept whole: its module fixtures are built once."""
+    def files(wanted) -> set[str]:
+        return {item.nodeid.split("::")[0] for item in items if wanted(item)}
+
+    slow = files(lambda item: item.get_closest_marker("slow"))
+    ray = files(lambda item: "ray_head" in getattr(item, "fixturenames", ()))
+    RAY_HEAD.files = ray
+    items.sort(key=lambda item: (item.nodeid.split("::")[0] not in ray, item.nodeid.split("::")[0] not in slow))
+
+
+class RayHeadOnDemand:
+    """The worker's Ray head, started when a test first asks for its ``address`` and stopped as soon as the next
+    test is not in a file using it (``pytest_runtest_teardown``): an idle head's processes would take CPU from every
+    later test; a Ray test after that starts one again."""
+
+    def __init__(self) -> None:
+        self.head = None
+        self.files: set[str] = set()  # the test files using the head (``pytest_collection_modifyitems``)
+
+    @property
+    def address(self) -> str:
+        if self.head is None:
+            from tests.cluster.ray_head import LocalRayHead  # lazy: no Ray tests, no launcher import
+
+            self.head = LocalRayHead()
+        return self.head.address
+
+    def close(self) -> list[str]:
+        head, self.head = self.head, None
+        return head.close() if head is not None else []
+
+
+RAY_HEAD = RayHeadOnDemand()
+
+
 @pytest.fixture(scope="session")
 def ray_head():
-    """One Ray head node (2 CPUs) per pytest worker for the Ray CLI and in-process tests (``--ray-address
-    ray_head.address``); killed at the end, leaving no process. Imported here, not at the top: a run without
-    Ray tests neither imports Ray's launcher nor starts it."""
+    """One Ray head node (2 CPUs) for the worker's Ray CLI and in-process tests (``--ray-address
+    ray_head.address``), running while they run (``RayHeadOnDemand``); killed after, leaving no process."""
     pytest.importorskip("ray", reason="the ray extra is part of the test extra")
-    from tests.cluster.ray_head import LocalRayHead
-
-    head = LocalRayHead()
     try:
-        yield head
+        yield RAY_HEAD
     finally:
-        left = head.close()
+        left = RAY_HEAD.close()
+        assert left == [], f"Ray processes left after the head's teardown: {left}"
+
+
+@pytest.hookimpl(trylast=True)  # after the item's own fixtures are torn down (a module's in-process connection)
+def pytest_runtest_teardown(item, nextitem) -> None:
+    if RAY_HEAD.head is not None and (nextitem is None or nextitem.nodeid.split("::")[0] not in RAY_HEAD.files):
+        left = RAY_HEAD.close()
         assert left == [], f"Ray processes left after the head's teardown: {left}"
 
 
