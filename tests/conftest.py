@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
-import numpy as np
+# One intra-op thread in every process of the suite (torch's OpenMP pool, BLAS), set before they start: two pytest
+# workers and the processes their tests start already fill both cores, where a pool of two per process spins
+# waiting for a core that is busy. Tests of threading set their own counts.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 import pytest
 from PIL import Image
 

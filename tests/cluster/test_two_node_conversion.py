@@ -172,11 +172,11 @@ def test_two_nodes_convert_every_kind_from_s3_survive_a_lost_node_and_a_killed_d
         while cluster_s3.parts_with_manifest(out) < 1:  # the first part is complete on S3
             assert driver.poll() is None, f"step 2: the driver ended before a part: {driver.communicate()}"
             assert time.monotonic() < deadline, "step 2: no part within 300 s"
-            time.sleep(0.05)
+            time.sleep(0.2)  # each poll lists S3: a tighter loop takes CPU from the items
         while not _running_item_on(killed.temp_dir):  # then node 2 runs an item: the kill hits it
             assert driver.poll() is None, f"step 2: the driver ended before node 2 ran an item: {driver.communicate()}"
             assert time.monotonic() < deadline, "step 2: node 2 never ran an item after the first part"
-            time.sleep(0.02)
+            time.sleep(0.1)  # each poll runs ps; an item runs for seconds
         cluster.kill_second_node()  # waits until the GCS counts one live node
         stdout, stderr = driver.communicate(timeout=420)
     finally:
