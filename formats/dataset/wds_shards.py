@@ -1,6 +1,6 @@
 """Atomic WebDataset shard writing, DALI index files and the sample table.
 
-Shards are written through webdataset's ``TarWriter`` into a temp file that is
+Shards are written as webdataset's ``TarWriter`` writes them (``sample_tar``) into a temp file that is
 renamed into place only when complete, so a crash never leaves a half-written
 shard under a final name. Each finished shard is scanned once to produce the
 index file DALI's ``fn.readers.webdataset`` needs (the ``wds2idx`` v1.2
@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import webdataset as wds
-
 from dataio.formats.errors import OutputError
 from dataio.formats.files import sha256_file, write_atomic
 from dataio.formats.file_gate import open_input, open_new
 from dataio.formats.dataset.manifest import ShardEntry
+from dataio.formats.dataset.sample_tar import SampleTarWriter
 from dataio.formats.dataset.shard_rule import closes_shard
 
 TAR_BLOCK = 512
@@ -107,7 +106,7 @@ class ShardWriter:
         self.next_index = first_index
         self.entries: list[ShardEntry] = []
         self.locations: list[list[list[MemberLocation]]] = []
-        self._tar: wds.TarWriter | None = None
+        self._tar: SampleTarWriter | None = None
         self._file: Any = None
         self._tmp: Path | None = None
         self._bytes = 0
@@ -136,7 +135,7 @@ class ShardWriter:
     def _open(self) -> None:
         self._tmp = self.folder / f".{shard_name(self.next_index)}.partial"
         self._file = open_new(self._tmp)  # created new: a link planted as the temp file is removed, not followed
-        self._tar = wds.TarWriter(self._file, mtime=FIXED_MTIME)
+        self._tar = SampleTarWriter(self._file, mtime=FIXED_MTIME)
         self._bytes = self.EMPTY_BYTES
         self._count = 0
 

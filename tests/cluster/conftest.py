@@ -1,7 +1,7 @@
 """Fixtures of the cluster tests: a real two-node Ray cluster, an S3 store both nodes share, in-process Ray.
 
-``ray_cluster`` is one per pytest worker (session scope: starting it costs seconds); a test that kills the second
-node restarts it before it ends (``restart_second_node``) so the next test finds two nodes.
+``ray_cluster`` is one per pytest worker (session scope: starting it costs seconds); its one test kills the second
+node last (``restart_second_node`` would bring a fresh one for a test after it).
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 two-node cluster (about 20 s and two Ray nodes on a 2-core machine), so exactly one test may ask for it.
 
 The steps: the harness itself (a task on each node, a store both nodes share, the processes it started), each
-kind converted from S3 to S3 with ``--engine ray`` and compared with a one-process conversion, the second node
-killed while it runs an item (the job finishes with every sample once; a fresh node joins after), and the driver
-killed mid-job and run again (it finishes from the parts already written).
+kind converted from S3 to S3 with ``--engine ray`` and compared with a one-process conversion, the driver killed
+mid-job and run again (it finishes from the parts already written), and last the second node killed while it runs
+an item (the job finishes with every sample once on the head alone).
 """
 
 from __future__ import annotations
@@ -30,23 +30,16 @@ from tests.cluster.ray_nodes import LocalRayCluster, group_members, ps_lines
 ray = pytest.importorskip("ray", reason="the ray extra is part of the test extra")
 from tests.plan.test_plan_on_ray import _token_rows, same_dataset  # noqa: E402
 
-pytestmark = pytest.mark.slow  # a few minutes on 2 cores (two real nodes, one restart); `make test` runs it
+pytestmark = pytest.mark.slow  # minutes on 2 cores (two real nodes); `make test` runs it
 
 # Drivers of the harness checks run as subprocesses with the cluster's environment, as `dataio convert` does.
-ON_BOTH_NODES = """
-import sys, ray
-ray.init(address=sys.argv[1], log_to_driver=False)
-@ray.remote(num_cpus=1)
-def node_id():
-    return ray.get_runtime_context().get_node_id()
-head = ray.get(node_id.options(resources={"node:__internal_head__": 0.01}).remote())
-second = ray.get(node_id.options(resources={"second_node": 1}).remote())
-print(head, second)
-"""
-ACROSS_S3 = """
+HARNESS = """
 import json, sys, ray
 ray.init(address=sys.argv[1], log_to_driver=False)
 options, url = json.loads(sys.argv[2]), sys.argv[3]
+@ray.remote(num_cpus=1)
+def node_id():
+    return ray.get_runtime_context().get_node_id()
 @ray.remote(num_cpus=1)
 def write():
     import s3fs
@@ -57,9 +50,11 @@ def write():
 def read():
     import s3fs
     return s3fs.S3FileSystem(**options).cat_file(url).decode(), ray.get_runtime_context().get_node_id()
+head = ray.get(node_id.options(resources={"node:__internal_head__": 0.01}).remote())
+second = ray.get(node_id.options(resources={"second_node": 1}).remote())
 writer = ray.get(write.options(resources={"second_node": 1}).remote())
 text, reader = ray.get(read.options(resources={"node:__internal_head__": 0.01}).remote())
-print(json.dumps({"writer": writer, "text": text, "reader": reader}))
+print(json.dumps({"head": head, "second": second, "writer": writer, "text": text, "reader": reader}))
 """
 ENGINE = ("--engine", "ray", "--item-retries", "3")
 ITEM_TASK = "ray::item_task"  # a Ray worker's process title while it runs an item
@@ -112,13 +107,13 @@ def test_two_nodes_convert_every_kind_from_s3_survive_a_lost_node_and_a_killed_d
         ray_cluster, cluster_s3, image_folder, coco_folder, text_corpus, tmp_path):
     cluster = ray_cluster
     # -- the harness: a task on each node, the processes it started, a file written on node 2 read on the head
-    head, second = _script(cluster, ON_BOTH_NODES).split()
-    assert head != second and cluster.nodes_alive() == 2, "harness: a task on each of the two nodes"
+    shared = cluster_s3.new_prefix("shared") + "/from-second.txt"
+    seen = json.loads(_script(cluster, HARNESS, json.dumps(cluster_s3.options()), shared))
+    assert seen["head"] != seen["second"] and cluster.nodes_alive() == 2, "harness: a task on each of the two nodes"
     assert len(cluster.processes()) >= 4, "harness: launchers, GCS and raylets at least"
     assert any(str(cluster.root) in fields[3] for fields in ps_lines()), "harness: the nodes' temp dir in ps"
-    shared = cluster_s3.new_prefix("shared") + "/from-second.txt"
-    seen = json.loads(_script(cluster, ACROSS_S3, json.dumps(cluster_s3.options()), shared))
-    assert seen["writer"] != seen["reader"] and seen["text"] == seen["writer"], f"harness: S3 across nodes {seen}"
+    assert seen["writer"] == seen["second"] and seen["reader"] == seen["head"] and seen["text"] == seen["writer"], \
+        f"harness: S3 across nodes {seen}"
 
     # -- step 1: each kind from S3 to S3 on the two nodes equals the one-process conversion
     runs = Conversions(cluster, cluster_s3, tmp_path)
@@ -160,7 +155,17 @@ def test_two_nodes_convert_every_kind_from_s3_survive_a_lost_node_and_a_killed_d
     assert _items_on(cluster.root / "h") and _items_on(cluster.root / f"s{cluster.restarts}"), \
         "step 1: items ran on both nodes"
 
-    # -- step 2: the second node killed while it runs an item; the job still finishes with every sample once
+    # -- step 2: the driver killed mid-job; the same command again finishes from the parts already written
+    out = cluster_s3.new_prefix("killed-driver")
+    args = runs.args("images", [images_url], out, 8)
+    kill_driver_when(args, cluster.env, tmp_path, lambda: cluster_s3.parts_with_manifest(out) >= 1, timeout=300)
+    assert "manifest.json" not in cluster_s3.list(out), "step 2: the driver was killed before its merge"
+    again = runs.run(args, "step 2 rerun")
+    assert "already done" in again.stderr, f"step 2: finished parts are skipped: {again.stderr[-3000:]}"
+    same_dataset(one_images, runs.fetched(out, "killed-driver"))
+
+    # -- step 3, last (the cluster keeps one node after it): the second node killed while it runs an item; the job
+    # still finishes with every sample once
     killed = cluster.second
     assert killed is not None
     out = cluster_s3.new_prefix("lost-node")
@@ -170,34 +175,22 @@ def test_two_nodes_convert_every_kind_from_s3_survive_a_lost_node_and_a_killed_d
     try:
         deadline = time.monotonic() + 300
         while cluster_s3.parts_with_manifest(out) < 1:  # the first part is complete on S3
-            assert driver.poll() is None, f"step 2: the driver ended before a part: {driver.communicate()}"
-            assert time.monotonic() < deadline, "step 2: no part within 300 s"
+            assert driver.poll() is None, f"step 3: the driver ended before a part: {driver.communicate()}"
+            assert time.monotonic() < deadline, "step 3: no part within 300 s"
             time.sleep(0.2)  # each poll lists S3: a tighter loop takes CPU from the items
         while not _running_item_on(killed.temp_dir):  # then node 2 runs an item: the kill hits it
-            assert driver.poll() is None, f"step 2: the driver ended before node 2 ran an item: {driver.communicate()}"
-            assert time.monotonic() < deadline, "step 2: node 2 never ran an item after the first part"
+            assert driver.poll() is None, f"step 3: the driver ended before node 2 ran an item: {driver.communicate()}"
+            assert time.monotonic() < deadline, "step 3: node 2 never ran an item after the first part"
             time.sleep(0.1)  # each poll runs ps; an item runs for seconds
         cluster.kill_second_node()  # waits until the GCS counts one live node
         stdout, stderr = driver.communicate(timeout=420)
     finally:
         if driver.poll() is None:
             driver.kill()
-    assert driver.returncode == 0, f"step 2: exit {driver.returncode}: {stderr[-3000:]}"
-    assert "attempt 1 failed" in stderr, f"step 2: the lost attempt is said: {stderr[-3000:]}"
-    assert group_members(killed.launcher.pid) == [] and cluster.nodes_alive() == 1, "step 2: node 2 is gone"
+    assert driver.returncode == 0, f"step 3: exit {driver.returncode}: {stderr[-3000:]}"
+    assert "attempt 1 failed" in stderr, f"step 3: the lost attempt is said: {stderr[-3000:]}"
+    assert group_members(killed.launcher.pid) == [] and cluster.nodes_alive() == 1, "step 3: node 2 is gone"
     lost = runs.fetched(out, "lost-node")
     same_dataset(one_images, lost)
     rejected = (lost / "rejected.jsonl").read_text().splitlines()
-    assert rejected and len(rejected) == len(set(rejected)), "step 2: each rejected file listed once"
-    cluster.restart_second_node()
-    head, second = _script(cluster, ON_BOTH_NODES).split()
-    assert head != second and cluster.nodes_alive() == 2, "step 2: a fresh second node joined"
-
-    # -- step 3: the driver killed mid-job; the same command again finishes from the parts already written
-    out = cluster_s3.new_prefix("killed-driver")
-    args = runs.args("images", [images_url], out, 8)
-    kill_driver_when(args, cluster.env, tmp_path, lambda: cluster_s3.parts_with_manifest(out) >= 1, timeout=300)
-    assert "manifest.json" not in cluster_s3.list(out), "step 3: the driver was killed before its merge"
-    again = runs.run(args, "step 3 rerun")
-    assert "already done" in again.stderr, f"step 3: finished parts are skipped: {again.stderr[-3000:]}"
-    same_dataset(one_images, runs.fetched(out, "killed-driver"))
+    assert rejected and len(rejected) == len(set(rejected)), "step 3: each rejected file listed once"
