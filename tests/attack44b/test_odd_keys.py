@@ -75,6 +75,7 @@ def converted(ray_here, s3, odd_source, tmp_path_factory) -> tuple[Path, Path, s
 
 
 def test_odd_keys_are_treated_alike_by_ray_and_one_process(converted):
+    """Before the fix: `c1/file-and-folder.jpg` packed by Ray, rejected as `empty file` by one process."""
     one, ray, _, _ = converted
     assert paths(one) == paths(ray)
     assert rejected(one) == rejected(ray)
@@ -104,3 +105,12 @@ def test_a_key_with_an_empty_segment_is_listed_not_dropped_silently(converted, k
     without a line. Should: a rejected line naming the key and why it is not packed (fixed for `//`)."""
     one = converted[0]
     assert any(key.rstrip("/") in path or key in path for path in rejected(one)), sorted(rejected(one))
+
+
+def test_a_key_that_is_also_a_folder_is_packed_by_its_bytes(converted):
+    """`c1/file-and-folder.jpg` is a JPEG object and the "folder" of `c1/file-and-folder.jpg/inner.jpg`. Before
+    the fix: one process rejected it as `empty file` (its size was taken from the listing's cache, where s3fs
+    lists it as a folder of size 0) while --engine ray (items in fresh processes, no cache) packed it: the two
+    outputs differed. Should: packed by both, as its bytes."""
+    for out in converted[:2]:
+        assert "c1/file-and-folder.jpg" in paths(out), rejected(out)
