@@ -40,9 +40,12 @@ class _Listing:
     def __init__(self, objects: dict[str, int]) -> None:
         self.files: dict[bytes, dict[bytes, int]] = defaultdict(dict)
         self.folders: dict[bytes, set[bytes]] = defaultdict(set)
+        self.odd: list[bytes] = []  # keys with an empty part that hold bytes: listed, never packed
         for key, size in objects.items():
             parts = key.encode("utf-8", "surrogateescape").split(b"/")
             if any(not part for part in parts):  # "a//b" or a folder marker "a/": no file of a local tree
+                if size:  # a folder marker is empty; an object of bytes here is named, not dropped unsaid
+                    self.odd.append(b"/".join(parts))
                 continue
             for depth in range(len(parts) - 1):
                 self.folders[b"/".join(parts[:depth])].add(parts[depth])
@@ -82,6 +85,12 @@ class RemoteWalk:
 
     def reject(self, relative: bytes, reason: str) -> None:
         self.rejected.append((escape_path(relative), reason))
+
+    def reject_odd_keys(self) -> None:
+        """Objects whose key has an empty part (``a//b.jpg``, ``a.jpg/``), which no local folder can hold."""
+        for key in self.listing.odd:
+            self.reject(key, "an object key with an empty part ('//' or a trailing '/'), which no local folder "
+                             "can hold: not packed")
 
     def walk_class(self, relative: bytes, label: int) -> None:
         """Every image under the folder ``relative``: each folder's files, then its subfolders, sorted."""
@@ -139,6 +148,7 @@ def walk_remote_tree(root: RemoteRoot, *, classes: bool) -> ImageTree:
     """The inputs of the source folder ``root``: its class folders' images (``classes``), or every image."""
     listing = _Listing(root.listing())
     walk = RemoteWalk(root, listing, captions=False)
+    walk.reject_odd_keys()
     if not classes:
         walk.walk_class(b"", -1)
         if not walk.files and not walk.rejected:
@@ -157,6 +167,7 @@ def caption_walk(root: RemoteRoot, label: int) -> RemoteWalk:
     """A caption folder's walk from the top (``caption_sources``' ``_CaptionWalk``): its images, what it rejected,
     and the ``.txt`` files it passed (``captions``), for ``walk_caption_folder`` to pair."""
     walk = RemoteWalk(root, _Listing(root.listing()), captions=True)
+    walk.reject_odd_keys()
     walk.walk_class(b"", label)
     return walk
 

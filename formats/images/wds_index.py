@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dataio.formats.errors import NothingConverted, ShardError, UsageError
-from dataio.formats.files import sha256_file, write_atomic
+from dataio.formats.files import refuse_link, sha256_file, write_atomic
 from dataio.formats.limits import MAX_STATE_FILE_BYTES
 from dataio.formats.file_gate import open_input, read_input
 from dataio.formats.images.image_headers import image_size
@@ -196,8 +196,10 @@ def saved_result(folder: Path, path: Path, kind: IndexKind, config: IndexConfig)
 
 
 def _stamp(path: Path, kind: IndexKind, config: IndexConfig) -> list:
+    """What a journal is valid for: the tar's size, mtime and ctime (a rewrite that kept size and mtime, as
+    `cp -p` or `rsync -a` do, still moves the ctime, which no call can set back) and how it is read."""
     stat = path.stat()
-    return [stat.st_size, stat.st_mtime_ns, kind.name, *kind.stamp(config)]
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, kind.name, *kind.stamp(config)]
 
 
 def _journaled(folder: Path, path: Path, kind: IndexKind, config: IndexConfig) -> dict:
@@ -214,6 +216,7 @@ def journal_tars(folder: Path, tars: list[Path], kind: IndexKind, config: IndexC
                  done: Callable[[], None] = lambda: None) -> list[dict]:
     """Each tar's result in order, journaled (a journaled, unchanged tar is not read again): what ``index_shards``
     and a plan's item (``formats/plan/index_plan``: a group of the tars) both run; ``done`` after each tar."""
+    refuse_link(folder / JOURNAL_DIR, "its index journal")  # a link's folder would get (and lose) the journal
     (folder / JOURNAL_DIR).mkdir(exist_ok=True)
     with ThreadPoolExecutor(config.num_workers) as pool:  # pread, sha256 and xxh3 release the GIL
         results = []

@@ -13,6 +13,7 @@ the journal when the index is written, so the folder ends as a one-process index
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import numpy as np
 from dataio.formats.dataset.manifest import Manifest, read_manifest
 from dataio.formats.errors import UsageError
 from dataio.formats.file_gate import read_input
-from dataio.formats.files import write_atomic
+from dataio.formats.files import refuse_link, write_atomic
 from dataio.formats.images.packing_kind import index_kind
 from dataio.formats.images.wds_index import (JOURNAL_DIR, IndexConfig, IndexSummary, held_kind, index_shards,
                                              indexed_folder, journal_tars, saved_result)
@@ -73,11 +74,31 @@ def start_index_plan(plan: WorkPlan, overwrite: bool) -> None:
     (other options, tars or item count) is refused, or with ``overwrite`` its record replaced (the tars'
     journals stay: each is kept only while its tar and how it is read are unchanged)."""
     record = index_record(plan)
+    refuse_link(record.parent, "its index journal")  # the merge removes the journal's *.json: never a link's
     if record.is_file() and not overwrite and read_input(record, MAX_STATE_FILE_BYTES) != plan.record():
+        changed = _changed_tar(Path(plan.out))
+        if changed:  # the same command cannot finish the old plan: say which tar moved under it
+            raise UsageError(f"{record}: {changed}; pass --overwrite to index the tars as they are now (the "
+                             "journals of unchanged tars are kept)")
         raise UsageError(f"{record}: the tars are being indexed by another plan (other options, tars or --items); "
                          "give the same command again to finish it, or pass --overwrite to index with this one")
     record.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(record, plan.record())
+
+
+def _changed_tar(folder: Path) -> str:
+    """The first journaled tar that is gone or whose size changed since its journal was written, said; "" if none."""
+    for journal in sorted((folder / JOURNAL_DIR).glob("*.tar.json")):
+        try:
+            size = json.loads(read_input(journal, MAX_STATE_FILE_BYTES))["stamp"][0]
+        except (OSError, ValueError, KeyError, IndexError, TypeError):
+            continue
+        tar = folder / journal.name[:-len(".json")]
+        if not tar.is_file():
+            return f"{tar.name} is gone since a run before journaled it"
+        if tar.stat().st_size != size:
+            return f"{tar.name} changed since a run before journaled it ({size:,} bytes, now {tar.stat().st_size:,})"
+    return ""
 
 
 def merge_index(plan: WorkPlan) -> Manifest:

@@ -19,6 +19,7 @@ from typing import Any
 
 from dataio.formats.dataset.remote_output import upload_dataset
 from dataio.formats.dataset.manifest import MANIFEST_NAME, parse_manifest, read_manifest
+from dataio.formats.files import refuse_link
 from dataio.formats.limits import MAX_STATE_FILE_BYTES
 from dataio.formats.remote.storage import RetryPolicy, open_location
 from dataio.formats.plan.plan_kinds import item_config
@@ -57,6 +58,7 @@ def _run_item(plan: WorkPlan, shared: Any, piece: Any, item: int) -> ItemResult:
         return ItemResult(item, samples, rejected, done, node)
     if not plan.remote:
         part = Path(plan.out) / name
+        refuse_link(part, "a part of the plan")
         if (part / MANIFEST_NAME).is_file():
             return _done(item, read_manifest(part)[1], node)
         samples, rejected = kind.pack(item_config(plan, work), shared, piece, part)
@@ -66,6 +68,8 @@ def _run_item(plan: WorkPlan, shared: Any, piece: Any, item: int) -> ItemResult:
     if existing is not None:
         return _done(item, existing, node)
     part = work / name
+    for folder in (work, part):  # staged in a shared scratch folder: packed and uploaded, never a link's folder
+        refuse_link(folder, "a staged part of the plan")
     if (part / MANIFEST_NAME).is_file():  # packed here by an attempt lost while uploading: upload it again
         staged = read_manifest(part)[1]
         samples, rejected = staged.num_samples, staged.num_rejected

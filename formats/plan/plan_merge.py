@@ -16,7 +16,7 @@ from typing import Any
 from dataio.formats.dataset.manifest import MANIFEST_NAME, Manifest, parse_manifest
 from dataio.formats.errors import DataioError, UsageError
 from dataio.formats.file_gate import read_input
-from dataio.formats.files import write_atomic
+from dataio.formats.files import refuse_link, write_atomic
 from dataio.formats.limits import MAX_STATE_FILE_BYTES
 from dataio.formats.remote.storage import open_location
 from dataio.formats.plan.plan_table import plan_kind
@@ -39,6 +39,9 @@ def start_plan(plan: WorkPlan, overwrite: bool) -> None:
         return
     out = Path(plan.out)
     record = out / PLAN_NAME
+    for path in (out.iterdir() if out.is_dir() and not overwrite else ()):
+        if _ours(path.name):  # an item would pack, or the merge read, through it (--overwrite removes it)
+            refuse_link(path, "a part or record of the plan")
     if overwrite and out.is_dir():
         for path in out.iterdir():
             if _ours(path.name):
@@ -90,6 +93,8 @@ def merge_plan(plan: WorkPlan, mirror: Path) -> Manifest:
     if not plan.remote:
         return merge_ranks(plan.out)
     location = open_location(plan.out, plan.storage_options)
+    for folder in (mirror.parent, mirror):  # removed and written below: never a link's folder
+        refuse_link(folder, "the merge's copy of the parts' small files")
     if mirror.exists():
         shutil.rmtree(mirror)
     problems: list[str] = []

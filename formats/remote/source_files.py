@@ -80,8 +80,16 @@ class RemoteRoot:
 
     def size(self, name: str = "", retry: RetryPolicy | None = None) -> int:
         """The object's size in bytes (one HEAD request)."""
-        fs = self.location().fs
-        return int(self._call("read its size", name, lambda: fs.size(self.path(name)), retry))
+        fs, path = self.location().fs, self.path(name)
+
+        def ask() -> int:
+            info = fs.info(path)
+            if info.get("type") == "directory":  # a key that is also the "folder" of others: the listing's cache
+                fs.invalidate_cache(path)  # says folder (size 0, "empty file"); the object itself is asked
+                info = fs.info(path)
+            return int(info.get("size") or 0)
+
+        return self._call("read its size", name, ask, retry)
 
     def read(self, name: str, limit: int, retry: RetryPolicy | None = None) -> bytes:
         """The object's bytes, at most ``limit``: a larger one is ``FileTooLarge`` with its size, never fetched."""
