@@ -15,6 +15,7 @@ from PIL import Image
 from dataio.cli import main
 
 from tests.cluster.ray_head import driver_env
+from tests.remote.conftest import clear_ambient_aws
 
 
 @pytest.fixture(scope="module")
@@ -100,10 +101,5 @@ def s3_flags(s3) -> tuple[str, ...]:
 
 @pytest.fixture
 def no_ambient_aws(monkeypatch) -> None:
-    """Nothing from the machine's AWS setup, and never the metadata service."""
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    """Nothing from the machine's AWS setup, and never the metadata service (only where a test asks)."""
+    clear_ambient_aws(monkeypatch)

@@ -26,6 +26,11 @@ KEY, SECRET = "testing-key", "testing-secret"
 @pytest.fixture(autouse=True)
 def no_ambient_aws(monkeypatch) -> None:
     """Nothing from the machine's AWS setup, and never the metadata service."""
+    clear_ambient_aws(monkeypatch)
+
+
+def clear_ambient_aws(monkeypatch) -> None:
+    """Drop the machine's AWS variables and point the credential files and metadata service nowhere."""
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
