@@ -12,21 +12,38 @@ from typing import Any
 import torch
 
 from dataio.formats.file_gate import atomic_writer, read_kernel_text, write_atomic
+from dataio.formats.jpeg.cpu_tier import cpu_tier, tier_in_use
+
+
+# The instruction sets that set a CPU's class for the loader (its crop-resize tiers), as /proc/cpuinfo names them.
+CPU_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512vl", "avx512vbmi", "avx512_vnni")
+
+
+def cpu_class() -> tuple[str, str]:
+    """(model name, class): the class is family/model and the instruction sets of ``CPU_FLAGS`` the CPU has, as
+    a VM's model name ("Intel(R) Xeon(R) Processor") does not say which generation it is."""
+    cpu, fields = platform.processor() or platform.machine(), {}
+    try:
+        for line in read_kernel_text("/proc/cpuinfo").splitlines():
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    cpu = fields.get("model name", cpu)
+    flags = set(fields.get("flags", "").split())
+    has = [flag for flag in CPU_FLAGS if flag in flags]
+    where = f"family {fields['cpu family']} model {fields['model']}" if "cpu family" in fields else platform.machine()
+    return cpu, f"{where}: {' '.join(has) or 'no AVX2'}"
 
 
 def machine_description() -> dict[str, Any]:
-    """The facts a reader needs to compare figures: CPU model, cores, Python, torch."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in read_kernel_text("/proc/cpuinfo").splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    """The facts a reader needs to compare figures: CPU model and class, the crop-resize tier, cores, Python,
+    torch."""
+    cpu, kind = cpu_class()
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "python": platform.python_version(),
-            "torch": torch.__version__, "platform": platform.platform()}
+    return {"cpu": cpu, "cpu_class": kind, "cpu_tier": tier_in_use(), "cpu_tier_highest": cpu_tier(),
+            "cores": os.cpu_count(), "gpu": gpu, "python": platform.python_version(), "torch": torch.__version__,
+            "platform": platform.platform()}
 
 
 def load_average() -> list[float] | None:

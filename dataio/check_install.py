@@ -18,8 +18,11 @@ from importlib.metadata import PackageNotFoundError, version
 import torch
 
 from dataio.augment import host_normalize, views_kernel
+from dataio.cli.flags import apply_cpu_tier
 from dataio.augment.cpu_kernel import AVAILABLE, WITHOUT_KERNEL
+from dataio.formats.errors import UsageError
 from dataio.formats.images import image_prepare
+from dataio.formats.jpeg.cpu_tier import describe_tier
 from dataio.formats.pil_build import SWAP, describe_pil, pil_build, pil_owners
 from dataio.images import turbo_decode
 from dataio.mixtures import blend
@@ -50,8 +53,8 @@ def report() -> tuple[list[str], list[str], list[str]]:
         slow.append(f"PIL is not pillow-simd with libjpeg-turbo ({build['version']}, jpeg {build['jpeg']}): {SWAP}")
     if turbo_decode.REGION_DECODE:
         lines.append("region decoder dataio.formats.jpeg._jpeg_codec: built; crop-resize: "
-                     + ("the extension's (pillow-simd's pixels)" if turbo_decode.RESIZE_IN_C else
-                        "PIL's (the extension's gives pillow-simd's pixels, not this PIL's)"))
+                     + (f"the extension's (pillow-simd's pixels), {describe_tier()}" if turbo_decode.RESIZE_IN_C
+                        else "PIL's (the extension's gives pillow-simd's pixels, not this PIL's)"))
     else:
         lines += [turbo_decode.WITHOUT_CODEC, image_prepare.WITHOUT_CODEC]
         slow.append("the region decoder dataio.formats.jpeg._jpeg_codec is not built")
@@ -100,6 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 unless pillow-simd with libjpeg-turbo and the six C extensions are in use")
     args = parser.parse_args(argv)
+    try:
+        notice = apply_cpu_tier(None)  # DATAIO_CPU_TIER, as the dataio command reads it
+    except UsageError as error:
+        print(f"dataio: {error}", file=sys.stderr)
+        return 2
+    if notice:
+        print(notice, file=sys.stderr)
     lines, broken, slow = report()
     for line in lines:
         print(f"dataio: {line}")

@@ -1,7 +1,8 @@
 """The ``dataio`` command line: each subcommand maps its flags onto a config dataclass, one module per command.
 
 This package is the only place that reads environment variables
-(``DATAIO_NUM_WORKERS``: default worker count; ``WORLD_SIZE``, ``RANK`` and
+(``DATAIO_NUM_WORKERS``: default worker count; ``DATAIO_CPU_TIER``: the crop-resize's
+kernels, ``scalar``, ``avx2``, ``avx512`` or ``vbmi``, capped at the CPU's; ``WORLD_SIZE``, ``RANK`` and
 ``LOCAL_RANK`` from ``torchrun`` for ``dataio train``; for ``convert --rank/--world-size``
 the defaults come from a SLURM array, a SLURM job step or torchrun: ``_conversion_rank``). Bad invocations print one
 line and exit 2 (an OUT that exists as a file or cannot be created or
@@ -22,7 +23,7 @@ import sys
 
 from dataio import __version__
 from dataio.cli import bench, convert, convert_coco, convert_detection, demo, index, merge, synth, train, verify
-from dataio.cli.flags import Parser, flag_names
+from dataio.cli.flags import Parser, apply_cpu_tier, flag_names
 from dataio.cli.storage_flag import storage_options_of as _storage_options  # noqa: F401  (the tests' name)
 from dataio.cli.train import train_data as _train_data  # noqa: F401  (the tests' name)
 from dataio.formats.errors import ConfigError, DataioError, UsageError
@@ -59,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
                                  if token.startswith("--"))
     handler = _HANDLERS[(args.command, getattr(args, "kind", None))]
     try:
+        notice = apply_cpu_tier(getattr(args, "cpu_tier", None))
+        if notice:
+            print(notice, file=sys.stderr)
         return handler(args)
     except ConfigError as e:  # a library parameter: name the flag that sets it (every line redacted: no secret)
         print(redact(f"dataio {args.command}: error: {e.for_names(flag_names(e.parameters))}"), file=sys.stderr)

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from dataio.cli.flags import add_storage, default_workers, positive, source, storage_options_of
+from dataio.formats.jpeg.cpu_tier import TIERS
 
 def add(commands: argparse._SubParsersAction) -> None:
     """The ``bench`` command and its kinds."""
@@ -43,6 +44,9 @@ def add(commands: argparse._SubParsersAction) -> None:
                               "absent (default: 1024, camera 256)")
     bench_images.add_argument("--limit-images", type=positive, default=1000,
                               help="images the single-thread stage limits decode (default: 1000)")
+    bench_images.add_argument("--cpu-tier", choices=TIERS, help="the crop-resize's kernels: run this tier, capped at "
+                              "the CPU's highest, to measure it beside the others on one machine (default: "
+                              "DATAIO_CPU_TIER, else the CPU's highest)")
 
     bench_augment = bench_kinds.add_parser("augment", help="device augmentation against kornia and a PIL loop")
     bench_augment.add_argument("--out", type=Path, default=Path("bench/results"),

@@ -25,6 +25,24 @@ def default_workers() -> int:
     return os.cpu_count() or 1
 
 
+def apply_cpu_tier(flag: str | None) -> str | None:
+    """Cap the crop-resize's CPU tier at ``flag`` (``--cpu-tier``), else at ``DATAIO_CPU_TIER`` where set
+    (``dataio.formats.jpeg.cpu_tier``); a cap above this CPU's prints one line saying the tier used. Returns the
+    line to print, or None."""
+    wanted = flag or os.environ.get("DATAIO_CPU_TIER") or None
+    if wanted is None:
+        return None
+    from dataio.formats.jpeg.cpu_tier import TIERS, use_tier
+
+    source = "--cpu-tier" if flag else "DATAIO_CPU_TIER"
+    if wanted not in TIERS:
+        raise UsageError(f"{source}={wanted!r} is not a tier: one of {', '.join(TIERS)}")
+    used = use_tier(wanted)
+    if used != wanted:
+        return f"dataio: {source}={wanted}: this CPU's highest tier is {used}; the crop-resize runs {used}"
+    return None
+
+
 def positive(text: str) -> int:
     value = int(text)
     if value < 1:

@@ -372,13 +372,14 @@ static PyObject *splice(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* resize_rgbx(rgbx, width, height, (x0, y0, x1, y1), out, out_width, out_height, flip, simd=2): the box
+/* resize_rgbx(rgbx, width, height, (x0, y0, x1, y1), out, out_width, out_height, flip, simd=-1): the box
  * of the width x height RGBX pixels in rgbx (a decode_region result: rows width * 4 bytes apart) resized to
  * out_width x out_height into the writable out as RGB, mirrored if flip: pillow-simd's antialiased bilinear
- * resize(box=...) and pack_rgbx in one pass (rgbx_resize.h), GIL released. */
+ * resize(box=...) and pack_rgbx in one pass (rgbx_resize.h), GIL released; simd: the most its kernels may use
+ * (below 0: the process's tier, resize_tier). */
 static PyObject *resize_rgbx(PyObject *self, PyObject *args) {
     Py_buffer src, out;
-    int width, height, out_w, out_h, flip, simd = 2, status;
+    int width, height, out_w, out_h, flip, simd = -1, status;
     float x0, y0, x1, y1;
     (void)self;
     if (!PyArg_ParseTuple(args, "y*ii(ffff)w*iip|i:resize_rgbx", &src, &width, &height, &x0, &y0, &x1, &y1, &out,
@@ -412,11 +413,21 @@ static PyObject *resize_simd(PyObject *self, PyObject *args) {
     return PyLong_FromLong(rgbx_resize_simd());
 }
 
+static PyObject *resize_tier(PyObject *self, PyObject *args) {
+    int tier = -1;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "|i:resize_tier", &tier))
+        return NULL;
+    return PyLong_FromLong(tier < 0 ? rgbx_resize_tier() : rgbx_resize_set_tier(tier));
+}
+
 static PyMethodDef methods[] = {
     {"resize_rgbx", resize_rgbx, METH_VARARGS,
-     "resize_rgbx(rgbx, width, height, box, out, out_width, out_height, flip, simd=2) -> None"},
-    {"resize_simd", resize_simd, METH_NOARGS, "resize_simd() -> the kernels resize_rgbx runs here: 2 AVX-512, 1 AVX2, "
-     "0 plain C"},
+     "resize_rgbx(rgbx, width, height, box, out, out_width, out_height, flip, simd=-1) -> None"},
+    {"resize_simd", resize_simd, METH_NOARGS, "resize_simd() -> the highest tier of kernels this CPU runs: "
+     "3 AVX-512 VBMI, 2 AVX-512, 1 AVX2, 0 plain C"},
+    {"resize_tier", resize_tier, METH_VARARGS, "resize_tier(tier=-1) -> the process's tier in use (resize_rgbx's "
+     "simd=-1), after capping it at tier if given"},
     {"add_restart_markers", add_restart_markers, METH_VARARGS, "add_restart_markers(data, most_mcus) -> bytes"},
     {"splice", splice, METH_VARARGS, "splice(data, x0, y0, x1, y1) -> (bytes, left, top) or None"},
     {"header", header, METH_VARARGS, "header(data) -> (width, height)"},

@@ -1,0 +1,52 @@
+"""The crop-resize's CPU tier: which of the extension's kernels this process runs (formats/jpeg/resize_kernels.h).
+
+The tiers, lowest first: ``scalar`` (plain C, any CPU), ``avx2`` (Haswell to Cascade Lake, AMD Zen 1-3),
+``avx512`` (AVX-512 F/BW/VL without VBMI: Skylake-SP, Cascade Lake) and ``vbmi`` (AVX-512 with VBMI and VNNI:
+Ice Lake and later, Zen 4 and later). Every tier gives the same pixels (tests/images/test_rgbx_resize.py); a
+lower one is chosen to measure it, or to compare machines, on a CPU that has a higher one. The process runs
+the highest its CPU has unless ``use_tier`` caps it; a cap above the CPU's is the CPU's, as oneDNN's
+``ONEDNN_MAX_CPU_ISA`` is. The cap is the process's: the loader's decode threads run under it, worker processes
+forked after it inherit it, and ones started by spawn begin at the CPU's. The CLI sets it from
+``DATAIO_CPU_TIER`` or ``dataio bench images --cpu-tier``.
+"""
+
+from __future__ import annotations
+
+from dataio.formats.errors import ConfigError
+
+try:
+    from dataio.formats.jpeg import _jpeg_codec
+except ImportError:  # built without libjpeg headers: PIL resizes, no tier
+    _jpeg_codec = None
+
+TIERS = ("scalar", "avx2", "avx512", "vbmi")
+NEEDS = {"scalar": "any CPU", "avx2": "AVX2", "avx512": "AVX-512 F/BW/VL", "vbmi": "AVX-512 VBMI and VNNI"}
+
+
+def cpu_tier() -> str:
+    """The highest tier this CPU runs (``scalar`` without the extension)."""
+    return TIERS[_jpeg_codec.resize_simd()] if _jpeg_codec is not None else "scalar"
+
+
+def tier_in_use() -> str:
+    """The tier this process's crop-resizes run."""
+    return TIERS[_jpeg_codec.resize_tier()] if _jpeg_codec is not None else "scalar"
+
+
+def use_tier(name: str) -> str:
+    """Cap this process's crop-resize at tier ``name``; returns the tier then in use (the CPU's where it is
+    lower). An unknown name is a ``ConfigError`` naming the tiers."""
+    if name not in TIERS:
+        raise ConfigError(f"{{0}} must be one of {', '.join(TIERS)}, got {name!r}", "cpu_tier")
+    if _jpeg_codec is None:
+        return "scalar"
+    return TIERS[_jpeg_codec.resize_tier(TIERS.index(name))]
+
+
+def describe_tier() -> str:
+    """The tier in use, what it needs, and the CPU's where it is capped below it: ``tier avx2 (AVX2, ...)``."""
+    used, highest = tier_in_use(), cpu_tier()
+    if _jpeg_codec is None:
+        return "tier none (the extension is not built: PIL resizes)"
+    capped = f", capped below this CPU's {highest}" if used != highest else ""
+    return f"tier {used} ({NEEDS[used]}{capped})"
