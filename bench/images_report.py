@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dataio.bench import stage_limits
+from dataio.bench import huffman_floor, stage_limits
 from dataio.bench.report import format_table
 
 # The ratios printed under the table: (this row, against that), in the words the report prints.
@@ -37,7 +37,8 @@ def render_stages(rows: list[dict[str, Any]]) -> list[str]:
              f"(read, decode, resize: {unit} over the decode threads; the rest on the loader's thread"
              + ("; CPU seconds leave out the time a thread waits, so wait and decode_wait are its own work)"
                 if "cpu" in clocks else ")")]
-    return lines + stage_limits.render([(r["label"], r["stage_limits"]) for r in staged if "stage_limits" in r])
+    limits = [(r["label"], r["stage_limits"]) for r in staged if "stage_limits" in r]
+    return lines + stage_limits.render(limits) + huffman_floor.render(limits)
 
 
 def render(result: dict[str, Any]) -> str:

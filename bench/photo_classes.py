@@ -25,6 +25,7 @@ from typing import Any
 from dataio.bench.images import BenchImagesConfig, bench_folder
 from dataio.bench.images_report import render
 from dataio.bench.report import format_table, load_average, machine_description, write_results
+from dataio.bench.huffman_floor import over_floor
 from dataio.bench.stage_limits import verdict
 from dataio.formats.images.synthetic import SyntheticImagesConfig, write_image_folder
 
@@ -94,7 +95,8 @@ def summarize(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
                            "img_s": rows[ours]["img_s"], "standard_img_s": rows[theirs]["img_s"],
                            "stages_at_limits": bool(limits and limits["at_limits"]),
                            "stages_at_parallel_limits": bool(limits and limits["at_parallel_limits"]),
-                           "stages": verdict(limits) if limits else None}
+                           "stages": verdict(limits) if limits else None,
+                           "over_huffman": over_floor(limits) if limits else None}
         out[photo_class] = entry
     return out
 
@@ -112,13 +114,17 @@ def render_summary(combined: dict[str, Any]) -> str:
                 rounds = ", ".join(f"{r:.2f}" for r in found["rounds"])
                 row[mode] = f"{found['vs_standard']:.2f}x ({found['cpu_vs_standard']:.2f}x CPU; rounds {rounds})"
                 row[f"{mode}_stages"] = found["stages"]
+                floor = found.get("over_huffman")
+                row[f"{mode}_floor"] = f"{floor['decode_resize']:.2f}x" if floor else "-"
         table.append(row)
     columns = [("class", "photo class", "s"), ("images", "images", "d"), ("kb", "KB/image", ",.0f"),
                ("mp", "MP", ".2f"), ("train", "train: dataio / standard", "s"),
-               ("train_stages", "dataio's stages", "s"),
-               ("eval", "eval: dataio / standard", "s"), ("eval_stages", "dataio's stages", "s")]
-    head = (f"dataio against the standard recipe by photo class, compared on this machine ({m['cpu']}, {m['cores']} "
-            f"cores, GPU: {m['gpu'] or 'none'}), {combined['date']}"
+               ("train_stages", "dataio's stages", "s"), ("train_floor", "decode+resize / Huffman", "s"),
+               ("eval", "eval: dataio / standard", "s"), ("eval_stages", "dataio's stages", "s"),
+               ("eval_floor", "decode+resize / Huffman", "s")]
+    head = (f"dataio against the standard recipe by photo class, compared on this machine ({m['cpu']}"
+            + (f", {m['cpu_class']}, crop-resize tier {m['cpu_tier']}" if "cpu_tier" in m else "")
+            + f", {m['cores']} cores, GPU: {m['gpu'] or 'none'}), {combined['date']}"
             + (f"; load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}" if load else "")
             + ": images/s of dataio over the standard recipe, in training and in eval mode")
     return "\n".join([head, format_table(table, columns),

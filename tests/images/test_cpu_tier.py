@@ -1,0 +1,94 @@
+"""The crop-resize's CPU tier (dataio.formats.jpeg.cpu_tier): chosen per process, capped at the CPU's, the
+same pixels on every tier through the loader, and named by the CLI (DATAIO_CPU_TIER, bench --cpu-tier) and
+check_install in one line each."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from dataio.formats.errors import ConfigError
+from dataio.formats.jpeg import cpu_tier
+from dataio.images.turbo_decode import REGION_DECODE, RESIZE_IN_C
+
+pytestmark = pytest.mark.skipif(not REGION_DECODE, reason="dataio.formats.jpeg._jpeg_codec not built")
+from dataio.formats.jpeg import _jpeg_codec  # noqa: E402  (after the skip mark: absent when not built)
+
+HERE_TIERS = cpu_tier.TIERS[: cpu_tier.TIERS.index(cpu_tier.cpu_tier()) + 1]  # every tier this CPU runs
+
+
+@pytest.fixture
+def restored_tier():
+    """The process's tier put back to the CPU's after the test."""
+    yield
+    cpu_tier.use_tier("vbmi")
+
+
+@pytest.mark.parametrize("name", HERE_TIERS)
+def test_the_process_tier_is_what_resizes_without_a_simd_argument(name, restored_tier):
+    rng = np.random.default_rng(3)
+    pixels = rng.integers(0, 256, (301, 457, 4), dtype=np.uint8).tobytes()
+    reference = np.empty((224, 224, 3), np.uint8)
+    _jpeg_codec.resize_rgbx(pixels, 457, 301, (11.5, 7.25, 410.0, 290.0), reference, 224, 224, True, 0)
+    assert cpu_tier.use_tier(name) == name and cpu_tier.tier_in_use() == name
+    got = np.empty_like(reference)
+    _jpeg_codec.resize_rgbx(pixels, 457, 301, (11.5, 7.25, 410.0, 290.0), got, 224, 224, True)
+    np.testing.assert_array_equal(got, reference)
+    assert name in cpu_tier.describe_tier()
+
+
+def test_a_tier_above_the_cpus_is_the_cpus_and_an_unknown_one_is_refused(restored_tier):
+    highest = _jpeg_codec.resize_simd()
+    assert _jpeg_codec.resize_tier(99) == highest and cpu_tier.use_tier("vbmi") == cpu_tier.TIERS[highest]
+    assert _jpeg_codec.resize_tier(-5) == highest  # below 0: read, not set
+    with pytest.raises(ConfigError, match="cpu_tier must be one of scalar, avx2, avx512, vbmi, got 'AVX2'"):
+        cpu_tier.use_tier("AVX2")
+
+
+@pytest.mark.skipif(not RESIZE_IN_C, reason="PIL resizes: no tier runs")
+def test_the_loaders_batches_are_the_same_on_every_tier(real_photo_shards, restored_tier):
+    from dataio import ImageLoader
+
+    def epoch(train: bool) -> list[np.ndarray]:
+        with ImageLoader(real_photo_shards, batch_size=4, image_size=64, train=train, seed=5,
+                         num_workers=2) as loader:
+            return [np.asarray(images).copy() for images, _ in loader]
+
+    cpu_tier.use_tier(cpu_tier.cpu_tier())
+    expected = {train: epoch(train) for train in (True, False)}
+    for name in HERE_TIERS[:-1]:
+        cpu_tier.use_tier(name)
+        for train in (True, False):
+            for got, want in zip(epoch(train), expected[train], strict=True):
+                np.testing.assert_array_equal(got, want, err_msg=f"tier {name}, train={train}")
+
+
+def run(args: list[str], tier: str | None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "DATAIO_CPU_TIER"}
+    if tier is not None:
+        env["DATAIO_CPU_TIER"] = tier
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_check_install_names_the_tier_set_by_the_environment_and_refuses_a_bad_one_in_a_line():
+    done = run(["-m", "dataio.check_install"], "avx2")
+    assert done.returncode == 0, done.stderr
+    assert "tier avx2 (AVX2, capped below this CPU's" in done.stdout or cpu_tier.cpu_tier() == "avx2"
+    done = run(["-m", "dataio.check_install"], None)
+    assert f"tier {cpu_tier.cpu_tier()} (" in done.stdout and "capped" not in done.stdout
+    bad = run(["-m", "dataio.check_install"], "sse4")
+    assert bad.returncode == 2 and bad.stderr.strip() == ("dataio: DATAIO_CPU_TIER='sse4' is not a tier: one of "
+                                                          "scalar, avx2, avx512, vbmi")
+
+
+def test_the_dataio_command_refuses_a_bad_tier_in_a_line_before_any_work(tmp_path):
+    done = run(["-m", "dataio", "verify", str(tmp_path)], "Vbmi")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == ("dataio verify: error: DATAIO_CPU_TIER='Vbmi' is not a tier: one of scalar, "
+                                   "avx2, avx512, vbmi")
+    done = run(["-m", "dataio", "bench", "images", str(tmp_path), "--cpu-tier", "avx3"], None)
+    assert done.returncode == 2 and "--cpu-tier: invalid choice: 'avx3'" in done.stderr
