@@ -17,7 +17,7 @@ def test_check_install_under_avx2_names_the_tier_and_the_cpus(cpu_highest, tmp_p
     assert done.stderr == ""
 
 
-def test_check_install_refuses_an_unknown_tier_in_one_line(tmp_path):
+def test_check_install_refuses_an_unknown_tier_in_one_line(cpu_highest, tmp_path):
     done = run(["-m", "dataio.check_install"], tmp_path, env={"DATAIO_CPU_TIER": "AVX2"})  # oneDNN's spelling
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().splitlines() == [

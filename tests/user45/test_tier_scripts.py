@@ -13,7 +13,8 @@ from .conftest import SCRIPTS, ok, run
 TORCHRUN = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 
 
-def test_timm_loop_under_use_tier_avx2_gives_the_default_tiers_batches(image_shards, timm_env, tmp_path):
+def test_timm_loop_under_use_tier_avx2_gives_the_default_tiers_batches(cpu_highest, image_shards, timm_env,
+                                                                        tmp_path):
     done = ok(run([SCRIPTS / "with_tier.py", "default,avx2", SCRIPTS / "timm_loop.py", image_shards,
                    tmp_path / "{tier}.json"], tmp_path, env=timm_env))
     assert "with_tier: avx2: ran avx2" in done.stderr or "with_tier: avx2: ran scalar" in done.stderr
