@@ -27,8 +27,9 @@ def default_workers() -> int:
 
 def apply_cpu_tier(flag: str | None) -> str | None:
     """Cap the crop-resize's CPU tier at ``flag`` (``--cpu-tier``), else at ``DATAIO_CPU_TIER`` where set
-    (``dataio.formats.jpeg.cpu_tier``); a cap above this CPU's prints one line saying the tier used. Returns the
-    line to print, or None."""
+    (``dataio.formats.jpeg.cpu_tier``); a cap above this CPU's prints one line saying the tier used, and so does a
+    tier asked where PIL does the crop-resize (``turbo_decode.RESIZE_IN_C``: no tier runs). Returns the line to
+    print, or None."""
     wanted = flag or os.environ.get("DATAIO_CPU_TIER") or None
     if wanted is None:
         return None
@@ -36,8 +37,14 @@ def apply_cpu_tier(flag: str | None) -> str | None:
 
     source = "--cpu-tier" if flag else "DATAIO_CPU_TIER"
     if wanted not in TIERS:
-        raise UsageError(f"{source}={wanted!r} is not a tier: one of {', '.join(TIERS)}")
+        shown = repr(wanted) if len(wanted) <= 40 else f"{wanted[:40]!r}... ({len(wanted):,} characters)"
+        raise UsageError(f"{source}={shown} is not a tier: one of {', '.join(TIERS)}")
+    from dataio.images.turbo_decode import RESIZE_IN_C
+
     used = use_tier(wanted)
+    if not RESIZE_IN_C:  # plain Pillow or no extension: the loader resizes with PIL, no tier runs
+        return (f"dataio: {source}={wanted}: the crop-resize here is PIL's (not pillow-simd, or the extension is not "
+                "built): the tier changes nothing")
     if used != wanted:
         return f"dataio: {source}={wanted}: this CPU's highest tier is {used}; the crop-resize runs {used}"
     return None
