@@ -6,8 +6,10 @@ Ice Lake and later, Zen 4 and later). Every tier gives the same pixels (tests/im
 lower one is chosen to measure it, or to compare machines, on a CPU that has a higher one. The process runs
 the highest its CPU has unless ``use_tier`` caps it; a cap above the CPU's is the CPU's, as oneDNN's
 ``ONEDNN_MAX_CPU_ISA`` is. The cap is the process's: the loader's decode threads run under it, worker processes
-forked after it inherit it, and ones started by spawn begin at the CPU's. The CLI sets it from
-``DATAIO_CPU_TIER`` or ``dataio bench images --cpu-tier``.
+forked after it inherit it, and ones started by spawn or forkserver (Python 3.14's default on Linux; a DataLoader's
+``multiprocessing_context``, Lightning's ``ddp_spawn``) begin at the CPU's: call ``use_tier`` in them (a
+``worker_init_fn``) to cap them too. Only the CLI reads ``DATAIO_CPU_TIER`` (and ``dataio bench images
+--cpu-tier``); a script's own processes ignore the variable.
 """
 
 from __future__ import annotations
