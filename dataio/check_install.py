@@ -18,7 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 import torch
 
 from dataio.augment import host_normalize, views_kernel
-from dataio.cli.flags import apply_cpu_tier
+from dataio.cli.flags import cpu_tier_applied
 from dataio.augment.cpu_kernel import AVAILABLE, WITHOUT_KERNEL
 from dataio.formats.errors import UsageError
 from dataio.formats.images import image_prepare
@@ -104,13 +104,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="exit 1 unless pillow-simd with libjpeg-turbo and the six C extensions are in use")
     args = parser.parse_args(argv)
     try:
-        notice = apply_cpu_tier(None)  # DATAIO_CPU_TIER, as the dataio command reads it
+        with cpu_tier_applied(None) as notice:  # DATAIO_CPU_TIER, as the dataio command reads it
+            if notice:
+                print(notice, file=sys.stderr)
+            lines, broken, slow = report()
     except UsageError as error:
         print(f"dataio: {error}", file=sys.stderr)
         return 2
-    if notice:
-        print(notice, file=sys.stderr)
-    lines, broken, slow = report()
     for line in lines:
         print(f"dataio: {line}")
     for line in broken:

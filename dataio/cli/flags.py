@@ -5,10 +5,11 @@ here and in ``train``, nowhere else in dataio)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,19 @@ def apply_cpu_tier(flag: str | None) -> str | None:
     if used != wanted:
         return f"dataio: {source}={wanted}: this CPU's highest tier is {used}; the crop-resize runs {used}"
     return None
+
+
+@contextlib.contextmanager
+def cpu_tier_applied(flag: str | None) -> Iterator[str | None]:
+    """``apply_cpu_tier(flag)`` for one command, the process's tier put back after it: ``main()`` called in-process
+    (a script, a notebook, the tests) leaves no cap for its later calls. Yields the line to print, or None."""
+    from dataio.formats.jpeg.cpu_tier import tier_in_use, use_tier
+
+    before = tier_in_use()
+    try:
+        yield apply_cpu_tier(flag)
+    finally:
+        use_tier(before)
 
 
 def positive(text: str) -> int:

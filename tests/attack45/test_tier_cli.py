@@ -118,3 +118,20 @@ def test_a_tier_asked_where_pil_resizes_says_it_changes_nothing(monkeypatch):
               "machine_limit": {"single_thread_img_s": 100.0, "cores": 2, "img_s": 200.0}}
     head = images_report.render(result).splitlines()[0]
     assert "crop-resize tier" not in head and "PIL" in head, head
+
+
+def test_main_called_in_process_puts_the_tier_back(monkeypatch, tmp_path):
+    """dataio.cli.main run in-process (a script, a notebook, these tests) with DATAIO_CPU_TIER=scalar, then again
+    without it. Now: the second run still resizes at scalar, the first one's cap kept for the process's life
+    (bench images' help says its default is the CPU's highest). Should: each run's cap ends with it; the same for
+    check_install's main."""
+    from dataio.check_install import main as check_install
+    from dataio.cli import main
+
+    monkeypatch.setenv("DATAIO_CPU_TIER", "scalar")
+    assert main(["verify", str(tmp_path)]) == 1  # no manifest: refused after the tier was applied
+    assert check_install([]) in (0, 1)
+    assert cpu_tier.tier_in_use() == cpu_tier.cpu_tier()
+    monkeypatch.setenv("DATAIO_CPU_TIER", "bogus")
+    assert main(["verify", str(tmp_path)]) == 2 and check_install([]) == 2
+    assert cpu_tier.tier_in_use() == cpu_tier.cpu_tier()
