@@ -40,8 +40,11 @@ def apply_cpu_tier(flag: str | None) -> str | None:
     if wanted not in TIERS:
         shown = repr(wanted) if len(wanted) <= 40 else f"{wanted[:40]!r}... ({len(wanted):,} characters)"
         raise UsageError(f"{source}={shown} is not a tier: one of {', '.join(TIERS)}")
+    from dataio.formats.jpeg.cpu_tier import STALE, stale
     from dataio.images.turbo_decode import RESIZE_IN_C
 
+    if stale():
+        raise UsageError(f"{source}={wanted}: {STALE}")
     used = use_tier(wanted)
     if not RESIZE_IN_C:  # plain Pillow or no extension: the loader resizes with PIL, no tier runs
         return (f"dataio: {source}={wanted}: the crop-resize here is PIL's (not pillow-simd, or the extension is not "
@@ -55,13 +58,14 @@ def apply_cpu_tier(flag: str | None) -> str | None:
 def cpu_tier_applied(flag: str | None) -> Iterator[str | None]:
     """``apply_cpu_tier(flag)`` for one command, the process's tier put back after it: ``main()`` called in-process
     (a script, a notebook, the tests) leaves no cap for its later calls. Yields the line to print, or None."""
-    from dataio.formats.jpeg.cpu_tier import tier_in_use, use_tier
+    from dataio.formats.jpeg.cpu_tier import TIERS, tier_in_use, use_tier
 
     before = tier_in_use()
     try:
         yield apply_cpu_tier(flag)
     finally:
-        use_tier(before)
+        if before in TIERS:  # not "unknown": a stale extension, whose tier cannot be set
+            use_tier(before)
 
 
 def positive(text: str) -> int:

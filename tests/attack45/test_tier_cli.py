@@ -17,11 +17,15 @@ from dataio.formats.jpeg import cpu_tier
 from dataio.images import turbo_decode
 
 
+CODEC = cpu_tier._jpeg_codec  # the real extension (some tests put a stand-in in its place)
+
+
 @pytest.fixture(autouse=True)
 def process_tier_restored(monkeypatch):
     monkeypatch.delenv("DATAIO_CPU_TIER", raising=False)
     yield
-    cpu_tier.use_tier(cpu_tier.TIERS[-1])
+    if CODEC is not None:
+        CODEC.resize_tier(len(cpu_tier.TIERS) - 1)
 
 
 def run(*args: str, tier: str | bytes) -> subprocess.CompletedProcess:
@@ -135,3 +139,33 @@ def test_main_called_in_process_puts_the_tier_back(monkeypatch, tmp_path):
     monkeypatch.setenv("DATAIO_CPU_TIER", "bogus")
     assert main(["verify", str(tmp_path)]) == 2 and check_install([]) == 2
     assert cpu_tier.tier_in_use() == cpu_tier.cpu_tier()
+
+
+class BeforeTheTiers:
+    """The extension as built before issue 45 (an editable install not rebuilt after a pull): resize_rgbx and
+    resize_simd (2 meant AVX-512 with VBMI), no resize_tier."""
+
+    def resize_simd(self) -> int:
+        return 2
+
+    def resize_rgbx(self, *args) -> None:
+        raise AssertionError("not called here")
+
+
+def test_a_stale_extension_is_named_not_a_traceback(monkeypatch, tmp_path):
+    """Now: check_install, every `dataio bench` report (machine_description) and DATAIO_CPU_TIER all end in
+    AttributeError: module ... has no attribute 'resize_tier' (a traceback), and cpu_tier() calls the old build's
+    VBMI "avx512". Should: check_install says to rebuild (and --strict fails), the reports say the tier is unknown,
+    and a tier asked is one line, exit 2, saying to rebuild."""
+    from dataio.check_install import report as check_report
+    from dataio.cli import main
+
+    monkeypatch.setattr(cpu_tier, "_jpeg_codec", BeforeTheTiers())
+    assert cpu_tier.cpu_tier() == cpu_tier.tier_in_use() == "unknown"
+    lines, broken, slow = check_report()
+    assert cpu_tier.STALE in slow and not broken
+    assert report.machine_description()["cpu_tier"] in ("unknown", None)
+    with pytest.raises(UsageError, match="rebuild it"):
+        apply_cpu_tier("avx2")
+    monkeypatch.setenv("DATAIO_CPU_TIER", "avx2")
+    assert main(["verify", str(tmp_path)]) == 2
