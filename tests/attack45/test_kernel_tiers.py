@@ -4,6 +4,9 @@ watched; and threads resizing while another changes the process's tier. All of t
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
 import threading
 
 import numpy as np
@@ -140,3 +143,32 @@ def test_threads_resize_right_while_another_changes_the_process_tier():
     stop.set()
     changer.join()
     assert failures == [] and min(done) > 0, (failures[:3], done)
+
+
+def instructions(function: str) -> list[str]:
+    """The mnemonics of ``function`` in the built extension (objdump)."""
+    listing = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f"--disassemble={function}", _jpeg_codec.__file__],
+                             capture_output=True, text=True, check=True).stdout
+    return [line.split("\t", 1)[1] for line in listing.splitlines() if re.match(r"^\s+[0-9a-f]+:\t", line)]
+
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="binutils' objdump")
+def test_each_tier_holds_only_its_own_instructions():
+    """This CPU has all four tiers, so a kernel that strays into a higher tier's instructions would pass every
+    pixel test here and die of SIGILL on the CPU it is for. The AVX2 tier's functions hold no AVX-512 (EVEX: zmm,
+    mask registers, xmm/ymm 16-31); the plain AVX-512 tier's no VBMI or VNNI; the plain C tier's and the drivers'
+    no AVX at all."""
+    evex = re.compile(r"%zmm|%k[1-7]\b|%[xy]mm(1[6-9]|2\d|3[01])\b|\{evex\}")
+    vbmi = re.compile(r"^(vpermb|vpermt2b|vpermi2b|vpmultishiftqb|vpdpwssds?|vpdpbusds?)\s")
+    avx = re.compile(r"%ymm|^v")
+    for function in ("h_row_avx2", "v_row_avx2"):
+        code = instructions(function)
+        assert code and not [i for i in code if evex.search(i)], function
+    for function in ("h_rows_plain", "v_row_plain"):
+        code = instructions(function)
+        assert code and any(evex.search(i) for i in code) and not [i for i in code if vbmi.match(i)], function
+    assert any(vbmi.match(i) for i in instructions("v_row_vbmi"))
+    for function in ("h_row_scalar", "v_row_scalar", "rgbx_resize", "simd_plan_make", "zmm_plan_make",
+                     "resize_cpu_tier", "h_row_zmm", "v_row_zmm"):
+        code = instructions(function)
+        assert code and not [i for i in code if avx.search(i)], function
