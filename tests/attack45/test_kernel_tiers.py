@@ -66,6 +66,8 @@ def odd_geometries(rng: np.random.Generator):
     yield 3, 900, (0.0, 0.0, 3.0, 900.0), 3, 2  # 450 vertical taps (the AVX2 tail's 64-row bound)
     yield 40, 200, (0.0, 0.0, 40.0, 200.0), 13, 3
     yield 1, 1, (0.0, 0.0, 1.0, 1.0), 33, 17
+    yield 10, 10, (3.0, 0.0, 3.0, 10.0), 4, 4  # boxes of no width or height: PIL resizes them too
+    yield 10, 10, (10.0, 10.0, 10.0, 10.0), 17, 3
     yield 2, 2, (0.5, 0.5, 1.5, 1.5), 67, 5
 
 
