@@ -47,9 +47,9 @@ def render(result: dict[str, Any]) -> str:
     cfg = result["config"]
     load = result.get("load_average")
     size_kb = result.get("mean_image_kb")
-    tier = (f" ({m['cpu_class']}), crop-resize tier {m['cpu_tier']}"
-            + (f" (capped below {m['cpu_tier_highest']})" if m["cpu_tier"] != m["cpu_tier_highest"] else "")
-            if "cpu_tier" in m else "")
+    tier = ("" if "cpu_tier" not in m else f" ({m['cpu_class']}), crop-resize PIL's (no tier)" if m["cpu_tier"] is None
+            else f" ({m['cpu_class']}), crop-resize tier {m['cpu_tier']}"
+            + (f" (capped below {m['cpu_tier_highest']})" if m["cpu_tier"] != m["cpu_tier_highest"] else ""))
     head = (f"dataio bench images, {result['date']}: {m['cpu']}{tier}, {m['cores']} cores, GPU: {m['gpu'] or 'none'}; "
             f"{result['num_images']} images" + (f" ({size_kb:,.0f} KB on average)" if size_kb else "")
             + f", batch {cfg['batch_size']}, {cfg['image_size']}px crops, "

@@ -37,11 +37,14 @@ def cpu_class() -> tuple[str, str]:
 
 
 def machine_description() -> dict[str, Any]:
-    """The facts a reader needs to compare figures: CPU model and class, the crop-resize tier, cores, Python,
-    torch."""
+    """The facts a reader needs to compare figures: CPU model and class, the crop-resize tier (None where PIL
+    does the crop-resize), cores, Python, torch."""
     cpu, kind = cpu_class()
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"cpu": cpu, "cpu_class": kind, "cpu_tier": tier_in_use(), "cpu_tier_highest": cpu_tier(),
+    from dataio.images.turbo_decode import RESIZE_IN_C  # False: PIL crop-resizes, no tier runs (cpu_tier None)
+
+    return {"cpu": cpu, "cpu_class": kind, "cpu_tier": tier_in_use() if RESIZE_IN_C else None,
+            "cpu_tier_highest": cpu_tier(),
             "cores": os.cpu_count(), "gpu": gpu, "python": platform.python_version(), "torch": torch.__version__,
             "platform": platform.platform()}
 

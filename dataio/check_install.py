@@ -18,10 +18,11 @@ from importlib.metadata import PackageNotFoundError, version
 import torch
 
 from dataio.augment import host_normalize, views_kernel
-from dataio.cli.flags import apply_cpu_tier
+from dataio.cli.flags import cpu_tier_applied
 from dataio.augment.cpu_kernel import AVAILABLE, WITHOUT_KERNEL
 from dataio.formats.errors import UsageError
 from dataio.formats.images import image_prepare
+from dataio.formats.jpeg import cpu_tier
 from dataio.formats.jpeg.cpu_tier import describe_tier
 from dataio.formats.pil_build import SWAP, describe_pil, pil_build, pil_owners
 from dataio.images import turbo_decode
@@ -51,6 +52,8 @@ def report() -> tuple[list[str], list[str], list[str]]:
                       f"pip uninstall -y {' '.join(owners)} && pip install pillow (or, for SIMD, {SWAP})")
     if not (build["simd"] and build["libjpeg_turbo"]):
         slow.append(f"PIL is not pillow-simd with libjpeg-turbo ({build['version']}, jpeg {build['jpeg']}): {SWAP}")
+    if cpu_tier.stale():
+        slow.append(cpu_tier.STALE)
     if turbo_decode.REGION_DECODE:
         lines.append("region decoder dataio.formats.jpeg._jpeg_codec: built; crop-resize: "
                      + (f"the extension's (pillow-simd's pixels), {describe_tier()}" if turbo_decode.RESIZE_IN_C
@@ -108,13 +111,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="exit 1 unless pillow-simd with libjpeg-turbo and the six C extensions are in use")
     args = parser.parse_args(argv)
     try:
-        notice = apply_cpu_tier(None)  # DATAIO_CPU_TIER, as the dataio command reads it
+        with cpu_tier_applied(None) as notice:  # DATAIO_CPU_TIER, as the dataio command reads it
+            if notice:
+                print(notice, file=sys.stderr)
+            lines, broken, slow = report()
     except UsageError as error:
         print(f"dataio: {error}", file=sys.stderr)
         return 2
-    if notice:
-        print(notice, file=sys.stderr)
-    lines, broken, slow = report()
     for line in lines:
         print(f"dataio: {line}")
     for line in broken:

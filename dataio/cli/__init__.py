@@ -23,7 +23,7 @@ import sys
 
 from dataio import __version__
 from dataio.cli import bench, convert, convert_coco, convert_detection, demo, index, merge, synth, train, verify
-from dataio.cli.flags import Parser, apply_cpu_tier, flag_names
+from dataio.cli.flags import Parser, cpu_tier_applied, flag_names
 from dataio.cli.storage_flag import storage_options_of as _storage_options  # noqa: F401  (the tests' name)
 from dataio.cli.train import train_data as _train_data  # noqa: F401  (the tests' name)
 from dataio.formats.errors import ConfigError, DataioError, UsageError
@@ -60,10 +60,10 @@ def main(argv: list[str] | None = None) -> int:
                                  if token.startswith("--"))
     handler = _HANDLERS[(args.command, getattr(args, "kind", None))]
     try:
-        notice = apply_cpu_tier(getattr(args, "cpu_tier", None))
-        if notice:
-            print(notice, file=sys.stderr)
-        return handler(args)
+        with cpu_tier_applied(getattr(args, "cpu_tier", None)) as notice:
+            if notice:
+                print(notice, file=sys.stderr)
+            return handler(args)
     except ConfigError as e:  # a library parameter: name the flag that sets it (every line redacted: no secret)
         print(redact(f"dataio {args.command}: error: {e.for_names(flag_names(e.parameters))}"), file=sys.stderr)
         return 2

@@ -5,10 +5,11 @@ here and in ``train``, nowhere else in dataio)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,9 @@ def default_workers() -> int:
 
 def apply_cpu_tier(flag: str | None) -> str | None:
     """Cap the crop-resize's CPU tier at ``flag`` (``--cpu-tier``), else at ``DATAIO_CPU_TIER`` where set
-    (``dataio.formats.jpeg.cpu_tier``); a cap above this CPU's prints one line saying the tier used. Returns the
-    line to print, or None."""
+    (``dataio.formats.jpeg.cpu_tier``); a cap above this CPU's prints one line saying the tier used, and so does a
+    tier asked where PIL does the crop-resize (``turbo_decode.RESIZE_IN_C``: no tier runs). Returns the line to
+    print, or None."""
     wanted = flag or os.environ.get("DATAIO_CPU_TIER") or None
     if wanted is None:
         return None
@@ -36,11 +38,34 @@ def apply_cpu_tier(flag: str | None) -> str | None:
 
     source = "--cpu-tier" if flag else "DATAIO_CPU_TIER"
     if wanted not in TIERS:
-        raise UsageError(f"{source}={wanted!r} is not a tier: one of {', '.join(TIERS)}")
+        shown = repr(wanted) if len(wanted) <= 40 else f"{wanted[:40]!r}... ({len(wanted):,} characters)"
+        raise UsageError(f"{source}={shown} is not a tier: one of {', '.join(TIERS)}")
+    from dataio.formats.jpeg.cpu_tier import STALE, stale
+    from dataio.images.turbo_decode import RESIZE_IN_C
+
+    if stale():
+        raise UsageError(f"{source}={wanted}: {STALE}")
     used = use_tier(wanted)
+    if not RESIZE_IN_C:  # plain Pillow or no extension: the loader resizes with PIL, no tier runs
+        return (f"dataio: {source}={wanted}: the crop-resize here is PIL's (not pillow-simd, or the extension is not "
+                "built): the tier changes nothing")
     if used != wanted:
         return f"dataio: {source}={wanted}: this CPU's highest tier is {used}; the crop-resize runs {used}"
     return None
+
+
+@contextlib.contextmanager
+def cpu_tier_applied(flag: str | None) -> Iterator[str | None]:
+    """``apply_cpu_tier(flag)`` for one command, the process's tier put back after it: ``main()`` called in-process
+    (a script, a notebook, the tests) leaves no cap for its later calls. Yields the line to print, or None."""
+    from dataio.formats.jpeg.cpu_tier import TIERS, tier_in_use, use_tier
+
+    before = tier_in_use()
+    try:
+        yield apply_cpu_tier(flag)
+    finally:
+        if before in TIERS:  # not "unknown": a stale extension, whose tier cannot be set
+            use_tier(before)
 
 
 def positive(text: str) -> int:

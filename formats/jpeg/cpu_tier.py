@@ -6,8 +6,10 @@ Ice Lake and later, Zen 4 and later). Every tier gives the same pixels (tests/im
 lower one is chosen to measure it, or to compare machines, on a CPU that has a higher one. The process runs
 the highest its CPU has unless ``use_tier`` caps it; a cap above the CPU's is the CPU's, as oneDNN's
 ``ONEDNN_MAX_CPU_ISA`` is. The cap is the process's: the loader's decode threads run under it, worker processes
-forked after it inherit it, and ones started by spawn begin at the CPU's. The CLI sets it from
-``DATAIO_CPU_TIER`` or ``dataio bench images --cpu-tier``.
+forked after it inherit it, and ones started by spawn or forkserver (Python 3.14's default on Linux; a DataLoader's
+``multiprocessing_context``, Lightning's ``ddp_spawn``) begin at the CPU's: call ``use_tier`` in them (a
+``worker_init_fn``) to cap them too. Only the CLI reads ``DATAIO_CPU_TIER`` (and ``dataio bench images
+--cpu-tier``); a script's own processes ignore the variable.
 """
 
 from __future__ import annotations
@@ -23,23 +25,40 @@ TIERS = ("scalar", "avx2", "avx512", "vbmi")
 NEEDS = {"scalar": "any CPU", "avx2": "AVX2", "avx512": "AVX-512 F/BW/VL", "vbmi": "AVX-512 VBMI and VNNI"}
 
 
+# An editable install whose extension was not rebuilt since the tiers came (a `git pull` without `pip install -e .`):
+# it resizes with its own kernels and has no resize_tier; its resize_simd numbers them otherwise (2 was VBMI).
+STALE = ("the extension dataio.formats.jpeg._jpeg_codec was built before its CPU tiers: rebuild it "
+         "(pip install --no-deps --no-build-isolation -e ., or make)")
+
+
+def stale() -> bool:
+    """Whether the extension is a build from before the tiers: no tier can then be read or chosen."""
+    return _jpeg_codec is not None and not hasattr(_jpeg_codec, "resize_tier")
+
+
 def cpu_tier() -> str:
-    """The highest tier this CPU runs (``scalar`` without the extension)."""
-    return TIERS[_jpeg_codec.resize_simd()] if _jpeg_codec is not None else "scalar"
+    """The highest tier this CPU runs (``scalar`` without the extension, ``unknown`` with a stale one)."""
+    if _jpeg_codec is None:
+        return "scalar"
+    return "unknown" if stale() else TIERS[_jpeg_codec.resize_simd()]
 
 
 def tier_in_use() -> str:
-    """The tier this process's crop-resizes run."""
-    return TIERS[_jpeg_codec.resize_tier()] if _jpeg_codec is not None else "scalar"
+    """The tier this process's crop-resizes run (``unknown`` with a stale extension)."""
+    if _jpeg_codec is None:
+        return "scalar"
+    return "unknown" if stale() else TIERS[_jpeg_codec.resize_tier()]
 
 
 def use_tier(name: str) -> str:
     """Cap this process's crop-resize at tier ``name``; returns the tier then in use (the CPU's where it is
-    lower). An unknown name is a ``ConfigError`` naming the tiers."""
+    lower). An unknown name, or a stale extension (``STALE``), is a ``ConfigError``."""
     if name not in TIERS:
         raise ConfigError(f"{{0}} must be one of {', '.join(TIERS)}, got {name!r}", "cpu_tier")
     if _jpeg_codec is None:
         return "scalar"
+    if stale():
+        raise ConfigError(f"{{0}} {name} cannot be chosen: {STALE}", "cpu_tier")
     return TIERS[_jpeg_codec.resize_tier(TIERS.index(name))]
 
 
@@ -48,5 +67,7 @@ def describe_tier() -> str:
     used, highest = tier_in_use(), cpu_tier()
     if _jpeg_codec is None:
         return "tier none (the extension is not built: PIL resizes)"
+    if stale():
+        return f"tier unknown ({STALE})"
     capped = f", capped below this CPU's {highest}" if used != highest else ""
     return f"tier {used} ({NEEDS[used]}{capped})"
