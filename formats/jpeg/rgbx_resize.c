@@ -14,10 +14,11 @@
  * the batch (15 us); and the horizontal pass of all rows before the vertical one (the rows are
  * resized as the vertical pass needs them, into a ring of as many rows as it has taps, which
  * stays in the L1 cache); and the taps PIL pads each output's to (ksize, 5 for a 1.46x downscale,
- * where no output has more than 3). The AVX-512 kernels (VBMI and VNNI) resize four outputs of a
- * row at once by one byte permute and one multiply-add per pair of taps, and write sixteen pixels
- * of the vertical pass as RGB with one permute and a masked store; the AVX2 ones two outputs (PIL's
- * SSE4 build: one) and eight pixels. 75 us against PIL's 180 for that crop (AVX-512; AVX2: 149).
+ * where no output has more than 3). The kernels, one file per CPU tier (resize_kernels.h): AVX-512
+ * (with or without VBMI) resizes four outputs of a row at once and writes sixteen pixels of the vertical
+ * pass as RGB with a masked store; AVX2 two outputs (PIL's SSE4 build: one) and eight pixels; plain C
+ * one. 75 us against PIL's 180 for that crop (VBMI). A training crop to 224 px of a 500x375 image
+ * (one thread, 2026-12-07): 94 us VBMI, 91 AVX-512 without it, 103 AVX2, 662 plain C.
  */
 #include "rgbx_resize.h"
 #include "resize_kernels.h"

@@ -1,6 +1,6 @@
-"""The crop-resize's CPU tier (dataio.formats.jpeg.cpu_tier): chosen per process, capped at the CPU's, the
-same pixels on every tier through the loader, and named by the CLI (DATAIO_CPU_TIER, bench --cpu-tier) and
-check_install in one line each."""
+"""The crop-resize's CPU tier (dataio.formats.jpeg.cpu_tier): chosen per process, capped at the CPU's, and a
+bad one refused by the CLI (DATAIO_CPU_TIER, bench --cpu-tier) in one line. The loader's batches at every tier:
+tests/attack45/test_tier_processes.py; check_install: tests/user45 and tests/attack45's test_tier_cli.py."""
 
 from __future__ import annotations
 
@@ -49,40 +49,11 @@ def test_a_tier_above_the_cpus_is_the_cpus_and_an_unknown_one_is_refused(restore
         cpu_tier.use_tier("AVX2")
 
 
-@pytest.mark.skipif(not RESIZE_IN_C, reason="PIL resizes: no tier runs")
-def test_the_loaders_batches_are_the_same_on_every_tier(real_photo_shards, restored_tier):
-    from dataio import ImageLoader
-
-    def epoch(train: bool) -> list[np.ndarray]:
-        with ImageLoader(real_photo_shards, batch_size=4, image_size=64, train=train, seed=5,
-                         num_workers=2) as loader:
-            return [np.asarray(images).copy() for images, _ in loader]
-
-    cpu_tier.use_tier(cpu_tier.cpu_tier())
-    expected = {train: epoch(train) for train in (True, False)}
-    for name in HERE_TIERS[:-1]:
-        cpu_tier.use_tier(name)
-        for train in (True, False):
-            for got, want in zip(epoch(train), expected[train], strict=True):
-                np.testing.assert_array_equal(got, want, err_msg=f"tier {name}, train={train}")
-
-
 def run(args: list[str], tier: str | None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "DATAIO_CPU_TIER"}
     if tier is not None:
         env["DATAIO_CPU_TIER"] = tier
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120, env=env)
-
-
-def test_check_install_names_the_tier_set_by_the_environment_and_refuses_a_bad_one_in_a_line():
-    done = run(["-m", "dataio.check_install"], "avx2")
-    assert done.returncode == 0, done.stderr
-    assert "tier avx2 (AVX2, capped below this CPU's" in done.stdout or cpu_tier.cpu_tier() == "avx2"
-    done = run(["-m", "dataio.check_install"], None)
-    assert f"tier {cpu_tier.cpu_tier()} (" in done.stdout and "capped" not in done.stdout
-    bad = run(["-m", "dataio.check_install"], "sse4")
-    assert bad.returncode == 2 and bad.stderr.strip() == ("dataio: DATAIO_CPU_TIER='sse4' is not a tier: one of "
-                                                          "scalar, avx2, avx512, vbmi")
 
 
 def test_the_dataio_command_refuses_a_bad_tier_in_a_line_before_any_work(tmp_path):
