@@ -13,7 +13,7 @@ import pytest
 
 from dataio.formats.errors import ConfigError
 from dataio.formats.jpeg import cpu_tier
-from dataio.images.turbo_decode import REGION_DECODE, RESIZE_IN_C
+from dataio.images.turbo_decode import REGION_DECODE
 
 pytestmark = pytest.mark.skipif(not REGION_DECODE, reason="dataio.formats.jpeg._jpeg_codec not built")
 from dataio.formats.jpeg import _jpeg_codec  # noqa: E402  (after the skip mark: absent when not built)
