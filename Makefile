@@ -77,7 +77,7 @@ sanitize: $(STAMP)
 	gcc $(SAN_FLAGS) -I$(INCLUDE) dataio/text/_collate.c -o dataio/text/_collate$(SUFFIX)
 	gcc $(SAN_FLAGS) -I$(INCLUDE) formats/jpeg/_jpeg_codec.c formats/jpeg/jpeg_restart.c formats/jpeg/jpeg_splice.c \
 		formats/jpeg/rgbx_resize.c formats/jpeg/resize_scalar.c formats/jpeg/resize_avx2.c formats/jpeg/resize_avx512.c \
-		-ljpeg -o formats/jpeg/_jpeg_codec$(SUFFIX)
+		formats/jpeg/resize_module.c -ljpeg -o formats/jpeg/_jpeg_codec$(SUFFIX)
 	ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 		$(PY) -m pytest -q -p no:cacheprovider tests/augment/test_randaugment_kernel.py tests/images/test_region_decode.py tests/formats/test_jpeg_splice.py \
 		tests/images/test_rgbx_resize.py tests/text/test_collate_kernels.py tests/test_fuzz.py \
