@@ -13,6 +13,7 @@ import torch
 
 from dataio.formats.file_gate import atomic_writer, read_kernel_text, write_atomic
 from dataio.formats.jpeg.cpu_tier import cpu_tier, tier_in_use
+from dataio.images import turbo_decode
 
 
 # The instruction sets that set a CPU's class for the loader (its crop-resize tiers), as /proc/cpuinfo names them.
@@ -41,9 +42,8 @@ def machine_description() -> dict[str, Any]:
     does the crop-resize), cores, Python, torch."""
     cpu, kind = cpu_class()
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    from dataio.images.turbo_decode import RESIZE_IN_C  # False: PIL crop-resizes, no tier runs (cpu_tier None)
-
-    return {"cpu": cpu, "cpu_class": kind, "cpu_tier": tier_in_use() if RESIZE_IN_C else None,
+    in_c = turbo_decode.RESIZE_IN_C  # False: PIL crop-resizes, no tier runs (cpu_tier None)
+    return {"cpu": cpu, "cpu_class": kind, "cpu_tier": tier_in_use() if in_c else None,
             "cpu_tier_highest": cpu_tier(),
             "cores": os.cpu_count(), "gpu": gpu, "python": platform.python_version(), "torch": torch.__version__,
             "platform": platform.platform()}

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from dataio.bench.stage_limits import stage_limits
+from dataio.formats.file_gate import write_atomic
 from dataio.formats.jpeg.cpu_tier import TIERS, cpu_tier, use_tier
 
 
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     found = tier_floors(args.shards, count=args.count, rounds=args.rounds)
     print(render(found))
     if args.json:
-        args.json.write_text(json.dumps(found, indent=1))
+        write_atomic(args.json, json.dumps(found, indent=1).encode())
     return 0
 
 

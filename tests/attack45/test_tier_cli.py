@@ -4,13 +4,13 @@ Pillow or no extension: the tiers then change nothing, and nothing may say they 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
 
-from dataio.bench import images_report, report
 from dataio.cli.flags import apply_cpu_tier
 from dataio.formats.errors import UsageError
 from dataio.formats.jpeg import cpu_tier
@@ -18,6 +18,29 @@ from dataio.images import turbo_decode
 
 
 CODEC = cpu_tier._jpeg_codec  # the real extension (some tests put a stand-in in its place)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def bench_view(stand_in: str | None, resize_in_c: bool | None = None) -> dict:
+    """What ``dataio bench``'s report says of the tier (``machine_description()["cpu_tier"]`` and the first line
+    of ``bench images``' report), in a fresh process with ``stand_in`` (a class of this module) as the extension
+    and ``RESIZE_IN_C`` set: only the CLI imports ``dataio.bench`` in-process (tests/test_layout.py)."""
+    code = "\n".join([
+        "import json",
+        "from dataio.formats.jpeg import cpu_tier",
+        "from dataio.images import turbo_decode",
+        *([f"from tests.attack45.test_tier_cli import {stand_in}", f"cpu_tier._jpeg_codec = {stand_in}()"]
+          if stand_in else []),
+        *([f"turbo_decode.RESIZE_IN_C = {resize_in_c}"] if resize_in_c is not None else []),
+        "from dataio.bench import images_report, report",
+        "machine = report.machine_description()",
+        "result = {'machine': machine, 'config': {'batch_size': 8, 'image_size': 224, 'num_workers': 2,"
+        " 'epochs': 1}, 'date': '2026-12-07', 'num_images': 10, 'rows': [], 'checks': {},"
+        " 'machine_limit': {'single_thread_img_s': 100.0, 'cores': 2, 'img_s': 200.0}}",
+        "print(json.dumps({'tier': machine['cpu_tier'], 'head': images_report.render(result).splitlines()[0]}))"])
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(autouse=True)
@@ -105,7 +128,7 @@ def test_a_tier_above_the_cpus_says_which_runs(monkeypatch):
     line = apply_cpu_tier("vbmi")
     assert line == "dataio: --cpu-tier=vbmi: this CPU's highest tier is avx2; the crop-resize runs avx2"
     assert cpu_tier.describe_tier() == "tier avx2 (AVX2)"
-    assert report.machine_description()["cpu_tier"] == "avx2"
+    assert bench_view("AVX2Only", resize_in_c=True)["tier"] == "avx2"
 
 
 def test_a_tier_asked_where_pil_resizes_says_it_changes_nothing(monkeypatch):
@@ -116,11 +139,7 @@ def test_a_tier_asked_where_pil_resizes_says_it_changes_nothing(monkeypatch):
     monkeypatch.setattr(turbo_decode, "RESIZE_IN_C", False)
     line = apply_cpu_tier("avx2")
     assert line is not None and "PIL" in line and "--cpu-tier=avx2" in line
-    machine = report.machine_description()
-    result = {"machine": machine, "config": {"batch_size": 8, "image_size": 224, "num_workers": 2, "epochs": 1},
-              "date": "2026-12-07", "num_images": 10, "rows": [], "checks": {},
-              "machine_limit": {"single_thread_img_s": 100.0, "cores": 2, "img_s": 200.0}}
-    head = images_report.render(result).splitlines()[0]
+    head = bench_view(None, resize_in_c=False)["head"]
     assert "crop-resize tier" not in head and "PIL" in head, head
 
 
@@ -164,7 +183,7 @@ def test_a_stale_extension_is_named_not_a_traceback(monkeypatch, tmp_path):
     assert cpu_tier.cpu_tier() == cpu_tier.tier_in_use() == "unknown"
     lines, broken, slow = check_report()
     assert cpu_tier.STALE in slow and not broken
-    assert report.machine_description()["cpu_tier"] in ("unknown", None)
+    assert bench_view("BeforeTheTiers")["tier"] in ("unknown", None)
     with pytest.raises(UsageError, match="rebuild it"):
         apply_cpu_tier("avx2")
     monkeypatch.setenv("DATAIO_CPU_TIER", "avx2")
