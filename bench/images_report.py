@@ -41,16 +41,24 @@ def render_stages(rows: list[dict[str, Any]]) -> list[str]:
     return lines + stage_limits.render(limits) + huffman_floor.render(limits)
 
 
+def _tier_words(m: dict[str, Any]) -> str:
+    """The CPU's class and the crop-resize tier that ran, for the report's first line ("" in results from before
+    the tiers; PIL's where PIL crop-resizes)."""
+    if "cpu_tier" not in m:
+        return ""
+    if m["cpu_tier"] is None:
+        return f" ({m['cpu_class']}), crop-resize PIL's (no tier)"
+    capped = f" (capped below {m['cpu_tier_highest']})" if m["cpu_tier"] != m["cpu_tier_highest"] else ""
+    return f" ({m['cpu_class']}), crop-resize tier {m['cpu_tier']}{capped}"
+
+
 def render(result: dict[str, Any]) -> str:
     """The printed report: machine line, table, limit, and the ratios of dataio's rows to the others."""
     m = result["machine"]
     cfg = result["config"]
     load = result.get("load_average")
     size_kb = result.get("mean_image_kb")
-    tier = ("" if "cpu_tier" not in m else f" ({m['cpu_class']}), crop-resize PIL's (no tier)" if m["cpu_tier"] is None
-            else f" ({m['cpu_class']}), crop-resize tier {m['cpu_tier']}"
-            + (f" (capped below {m['cpu_tier_highest']})" if m["cpu_tier"] != m["cpu_tier_highest"] else ""))
-    head = (f"dataio bench images, {result['date']}: {m['cpu']}{tier}, {m['cores']} cores, GPU: {m['gpu'] or 'none'}; "
+    head = (f"dataio bench images, {result['date']}: {m['cpu']}{_tier_words(m)}, {m['cores']} cores, GPU: {m['gpu'] or 'none'}; "
             f"{result['num_images']} images" + (f" ({size_kb:,.0f} KB on average)" if size_kb else "")
             + f", batch {cfg['batch_size']}, {cfg['image_size']}px crops, "
             f"{cfg['num_workers']} workers, median of {cfg['epochs']} warm epochs"

@@ -13,6 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
+from dataio.bench.huffman_floor import over_floor
 from dataio.bench.stage_limits import stage_limits
 from dataio.formats.file_gate import write_atomic
 from dataio.formats.jpeg.cpu_tier import TIERS, cpu_tier, use_tier
@@ -47,17 +48,18 @@ def _least(a: float | None, b: float | None) -> float | None:
 
 
 def render(found: dict[str, dict]) -> str:
-    """One line per folder, mode and tier: each stage as a multiple of the Huffman time."""
+    """One line per folder, mode and tier: each stage as a multiple of the Huffman time (``huffman_floor``)."""
     lines = []
     for key, v in found.items():
-        h = v["huffman"]
-        if not h:
+        floor = over_floor({"entropy_us": v["huffman"], "copy_bound_us": v["copy_bound"], "cpu_us_per_image": v["path"],
+                            "limit_us": {stage: v[stage] for stage in ("read", "decode", "resize")}})
+        if floor is None:
             lines.append(f"{key:24s} no Huffman time (a DCT-scaled decode: stage_limits)")
             continue
-        lines.append(f"{key:24s} huffman {h:6.0f} us  rest of decode {(v['decode'] - h) / h:.2f}x  resize "
-                     f"{v['resize']:5.0f} us {v['resize'] / h:.2f}x  read {v['read'] / h:.2f}x  copy "
-                     f"{v['copy_bound'] / h:.2f}x  decode+resize {(v['decode'] + v['resize']) / h:.2f}x  path "
-                     f"{v['path']:.0f} us {v['path'] / h:.2f}x")
+        lines.append(f"{key:24s} huffman {floor['huffman_us']:6.0f} us  rest of decode {floor['rest_of_decode']:.2f}x  "
+                     f"resize {v['resize']:5.0f} us {floor['resize']:.2f}x  read {floor['read']:.2f}x  copy "
+                     f"{floor['copy']:.2f}x  decode+resize {floor['decode_resize']:.2f}x  path {v['path']:.0f} us "
+                     f"{floor['process']:.2f}x")
     return "\n".join(lines)
 
 

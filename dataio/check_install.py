@@ -18,12 +18,11 @@ from importlib.metadata import PackageNotFoundError, version
 import torch
 
 from dataio.augment import host_normalize, views_kernel
-from dataio.cli.flags import cpu_tier_applied
 from dataio.augment.cpu_kernel import AVAILABLE, WITHOUT_KERNEL
+from dataio.cli.flags import cpu_tier_applied
 from dataio.formats.errors import UsageError
 from dataio.formats.images import image_prepare
 from dataio.formats.jpeg import cpu_tier
-from dataio.formats.jpeg.cpu_tier import describe_tier
 from dataio.formats.pil_build import SWAP, describe_pil, pil_build, pil_owners
 from dataio.images import turbo_decode
 from dataio.mixtures import blend
@@ -56,8 +55,8 @@ def report() -> tuple[list[str], list[str], list[str]]:
         slow.append(cpu_tier.STALE)
     if turbo_decode.REGION_DECODE:
         lines.append("region decoder dataio.formats.jpeg._jpeg_codec: built; crop-resize: "
-                     + (f"the extension's (pillow-simd's pixels), {describe_tier()}" if turbo_decode.RESIZE_IN_C
-                        else "PIL's (the extension's gives pillow-simd's pixels, not this PIL's)"))
+                     + (f"the extension's (pillow-simd's pixels), {cpu_tier.describe_tier()}"
+                        if turbo_decode.RESIZE_IN_C else "PIL's (the extension's gives pillow-simd's pixels, not this PIL's)"))
     else:
         lines += [turbo_decode.WITHOUT_CODEC, image_prepare.WITHOUT_CODEC]
         slow.append("the region decoder dataio.formats.jpeg._jpeg_codec is not built")

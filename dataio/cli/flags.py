@@ -15,6 +15,7 @@ from typing import Any
 
 from dataio.cli.storage_flag import HELP as STORAGE_HELP, storage_options_of
 from dataio.formats.errors import UsageError
+from dataio.formats.jpeg.cpu_tier import STALE, TIERS, stale, tier_in_use, use_tier
 
 def default_workers() -> int:
     value = os.environ.get("DATAIO_NUM_WORKERS")
@@ -34,14 +35,11 @@ def apply_cpu_tier(flag: str | None) -> str | None:
     wanted = flag or os.environ.get("DATAIO_CPU_TIER") or None
     if wanted is None:
         return None
-    from dataio.formats.jpeg.cpu_tier import TIERS, use_tier
-
     source = "--cpu-tier" if flag else "DATAIO_CPU_TIER"
     if wanted not in TIERS:
         shown = repr(wanted) if len(wanted) <= 40 else f"{wanted[:40]!r}... ({len(wanted):,} characters)"
         raise UsageError(f"{source}={shown} is not a tier: one of {', '.join(TIERS)}")
-    from dataio.formats.jpeg.cpu_tier import STALE, stale
-    from dataio.images.turbo_decode import RESIZE_IN_C
+    from dataio.images.turbo_decode import RESIZE_IN_C  # lazy: numpy and PIL, only where a tier is asked
 
     if stale():
         raise UsageError(f"{source}={wanted}: {STALE}")
@@ -58,8 +56,6 @@ def apply_cpu_tier(flag: str | None) -> str | None:
 def cpu_tier_applied(flag: str | None) -> Iterator[str | None]:
     """``apply_cpu_tier(flag)`` for one command, the process's tier put back after it: ``main()`` called in-process
     (a script, a notebook, the tests) leaves no cap for its later calls. Yields the line to print, or None."""
-    from dataio.formats.jpeg.cpu_tier import TIERS, tier_in_use, use_tier
-
     before = tier_in_use()
     try:
         yield apply_cpu_tier(flag)

@@ -29,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #define PRECISION_BITS (32 - 8 - 2)  /* PIL's */
 #define MAX_COEFS_PRECISION (16 - 1) /* pillow-simd's: int16 coefficients */
 
@@ -47,7 +46,6 @@ int resize_reserve(void *buffer, size_t *capacity, size_t bytes) {
     *capacity = bytes;
     return 1;
 }
-
 
 static double bilinear(double x) {
     if (x < 0.0)
