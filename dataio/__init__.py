@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # what type checkers and editors see: the real classes, not A
     from dataio.text.config import TextLoaderConfig
     from dataio.text.loader import TextLoader
     from dataio.text.token_dataset import TokenDataset, TokenDatasetConfig
+    from dataio.formats.jpeg.cpu_tier import cpu_tier, tier_in_use, use_tier
 
 __version__ = "0.1.0"
 
@@ -44,6 +45,9 @@ _LAZY = {
     "ViewsConfig": "dataio.views.views_config",
     "ViewsLoader": "dataio.views.loader",
     "check_same_tokenizer": "dataio.pairs.tokenizer_identity",
+    "cpu_tier": "dataio.formats.jpeg.cpu_tier",
+    "tier_in_use": "dataio.formats.jpeg.cpu_tier",
+    "use_tier": "dataio.formats.jpeg.cpu_tier",
 }
 
 
@@ -61,4 +65,4 @@ def __getattr__(name: str) -> Any:
 __all__ = ["CaptionConfig", "DataLoader", "DetectionConfig", "DetectionLoader", "ImageLoader", "ImageLoaderConfig",
            "PairLoader", "ShardDataset", "ShardDatasetConfig", "TextLoader", "TextLoaderConfig", "TokenDataset",
            "TokenDatasetConfig", "ViewsConfig", "ViewsLoader", "__version__", "check_epoch",
-           "check_same_tokenizer"]
+           "check_same_tokenizer", "cpu_tier", "tier_in_use", "use_tier"]

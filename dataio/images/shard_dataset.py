@@ -47,6 +47,7 @@ import numpy as np
 import torch
 
 from dataio.formats.errors import ConfigError, ShardError
+from dataio.formats.jpeg.cpu_tier import carried_tier, take_tier
 from dataio.formats.kinds import Kind, kind_of
 from dataio.formats.remote.storage import is_remote, redact
 from dataio.images.config import IMAGENET_MEAN, IMAGENET_STD, ImageLoaderConfig
@@ -211,12 +212,14 @@ class ShardDataset(torch.utils.data.Dataset):
         """Source, options and transforms: no open files, memory maps or table (each process opens its own)."""
         return {"source": self.source, "transform": self.transform,
                 "target_transform": self.target_transform, "config": self.config,
-                "num_samples": self._num_samples, "fingerprint": self._fingerprint, "pil_input": self._pil_input}
+                "num_samples": self._num_samples, "fingerprint": self._fingerprint, "pil_input": self._pil_input,
+                "cpu_tier": carried_tier()}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._setup(state["source"], state["transform"], state["target_transform"], state["config"])
         self._num_samples, self._fingerprint = state["num_samples"], state["fingerprint"]
         self._pil_input = state.get("pil_input", False)
+        take_tier(state.get("cpu_tier"))  # a spawned worker resizes at the tier its parent was capped at
 
     def close(self) -> None:
         """Close the shard files this data set opened in this process (they reopen on the next read)."""

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from dataio.formats.errors import LoaderClosed, NotPicklable
+from dataio.formats.jpeg.cpu_tier import carried_tier, take_tier
 from dataio.formats.remote.storage import redact
 
 _checking = threading.local()  # set while ``_check_pickles`` runs in this thread
@@ -36,8 +37,11 @@ ADVICE = ("define it at module level (or as a picklable callable object), as tor
           "workers, or build the loader in the process that reads it (Lightning: in setup() or train_dataloader())")
 
 
-def rebuild(kind: type, args: tuple, kwargs: dict[str, Any], state: dict[str, Any] | None) -> Any:
-    """``kind(*args, **kwargs)``, moved to ``state`` when it had moved."""
+def rebuild(kind: type, args: tuple, kwargs: dict[str, Any], state: dict[str, Any] | None,
+            tier: str | None = None) -> Any:
+    """``kind(*args, **kwargs)``, moved to ``state`` when it had moved, in a process capped at the crop-resize
+    ``tier`` its pickling process was capped at (``cpu_tier.carried_tier``: a spawned process starts at its CPU's)."""
+    take_tier(tier)
     loader = kind(*args, **kwargs)
     if state is not None:
         loader.load_state_dict(state)
@@ -92,7 +96,7 @@ class RebuiltOnUnpickle:
         _check_pickles(name, type(self).__init__, args, kwargs)
         p = self.position
         moved = p.epoch or p.consumed or p.dealt or p.yielded or p.loaded
-        return rebuild, (type(self), args, kwargs, self.state_dict() if moved else None)
+        return rebuild, (type(self), args, kwargs, self.state_dict() if moved else None, carried_tier())
 
 
 def _check_pickles(name: str, constructor: Any, args: tuple, kwargs: dict[str, Any]) -> None:

@@ -7,8 +7,9 @@ lower one is chosen to measure it, or to compare machines, on a CPU that has a h
 the highest its CPU has unless ``use_tier`` caps it; a cap above the CPU's is the CPU's, as oneDNN's
 ``ONEDNN_MAX_CPU_ISA`` is. The cap is the process's: the loader's decode threads run under it, worker processes
 forked after it inherit it, and ones started by spawn or forkserver (Python 3.14's default on Linux; a DataLoader's
-``multiprocessing_context``, Lightning's ``ddp_spawn``) begin at the CPU's: call ``use_tier`` in them (a
-``worker_init_fn``) to cap them too. Only the CLI reads ``DATAIO_CPU_TIER`` (and ``dataio bench images
+``multiprocessing_context``, Lightning's ``ddp_spawn``) begin at the CPU's, except where a pickled ``ShardDataset``
+or dataio loader arrives: each carries a cap below the CPU's (``carried_tier``) and sets it where it is unpickled
+(``take_tier``), so the workers reading it resize as the process that built it. Only the CLI reads ``DATAIO_CPU_TIER`` (and ``dataio bench images
 --cpu-tier``); a script's own processes ignore the variable.
 """
 
@@ -71,3 +72,17 @@ def describe_tier() -> str:
         return f"tier unknown ({STALE})"
     capped = f", capped below this CPU's {highest}" if used != highest else ""
     return f"tier {used} ({NEEDS[used]}{capped})"
+
+
+def carried_tier() -> str | None:
+    """The cap a pickled data set or loader carries to the process it is unpickled in: this process's tier where
+    it is below the CPU's, else None (nothing to carry: a new process starts at its CPU's)."""
+    used = tier_in_use()
+    return used if used in TIERS and used != cpu_tier() else None
+
+
+def take_tier(carried: str | None) -> None:
+    """Cap this process at ``carried`` (``carried_tier``'s answer where the object was pickled; None: nothing). A
+    value this build does not know, or a stale extension, leaves the tier as it is: the pixels are the same."""
+    if carried in TIERS and _jpeg_codec is not None and not stale():
+        _jpeg_codec.resize_tier(TIERS.index(carried))

@@ -63,3 +63,40 @@ def test_the_dataio_command_refuses_a_bad_tier_in_a_line_before_any_work(tmp_pat
                                    "avx2, avx512, vbmi")
     done = run(["-m", "dataio", "bench", "images", str(tmp_path), "--cpu-tier", "avx3"], None)
     assert done.returncode == 2 and "--cpu-tier: invalid choice: 'avx3'" in done.stderr
+
+
+@pytest.mark.skipif(len(HERE_TIERS) < 2, reason="this CPU runs one tier: there is no cap below it to carry")
+def test_a_pickled_data_set_or_loader_carries_a_cap_below_the_cpus(image_shards, restored_tier):
+    """A spawned process starts at its CPU's tier; what it unpickles (a torch DataLoader worker's ShardDataset,
+    ddp_spawn's loaders) sets the cap the pickling process had (cpu_tier.carried_tier / take_tier)."""
+    import pickle
+
+    import dataio
+
+    lower = HERE_TIERS[-2]
+    highest = HERE_TIERS[-1]
+    for build in (lambda: dataio.ShardDataset(image_shards, image_size=32),
+                  lambda: dataio.ImageLoader(image_shards, batch_size=4, image_size=32, num_workers=1)):
+        made = build()
+        dataio.use_tier(lower)
+        capped = pickle.dumps(made)
+        dataio.use_tier(highest)
+        uncapped = pickle.dumps(made)
+        pickle.loads(capped).close()
+        assert dataio.tier_in_use() == lower, type(made).__name__
+        dataio.use_tier("scalar")
+        pickle.loads(uncapped).close()  # pickled at the CPU's: nothing carried, the receiving process keeps its own
+        assert dataio.tier_in_use() == "scalar", type(made).__name__
+        made.close()
+
+
+def test_the_tier_functions_are_dataios_own_names(restored_tier):
+    import dataio
+
+    cpu_tier.use_tier("vbmi")  # the CPU's highest
+
+    assert dataio.use_tier is cpu_tier.use_tier and dataio.tier_in_use is cpu_tier.tier_in_use
+    assert dataio.cpu_tier is cpu_tier.cpu_tier and {"use_tier", "tier_in_use", "cpu_tier"} <= set(dataio.__all__)
+    cpu_tier.take_tier("not a tier")  # an unknown carried value (a newer build's) leaves the tier as it is
+    cpu_tier.take_tier(None)
+    assert cpu_tier.tier_in_use() == cpu_tier.cpu_tier()

@@ -26,7 +26,7 @@ def _section(page: str, heading: str) -> str:
 def test_read_page_has_a_cpu_tiers_section_naming_every_tier_and_how_to_choose():
     text = _section("read.md", "CPU tiers")
     for needle in ("`scalar`", "`avx2`", "`avx512`", "`vbmi`", "DATAIO_CPU_TIER", "--cpu-tier", "use_tier",
-                   "from dataio.formats.jpeg.cpu_tier import", "check_install", "same pixels"):
+                   "dataio.use_tier(", "check_install", "same pixels"):
         assert needle in text, f"the CPU tiers section does not mention {needle}"
 
 
@@ -38,7 +38,8 @@ def test_docs_say_a_script_of_ones_own_does_not_read_the_variable():
 
 def test_docs_say_spawned_processes_start_at_the_cpus_tier():
     text = " ".join(_section("read.md", "CPU tiers").split())
-    for needle in ("spawn", "forkserver", "ddp_spawn", "begin at the CPU's highest", "top level"):
+    for needle in ("spawn", "forkserver", "ddp_spawn", "begin at the CPU's highest", "top level",
+                   "carries a cap below the CPU's"):
         assert needle in text, f"the CPU tiers section does not mention {needle}"
     assert "CPU tiers](read.md#cpu-tiers)" in (DOCS / "dataloader.md").read_text()
 

@@ -36,10 +36,11 @@ def test_torchrun_ranks_ignore_the_variable_and_follow_use_tier(cpu_highest, ima
         == digests[("1", "use_tier")]  # each rank its own share, the same pixels on both tiers
 
 
-def test_a_spawned_worker_starts_at_the_cpus_tier_unless_capped_at_the_top_level(cpu_highest, image_shards,
-                                                                                  tmp_path):
+def test_a_spawned_worker_takes_the_tier_the_data_set_carries(cpu_highest, image_shards, tmp_path):
+    """A spawned worker imports the script afresh (the CPU's highest tier), then unpickles the ShardDataset, which
+    carries its parent's cap: with ``use_tier`` under ``__main__`` only as at the top level."""
     expected = "avx2" if cpu_highest in ("avx2", "avx512", "vbmi") else cpu_highest
     out = ok(run([SCRIPTS / "spawn_workers.py", image_shards], tmp_path)).stdout
-    assert f"main: worker tier {cpu_highest}" in out, out  # use_tier under __main__ only: the CPU's highest
+    assert f"main: worker tier {expected}" in out, out
     assert f"top: worker tier {expected}" in out, out
     assert f"parent tier {expected}" in out, out

@@ -1,7 +1,8 @@
 """torch ``DataLoader`` workers started by ``spawn`` over ``dataio.ShardDataset(image_size=...)`` (whose samples
 the extension's crop-resize makes), after ``use_tier("avx2")`` under ``if __name__ == "__main__":``, then with
 ``use_tier("avx2")`` at the top level too (U45_TOP set: a spawned worker imports the script as ``__mp_main__``).
-Each worker prints the tier it runs. ``spawn_workers.py SHARDS``."""
+Each worker prints the tier it runs: the data set it unpickles carries the parent's cap either way.
+``spawn_workers.py SHARDS``."""
 
 import os
 import sys
