@@ -167,8 +167,13 @@ static int decode_spliced(const unsigned char *data, size_t size, const region_r
         request->y0 >= request->y1 || request->x1 > 65535 || request->y1 > 65535 ||
         !jpeg_splice(data, size, (request->x0 - SPLICE_CONTEXT) * denom, (request->y0 - SPLICE_CONTEXT) * denom,
                      (request->x1 + SPLICE_CONTEXT) * denom, (request->y1 + SPLICE_CONTEXT) * denom, &spliced,
-                     &spliced_size, &image_left, &image_top))
-        return decode(data, size, request, width, height, left, err);
+                     &spliced_size, &image_left, &image_top)) {
+        /* A box whose cut would keep every interval (or a box outside): the file as it is, at full width where
+         * it is spliceable, as a cut would be (a cropped decode's edges are not the whole image's pixels). */
+        region_request whole = *request;
+        whole.crop = !(request->splice && jpeg_spliceable(data, size));
+        return decode(data, size, &whole, width, height, left, err);
+    }
     region_request shifted = *request; /* the spliced image starts at (image_left, image_top) */
     shifted.crop = 0; /* it is at most an interval wider than the box on each side (module docstring) */
     shifted.x0 -= image_left / denom;
