@@ -146,8 +146,9 @@ def test_the_pil_fallback_of_the_crop_resize_gives_the_c_paths_pixels(monkeypatc
 
 def test_every_tier_resizes_as_pil_on_odd_boxes_upscales_and_single_pixels():
     rng = np.random.default_rng(46)
-    cases = [(7, 5, (0.5, 0.25, 6.75, 4.5), 1, 1), (3, 3, (0, 0, 3, 3), 300, 2), (2000, 3, (1.5, 0, 1999.25, 3), 2, 1),
-             (333, 211, (10.3, 7.7, 11.1, 8.2), 224, 224), (1, 1, (0, 0, 1, 1), 5, 7), (640, 480, (0, 0, 640, 480), 3, 640)]
+    cases = [(7, 5, (0.5, 0.25, 6.75, 4.5), 1, 1), (3, 3, (0, 0, 3, 3), 300, 2), (1, 1, (0, 0, 1, 1), 5, 7),
+             (2000, 3, (1.5, 0, 1999.25, 3), 2, 1), (333, 211, (10.3, 7.7, 11.1, 8.2), 224, 224),
+             (640, 480, (0, 0, 640, 480), 3, 640)]
     for width, height, box, out_w, out_h in cases:
         source = rng.integers(0, 256, (height, width, 4), dtype=np.uint8)
         image = Image.frombuffer("RGBX", (width, height), source.tobytes(), "raw", "RGBX", 0, 1)
