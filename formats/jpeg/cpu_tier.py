@@ -82,7 +82,10 @@ def carried_tier() -> str | None:
 
 
 def take_tier(carried: str | None) -> None:
-    """Cap this process at ``carried`` (``carried_tier``'s answer where the object was pickled; None: nothing). A
-    value this build does not know, or a stale extension, leaves the tier as it is: the pixels are the same."""
+    """Cap this process at ``carried`` (``carried_tier``'s answer where the object was pickled; None: nothing), where
+    that is below the tier it runs: a cap never raises a lower one this process chose (``use_tier("scalar")`` at the
+    top of a script that then unpickles a data set capped at avx2). A value this build does not know, or a stale
+    extension, leaves the tier as it is: the pixels are the same."""
     if carried in TIERS and _jpeg_codec is not None and not stale():
-        _jpeg_codec.resize_tier(TIERS.index(carried))
+        if TIERS.index(carried) < _jpeg_codec.resize_tier():
+            _jpeg_codec.resize_tier(TIERS.index(carried))

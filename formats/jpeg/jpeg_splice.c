@@ -125,6 +125,17 @@ int jpeg_splice(const unsigned char *data, size_t size, long x0, long y0, long x
     if (x1 <= x0 || y1 <= y0)
         return 0;
     long c0 = x0 / interval_width, c1 = (x1 + interval_width - 1) / interval_width;
+    /* A cut no wider than an MCU (one interval of one MCU, or the last, partial one) has a subsampled component
+     * of 2 samples or fewer at 1/4 scale: libjpeg then upsamples it without fancy upsampling, and every column
+     * differs from the whole image's. One more interval makes it wider than an MCU, enough at every scale with
+     * fancy upsampling (1/8 has none). */
+    long full = c1 * interval_width < layout.width ? c1 * interval_width : layout.width;
+    if (full - c0 * interval_width <= layout.mcu_width) {
+        if (c0 > 0)
+            c0 -= 1;
+        else if (c1 < per_row)
+            c1 += 1;
+    }
     long r0 = y0 / layout.mcu_height, r1 = (y1 + layout.mcu_height - 1) / layout.mcu_height;
     if (c0 == 0 && c1 == per_row && r0 == 0 && r1 == layout.mcu_rows)
         return 0;
@@ -177,4 +188,9 @@ int jpeg_splice(const unsigned char *data, size_t size, long x0, long y0, long x
     *left = c0 * interval_width;
     *top = r0 * layout.mcu_height;
     return 1;
+}
+
+int jpeg_spliceable(const unsigned char *data, size_t size) {
+    jpeg_layout layout;
+    return read_layout(data, size, &layout);
 }
