@@ -74,11 +74,12 @@ def use_tier(name: str) -> str:
     ``tier_in_use``) the cap changes nothing. An unknown name, or a stale extension (``STALE``), is a
     ``ConfigError``."""
     if name not in TIERS:
-        raise ConfigError(f"{{0}} must be one of {', '.join(TIERS)}, got {name!r}", "cpu_tier")
+        raise ConfigError(f"dataio.use_tier: {{0}} must be one of {', '.join(TIERS)} (lower case), got {name!r}",
+                          "name")
     if _jpeg_codec is None:
         return "scalar"
     if stale():
-        raise ConfigError(f"{{0}} {name} cannot be chosen: {STALE}", "cpu_tier")
+        raise ConfigError(f"dataio.use_tier: {{0}} {name!r} cannot be chosen: {STALE}", "name")
     return TIERS[_jpeg_codec.resize_tier(TIERS.index(name))]
 
 

@@ -1,10 +1,11 @@
-"""Issue 46, the tier functions' docs read as a user: docs/dataloader.md still said a spawned worker runs the CPU's
+"""Issue 46, the tier functions' docs and errors read as a user: docs/dataloader.md still said a spawned worker runs the CPU's
 own tier, not a cap set under ``__main__`` (read.md and the code now carry the cap); the tiers' CPU lists put
 Cascade Lake (AVX-512) under ``avx2`` and every chip "from Ice Lake on" under ``vbmi`` (Intel's desktop and laptop
 chips from Alder Lake on have no AVX-512); the API page rendered three one-line docstrings under their long
 module path, naming neither the tier names nor where to call ``use_tier`` nor what spawned processes do, and
 ``tier_in_use`` claimed to be what the crop-resizes run where plain Pillow resizes instead; ``check_install
---help`` named ``dataio.formats.jpeg.cpu_tier.use_tier``, and the changelog did not list the new top-level API."""
+--help`` named ``dataio.formats.jpeg.cpu_tier.use_tier``; the changelog did not list the new top-level API;
+``use_tier("AVX2")`` was refused as ``cpu_tier must be one of ...``, the name of another function."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 
 import dataio
 from dataio import check_install
+from dataio.formats.errors import ConfigError
 
 from .conftest import ok, run
 
@@ -78,3 +80,12 @@ def test_check_install_help_names_the_public_use_tier(capsys):
 def test_the_changelog_lists_the_top_level_tier_api_and_the_carried_cap():
     unreleased = (ROOT / "CHANGELOG.md").read_text().split("## [Unreleased]", 1)[1].split("\n## ", 1)[0]
     assert "`dataio.use_tier(name)`" in unreleased and "carries a cap below the CPU's" in flat(unreleased)
+
+
+def test_a_bad_tier_name_is_refused_naming_use_tier_and_its_argument():
+    """``dataio.use_tier("AVX2")`` said ``cpu_tier must be one of ...``: the name of another function, not of the
+    argument given."""
+    with pytest.raises(ConfigError) as raised:
+        dataio.use_tier("AVX2")
+    assert str(raised.value) == ("dataio.use_tier: name must be one of scalar, avx2, avx512, vbmi (lower case), "
+                                 "got 'AVX2'")
