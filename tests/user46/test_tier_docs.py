@@ -1,10 +1,10 @@
-"""Issue 46, the tier functions' docs and errors read as a user: docs/dataloader.md still said a spawned worker
-runs the CPU's own tier, not a cap set under ``__main__`` (read.md and the code now carry the cap); the tiers'
-CPU lists put Cascade Lake (AVX-512) under ``avx2`` and every chip "from Ice Lake on" under ``vbmi`` (Intel's desktop and laptop
-chips from Alder Lake on have no AVX-512); the API page rendered three one-line docstrings under their long
+"""Issue 46, the tier functions' docs and errors read as a user: docs/dataloader.md still said a spawned worker runs
+the CPU's own tier, not a cap set under ``__main__`` (read.md and the code now carry the cap); the tiers' CPU lists
+put Cascade Lake (AVX-512) under ``avx2`` and every chip "from Ice Lake on" under ``vbmi`` (Intel's desktop and
+laptop chips from Alder Lake on have no AVX-512); the API page rendered three one-line docstrings under their long
 module path, naming neither the tier names nor where to call ``use_tier`` nor what spawned processes do, and
-``tier_in_use`` claimed to be what the crop-resizes run where plain Pillow resizes instead; ``check_install
---help`` named ``dataio.formats.jpeg.cpu_tier.use_tier``; the changelog did not list the new top-level API;
+``tier_in_use`` claimed to be what the crop-resizes run where plain Pillow resizes instead; ``check_install --help``
+named ``dataio.formats.jpeg.cpu_tier.use_tier``; the changelog did not list the new top-level API;
 ``use_tier("AVX2")`` was refused as ``cpu_tier must be one of ...``, the name of another function."""
 
 from __future__ import annotations
