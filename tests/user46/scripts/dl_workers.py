@@ -4,6 +4,7 @@ capped). Each worker prints its tier from ``worker_init_fn``; the parent prints 
 with a seeded generator. ``dl_workers.py SHARDS CONTEXT TIER``."""
 
 import hashlib
+import os
 import sys
 
 import torch
@@ -12,7 +13,7 @@ import dataio
 
 
 def report(worker_id: int) -> None:
-    print(f"worker {worker_id} tier {dataio.tier_in_use()}", flush=True)
+    os.write(1, f"worker {worker_id} tier {dataio.tier_in_use()}\n".encode())  # one write: the 2 workers' lines whole
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import dataio
 
 def rank_main(rank: int, loaders: dict, port: str) -> None:
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", port
-    print(f"rank {rank} start tier {dataio.tier_in_use()}", flush=True)
+    os.write(1, f"rank {rank} start tier {dataio.tier_in_use()}\n".encode())  # one write: whole lines
     dist.init_process_group("gloo", rank=rank, world_size=2)
     torch.manual_seed(0)
     classes = len(loaders["train"].dataset.classes)
@@ -36,8 +36,8 @@ def rank_main(rank: int, loaders: dict, port: str) -> None:
             optimizer.step()
     for images, labels in loaders["eval"]:
         digest.update(images.contiguous().numpy().tobytes())
-    print(f"rank {rank} end tier {dataio.tier_in_use()} digest {digest.hexdigest()} loss {loss.item():.6f}",
-          flush=True)
+    os.write(1, f"rank {rank} end tier {dataio.tier_in_use()} digest {digest.hexdigest()} loss {loss.item():.6f}\n"
+             .encode())
     dist.barrier()
     dist.destroy_process_group()
 
