@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m dataio.check_install", description=__doc__.splitlines()[0],
         epilog="environment: DATAIO_CPU_TIER=scalar|avx2|avx512|vbmi runs the crop-resize at that CPU tier, or the "
         "CPU's highest where that is lower, as the dataio command does; a Python script calls "
-        "dataio.formats.jpeg.cpu_tier.use_tier(name) instead (docs/read.md, CPU tiers)")
+        "dataio.use_tier(name) instead (docs/read.md, CPU tiers)")
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 unless pillow-simd with libjpeg-turbo and the six C extensions are in use")
     args = parser.parse_args(argv)

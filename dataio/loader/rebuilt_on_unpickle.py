@@ -38,11 +38,15 @@ ADVICE = ("define it at module level (or as a picklable callable object), as tor
 
 
 def rebuild(kind: type, args: tuple, kwargs: dict[str, Any], state: dict[str, Any] | None,
-            tier: str | None = None) -> Any:
+            tier: str | None = None, built_as: str = "") -> Any:
     """``kind(*args, **kwargs)``, moved to ``state`` when it had moved, in a process capped at the crop-resize
-    ``tier`` its pickling process was capped at (``cpu_tier.carried_tier``: a spawned process starts at its CPU's)."""
+    ``tier`` its pickling process was capped at (``cpu_tier.carried_tier``: a spawned process starts at its CPU's),
+    named in its notes as it was built (``built_as``: ``dataio.DataLoader`` for the drop-in's loaders, which a
+    ``ddp_spawn`` rank would otherwise call ``ImageLoader(shard=None)``, a constructor the script never called)."""
     take_tier(tier)
     loader = kind(*args, **kwargs)
+    if built_as:
+        loader._built_as = built_as
     if state is not None:
         loader.load_state_dict(state)
     return loader
@@ -96,7 +100,8 @@ class RebuiltOnUnpickle:
         _check_pickles(name, type(self).__init__, args, kwargs)
         p = self.position
         moved = p.epoch or p.consumed or p.dealt or p.yielded or p.loaded
-        return rebuild, (type(self), args, kwargs, self.state_dict() if moved else None, carried_tier())
+        return rebuild, (type(self), args, kwargs, self.state_dict() if moved else None, carried_tier(),
+                         getattr(self, "_built_as", ""))
 
 
 def _check_pickles(name: str, constructor: Any, args: tuple, kwargs: dict[str, Any]) -> None:

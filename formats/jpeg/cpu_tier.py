@@ -1,8 +1,9 @@
 """The crop-resize's CPU tier: which of the extension's kernels this process runs (formats/jpeg/resize_kernels.h).
 
-The tiers, lowest first: ``scalar`` (plain C, any CPU), ``avx2`` (Haswell to Cascade Lake, AMD Zen 1-3),
-``avx512`` (AVX-512 F/BW/VL without VBMI: Skylake-SP, Cascade Lake) and ``vbmi`` (AVX-512 with VBMI and VNNI:
-Ice Lake and later, Zen 4 and later). Every tier gives the same pixels (tests/images/test_rgbx_resize.py); a
+The tiers, lowest first: ``scalar`` (plain C, any CPU), ``avx2`` (AVX2 without AVX-512: Intel Haswell to Comet
+Lake and the desktop and laptop chips from Alder Lake on; AMD Zen 1-3), ``avx512`` (AVX-512 F/BW/VL without VBMI:
+Skylake-SP, Cascade Lake, Cooper Lake) and ``vbmi`` (AVX-512 with VBMI and VNNI: Ice Lake, Tiger Lake, the Xeons
+from Ice Lake-SP on; AMD Zen 4 and later). Every tier gives the same pixels (tests/images/test_rgbx_resize.py); a
 lower one is chosen to measure it, or to compare machines, on a CPU that has a higher one. The process runs
 the highest its CPU has unless ``use_tier`` caps it; a cap above the CPU's is the CPU's, as oneDNN's
 ``ONEDNN_MAX_CPU_ISA`` is. The cap is the process's: the loader's decode threads run under it, worker processes
@@ -38,14 +39,22 @@ def stale() -> bool:
 
 
 def cpu_tier() -> str:
-    """The highest tier this CPU runs (``scalar`` without the extension, ``unknown`` with a stale one)."""
+    """The highest tier this CPU runs: ``"scalar"``, ``"avx2"``, ``"avx512"`` or ``"vbmi"`` (``dataio.cpu_tier``).
+
+    ``"scalar"`` without the extension (PIL resizes there), ``"unknown"`` with a stale one (``STALE``)."""
     if _jpeg_codec is None:
         return "scalar"
     return "unknown" if stale() else TIERS[_jpeg_codec.resize_simd()]
 
 
 def tier_in_use() -> str:
-    """The tier this process's crop-resizes run (``unknown`` with a stale extension)."""
+    """The tier this process's crop-resizes run: the CPU's highest, or the cap ``use_tier`` set
+    (``dataio.tier_in_use``).
+
+    ``"unknown"`` with a stale extension (``STALE``). Where PIL does the crop-resize instead of the extension (the
+    extension not built, or plain Pillow rather than pillow-simd, whose pixels the extension's kernels give), no
+    tier runs: this still names the extension's, and a cap changes nothing. ``python -m dataio.check_install``
+    says which resizes (``crop-resize: the extension's ... tier avx2`` or ``crop-resize: PIL's``)."""
     if _jpeg_codec is None:
         return "scalar"
     return "unknown" if stale() else TIERS[_jpeg_codec.resize_tier()]
@@ -53,13 +62,24 @@ def tier_in_use() -> str:
 
 def use_tier(name: str) -> str:
     """Cap this process's crop-resize at tier ``name``; returns the tier then in use (the CPU's where it is
-    lower). An unknown name, or a stale extension (``STALE``), is a ``ConfigError``."""
+    lower: ``use_tier("vbmi")`` on an AVX2-only CPU returns ``"avx2"``). ``dataio.use_tier``.
+
+    ``name`` is ``"scalar"``, ``"avx2"``, ``"avx512"`` or ``"vbmi"``, in lower case; every tier gives the same
+    pixels, so a lower one only measures it or stands in for another machine's CPU. Call it at the top level of the
+    script, before any loader runs; a later call sets the cap again (up to the CPU's highest). The cap is the
+    process's, not read from ``DATAIO_CPU_TIER`` (only the ``dataio`` command reads that): the loaders' decode
+    threads and forked workers run under it; a process started by spawn or forkserver begins at its CPU's highest
+    and takes the cap that a pickled ``ShardDataset`` or dataio loader carries (a torch DataLoader's workers,
+    ``torch.multiprocessing.spawn``, Lightning's ``ddp_spawn``). Where PIL does the crop-resize (see
+    ``tier_in_use``) the cap changes nothing. An unknown name, or a stale extension (``STALE``), is a
+    ``ConfigError``."""
     if name not in TIERS:
-        raise ConfigError(f"{{0}} must be one of {', '.join(TIERS)}, got {name!r}", "cpu_tier")
+        raise ConfigError(f"dataio.use_tier: {{0}} must be one of {', '.join(TIERS)} (lower case), got {name!r}",
+                          "name")
     if _jpeg_codec is None:
         return "scalar"
     if stale():
-        raise ConfigError(f"{{0}} {name} cannot be chosen: {STALE}", "cpu_tier")
+        raise ConfigError(f"dataio.use_tier: {{0}} {name!r} cannot be chosen: {STALE}", "name")
     return TIERS[_jpeg_codec.resize_tier(TIERS.index(name))]
 
 

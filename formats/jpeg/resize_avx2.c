@@ -1,4 +1,4 @@
-/* The AVX2 tier of the crop-resize (resize_kernels.h): Haswell to Cascade Lake, AMD Zen 1-3.
+/* The AVX2 tier of the crop-resize (resize_kernels.h): Intel Haswell to Comet Lake and Alder Lake on, AMD Zen 1-3.
  *
  * The horizontal pass forms two outputs per register: each output's taps (the most any output has, rounded
  * up to a pair) from a window that stays inside the row, as 16-bit pairs of pixels (pshufb) multiplied by

@@ -1,7 +1,7 @@
 /* The AVX-512 tiers of the crop-resize (resize_kernels.h): four outputs of a row per 512-bit register.
  *
  * Per quad of outputs, one 64-byte load (16 RGBX pixels) holds all their taps (a downscale up to about 2.5x).
- * With VBMI (Ice Lake and later, Zen 4 and later) one byte permute per pair of taps (vpermt2b) forms the
+ * With VBMI (Ice Lake, Sapphire Rapids and later Xeons, Zen 4 and later) one byte permute per pair of taps (vpermt2b) forms the
  * 16-bit pairs vpdpwssd takes. Without it (Skylake-SP, Cascade Lake), one dword permute (vpermd, AVX-512F)
  * puts each output's four tap pixels in its own 128-bit lane, and one pshufb per pair of taps forms the same
  * pairs for pmaddwd: one more shuffle per pair of taps than VBMI, against the AVX2 kernel's two outputs per

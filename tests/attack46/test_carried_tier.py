@@ -59,7 +59,7 @@ def test_old_pickles_and_unknown_values_leave_the_tier_as_it_is(image_shards, re
     old.__setstate__(state)
     assert len(old) == len(dataset) and cpu_tier.tier_in_use() == lower
     loader = loader_build()
-    kind, (cls, args, kwargs, moved, _tier) = loader.__reduce__()
+    kind, (cls, args, kwargs, moved, *_carried) = loader.__reduce__()  # + the tier and the loader's name
     kind(cls, args, kwargs, moved).close()  # a 4-argument rebuild tuple, from before the tier was carried
     for garbage in ("avx3", "", 7, ["avx2"], {"tier": "scalar"}, b"scalar", None):
         state["cpu_tier"] = garbage
