@@ -28,7 +28,6 @@ from __future__ import annotations
 import mmap
 import os
 import sys
-import threading
 import weakref
 
 import numpy as np
@@ -119,8 +118,7 @@ class BufferPool:
         self.capacity = capacity
         self._arrays: list[np.ndarray] = []
         self._mappings: list[mmap.mmap | None] = []  # each array's mapping, same order
-        with _POOLS_LOCK:
-            _POOLS.add(self)
+        _POOLS.add(self)  # a fork's hooks copying the set meanwhile copy it again (_live_pools)
 
     def get(self, shape: tuple[int, ...], dtype: np.dtype | type = np.uint8) -> np.ndarray:
         """An array of ``shape`` and ``dtype`` nobody else holds: an idle pooled one, else a fresh one, pooled in
@@ -172,16 +170,19 @@ class BufferPool:
 
 
 _POOLS: weakref.WeakSet[BufferPool] = weakref.WeakSet()
-# A pool added while the hooks copy the set made the copy raise (``Set changed size during iteration``) and
-# every pool went unmarked: one left wipe-on-fork was zeros in the next child, held or not (804 of 7,399 forks
-# with a thread making loaders; removals are the WeakSet's own business). Re-entrant: a signal handler's fork
-# may interrupt its own thread's ``__init__``.
-_POOLS_LOCK = threading.RLock()
 
 
 def _live_pools() -> list[BufferPool]:
-    with _POOLS_LOCK:
-        return list(_POOLS)
+    """The live pools. A pool added while the hooks copy the set made the copy raise (``Set changed size during
+    iteration``) and every pool went unmarked: one left wipe-on-fork was zeros in the next child, held or not (804
+    of 7,399 forks with a thread making loaders); such a copy is taken again. No lock: a lock held by another thread
+    (one a collection inside it left waiting on a thread that waits for the lock) stopped a fork's hooks for good
+    (tests/images/test_fork_buffers.py, in the whole suite); removals are the WeakSet's own business."""
+    while True:
+        try:
+            return list(_POOLS)
+        except RuntimeError:  # changed size during the copy: a pool was added
+            continue
 
 
 def _mark_all(forking: bool) -> None:
@@ -203,9 +204,7 @@ def _after_fork_in_parent() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _POOLS_LOCK
-    _POOLS_LOCK = threading.RLock()  # another thread of the parent may have held it at the fork: it is not here
-    _FORKS_MARKING[0] = 0  # nor any fork of such a thread
+    _FORKS_MARKING[0] = 0  # no fork of another of the parent's threads goes on here
     _mark_all(False)  # the marks came along: a fork past these hooks (a C library's) must not wipe held buffers
 
 

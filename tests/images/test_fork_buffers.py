@@ -4,11 +4,13 @@ writing them without copy-on-write faults, a child sees the batches a user holds
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import hashlib
 import os
 import resource
 import signal
 import sys
+import tempfile
 import threading
 import time
 
@@ -126,7 +128,12 @@ def test_hooks_running_inside_get_on_the_same_thread_do_not_deadlock():
     done = threading.Event()
     thread = threading.Thread(target=lambda: (pool.get(SHAPE), done.set()), daemon=True)
     thread.start()
-    assert done.wait(timeout=10) and forked
+    if not done.wait(timeout=10):  # what every thread was doing, for the failure's message
+        with tempfile.TemporaryFile("w+") as stacks:
+            faulthandler.dump_traceback(stacks, all_threads=True)
+            stacks.seek(0)
+            pytest.fail(f"get() with the hooks inside it did not return within 10 s; threads:\n{stacks.read()}")
+    assert forked
     assert buffer_pool._FORKS_MARKING[0] == 0
 
 
