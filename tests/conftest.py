@@ -192,5 +192,6 @@ from tests.hostile_helpers import views_shards  # noqa: E402,F401  (fixture)
 # Fixtures read in several folders are imported here only: imported into several modules or conftests, a session
 # fixture is one per importer, each built again (a Lightning launch, an open_clip run, a keypoint conversion).
 from tests.keypoint_fixtures import keypoint_json, keypoint_shards  # noqa: E402,F401  (fixtures)
+from tests.tier_fixtures import restored_tier  # noqa: E402,F401  (fixture)
 from tests.loader.predict_fixtures import forty_one, forty_one_documents, lightning_predict  # noqa: E402,F401
 from tests.clients.open_clip_runs import open_clip_one_rank, patched  # noqa: E402,F401  (fixtures)

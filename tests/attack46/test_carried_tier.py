@@ -20,13 +20,6 @@ pytestmark = pytest.mark.skipif(not REGION_DECODE, reason="dataio.formats.jpeg._
 HERE_TIERS = cpu_tier.TIERS[: cpu_tier.TIERS.index(cpu_tier.cpu_tier()) + 1]  # every tier this CPU runs
 
 
-@pytest.fixture
-def restored_tier():
-    """The process's tier put back to the CPU's after the test."""
-    yield
-    cpu_tier.use_tier("vbmi")
-
-
 def builders(image_shards):
     import dataio  # lazy: torch, for the data set and the loader only
 

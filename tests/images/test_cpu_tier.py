@@ -21,13 +21,6 @@ from dataio.formats.jpeg import _jpeg_codec  # noqa: E402  (after the skip mark:
 HERE_TIERS = cpu_tier.TIERS[: cpu_tier.TIERS.index(cpu_tier.cpu_tier()) + 1]  # every tier this CPU runs
 
 
-@pytest.fixture
-def restored_tier():
-    """The process's tier put back to the CPU's after the test."""
-    yield
-    cpu_tier.use_tier("vbmi")
-
-
 @pytest.mark.parametrize("name", HERE_TIERS)
 def test_the_process_tier_is_what_resizes_without_a_simd_argument(name, restored_tier):
     rng = np.random.default_rng(3)
