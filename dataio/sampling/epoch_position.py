@@ -134,7 +134,7 @@ class ResumableLoader:
     rank: int
     _explicit_world = False  # world_size=/rank= given (or a DistributedSampler's): never replaced
     _follow: Any = None  # a DistributedSampler given as sampler=: its set_epoch is followed
-    _followed_epoch = 0
+    _followed_epoch: int | None = 0  # the sampler's epoch when last read (or at a load)
     _live = False  # a pass is being iterated
     _closed = False
 
@@ -193,11 +193,14 @@ class ResumableLoader:
         """Check the new world (``partition.check_world``) and drop what was dealt for the old one."""
 
     def _follow_sampler_epoch(self) -> None:
-        """At the start of a pass: take the epoch set on the user's own ``DistributedSampler``, if it moved."""
+        """At the start of a pass: read the epoch set on the user's own ``DistributedSampler``, as torch's
+        DataLoader does (the same epoch twice reads the same order twice), except that a loaded state keeps its
+        epoch while the sampler was not moved since the load (a fresh process's sampler says 0)."""
         epoch = getattr(self._follow, "epoch", None)
-        if epoch is not None and epoch != self._followed_epoch:
-            self._followed_epoch = epoch
-            self.set_epoch(epoch)
+        if epoch is None or (self.position.loaded and epoch == self._followed_epoch):
+            return
+        self._followed_epoch = epoch
+        self.position.set_epoch(epoch)
 
     @property
     def epoch(self) -> int:
@@ -205,8 +208,12 @@ class ResumableLoader:
         return self.position.epoch
 
     def set_epoch(self, epoch: int) -> None:
-        """Select the epoch whose order the next pass yields (as ``DistributedSampler``)."""
+        """Select the epoch whose order the next pass yields (as ``DistributedSampler``); a sampler given as
+        ``sampler=`` is set to it too, since each pass reads the sampler's epoch."""
         self.position.set_epoch(epoch)
+        if callable(getattr(self._follow, "set_epoch", None)):
+            self._follow.set_epoch(int(epoch))
+            self._followed_epoch = getattr(self._follow, "epoch", None)
 
     def _samples_at(self, position: int) -> int:
         return position
@@ -232,4 +239,5 @@ class ResumableLoader:
             raise PassInProgress(f"{type(self).__name__}: load_state_dict during a pass over it; load the state "
                                  "before iterating")
         self.position.load_state_dict(position)
+        self._followed_epoch = getattr(self._follow, "epoch", None)  # moved after this: the user's new epoch
         self.position.consumed = self._position_of(self.position.consumed, self.position.epoch)

@@ -3,7 +3,8 @@ after the same `sampler.set_epoch(0)` does not read what torch's DataLoader over
 dataloader.md promises "exactly the indices the sampler yields on this rank, in its order, after
 sampler.set_epoch(epoch): as torch's DataLoader over it". The loader follows the sampler's epoch only when it moved
 since the last one it followed (`_follow_sampler_epoch`), and its own epoch advanced after the first pass: the
-second pass reads epoch 1's order, the third epoch 0's again."""
+second pass read epoch 1's order, the third epoch 0's again. Now every pass reads the sampler's epoch; a loaded state
+keeps its own while the sampler is not moved after the load."""
 
 from __future__ import annotations
 
@@ -14,9 +15,6 @@ from torch.utils.data.distributed import DistributedSampler
 import dataio
 
 
-@pytest.mark.xfail(strict=True, reason="dataio.DataLoader ignores a repeated sampler.set_epoch(0) on every other "
-                   "pass (epoch_position._follow_sampler_epoch follows the sampler's epoch only when it moved); "
-                   "the epoch-following rules tie into state_dict/resume: not a small fix")
 def test_each_pass_after_set_epoch_0_reads_what_torchs_dataloader_reads(coloured_shards):
     dataset = dataio.ShardDataset(coloured_shards)
     sampler = DistributedSampler(dataset, num_replicas=2, rank=0, shuffle=True, seed=0)
@@ -29,3 +27,59 @@ def test_each_pass_after_set_epoch_0_reads_what_torchs_dataloader_reads(coloured
         passes.append(torch.cat([labels for _, labels in loader]).tolist())
     loader.close()
     assert passes == [expected] * 3
+
+
+def _loader(shards, sampler):
+    dataset = dataio.ShardDataset(shards)
+    return dataset, dataio.DataLoader(dataset, batch_size=4, sampler=sampler, num_workers=0, normalize=False)
+
+
+def _labels(loader):
+    return torch.cat([labels for _, labels in loader]).tolist()
+
+
+def _sampler_labels(dataset, sampler, epoch):
+    sampler.set_epoch(epoch)
+    return [dataset.targets[i] for i in sampler]
+
+
+def test_without_set_epoch_every_pass_reads_the_samplers_epoch_as_torch_does(coloured_shards):
+    sampler = DistributedSampler(range(len(dataio.ShardDataset(coloured_shards))), num_replicas=2, rank=1, seed=3)
+    dataset, loader = _loader(coloured_shards, sampler)
+    expected = _sampler_labels(dataset, sampler, 0)
+    assert [_labels(loader) for _ in range(3)] == [expected] * 3
+    assert _labels(loader) != _sampler_labels(dataset, sampler, 1)  # the epochs' orders differ: the test can fail
+
+
+def test_loader_set_epoch_moves_the_given_sampler_too(coloured_shards):
+    sampler = DistributedSampler(range(len(dataio.ShardDataset(coloured_shards))), num_replicas=2, rank=0, seed=0)
+    dataset, loader = _loader(coloured_shards, sampler)
+    expected = _sampler_labels(dataset, sampler, 2)
+    sampler.set_epoch(0)
+    loader.set_epoch(2)
+    assert sampler.epoch == 2
+    assert _labels(loader) == expected
+
+
+def test_a_loaded_state_keeps_its_epoch_until_the_sampler_is_moved(coloured_shards):
+    sampler = DistributedSampler(range(len(dataio.ShardDataset(coloured_shards))), num_replicas=2, rank=0, seed=0)
+    dataset, loader = _loader(coloured_shards, sampler)
+    loader.set_epoch(1)
+    batches = iter(loader)
+    first = next(batches)[1].tolist()
+    state = loader.state_dict()
+    rest = torch.cat([labels for _, labels in batches]).tolist()
+    assert first + rest == _sampler_labels(dataset, sampler, 1)
+
+    fresh = DistributedSampler(range(len(dataset)), num_replicas=2, rank=0, seed=0)  # a new process: epoch 0
+    _, resumed = _loader(coloured_shards, fresh)
+    resumed.load_state_dict(state)
+    assert _labels(resumed) == rest  # not moved after the load: the saved epoch's rest
+
+    again = DistributedSampler(range(len(dataset)), num_replicas=2, rank=0, seed=0)
+    _, moved = _loader(coloured_shards, again)
+    moved.load_state_dict(state)
+    again.set_epoch(1)  # the loop's set_epoch of the saved epoch keeps the position
+    assert _labels(moved) == rest
+    again.set_epoch(3)  # a new epoch set on the sampler: read from its start
+    assert _labels(moved) == _sampler_labels(dataset, again, 3)
