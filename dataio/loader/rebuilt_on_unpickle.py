@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from dataio.formats.errors import LoaderClosed, NotPicklable
-from dataio.formats.jpeg.cpu_tier import carried_tier, take_tier
+from dataio.formats.jpeg.cpu_tier import TIERS, carried_tier, take_tier, tier_in_use, use_tier
 from dataio.formats.remote.storage import redact
 
 _checking = threading.local()  # set while ``_check_pickles`` runs in this thread
@@ -43,12 +43,18 @@ def rebuild(kind: type, args: tuple, kwargs: dict[str, Any], state: dict[str, An
     ``tier`` its pickling process was capped at (``cpu_tier.carried_tier``: a spawned process starts at its CPU's),
     named in its notes as it was built (``built_as``: ``dataio.DataLoader`` for the drop-in's loaders, which a
     ``ddp_spawn`` rank would otherwise call ``ImageLoader(shard=None)``, a constructor the script never called)."""
+    before = tier_in_use()
     take_tier(tier)
-    loader = kind(*args, **kwargs)
-    if built_as:
-        loader._built_as = built_as
-    if state is not None:
-        loader.load_state_dict(state)
+    try:
+        loader = kind(*args, **kwargs)
+        if built_as:
+            loader._built_as = built_as
+        if state is not None:
+            loader.load_state_dict(state)
+    except BaseException:  # no loader: the process keeps the tier it ran (a cap is the loader's, not the failure's)
+        if before in TIERS and tier_in_use() != before:
+            use_tier(before)
+        raise
     return loader
 
 

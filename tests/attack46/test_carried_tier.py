@@ -66,3 +66,22 @@ def test_old_pickles_and_unknown_values_leave_the_tier_as_it_is(image_shards, re
 def test_a_cap_above_this_cpus_is_this_cpus(restored_tier):
     cpu_tier.take_tier("vbmi")  # a pickle from a machine with more tiers than this one
     assert cpu_tier.tier_in_use() == cpu_tier.cpu_tier()
+
+
+@pytest.mark.skipif(len(HERE_TIERS) < 2, reason="needs a tier below this CPU's")
+def test_a_rebuild_that_fails_leaves_the_tier_the_process_ran(image_shards, restored_tier, tmp_path):
+    from dataio.loader.rebuilt_on_unpickle import rebuild  # lazy: torch
+
+    _, loader_build = builders(image_shards)
+    loader = loader_build()
+    _, (cls, args, kwargs, _moved, *_rest) = loader.__reduce__()
+    loader.close()
+    cpu_tier.use_tier(HERE_TIERS[-1])
+    with pytest.raises(Exception):  # the folder is gone where it is unpickled: no loader, no cap
+        rebuild(cls, (str(tmp_path / "gone"),), kwargs, None, HERE_TIERS[0])
+    assert cpu_tier.tier_in_use() == HERE_TIERS[-1]
+    with pytest.raises(Exception):  # a state that does not fit: the loader is not returned either
+        rebuild(cls, args, kwargs, {"epoch": -1}, HERE_TIERS[0])
+    assert cpu_tier.tier_in_use() == HERE_TIERS[-1]
+    rebuild(cls, args, kwargs, None, HERE_TIERS[0]).close()  # a rebuild that works still takes the cap
+    assert cpu_tier.tier_in_use() == HERE_TIERS[0]
