@@ -79,7 +79,7 @@ sanitize: $(STAMP)
 		formats/jpeg/rgbx_resize.c formats/jpeg/resize_scalar.c formats/jpeg/resize_avx2.c formats/jpeg/resize_avx512.c \
 		formats/jpeg/resize_module.c -ljpeg -o formats/jpeg/_jpeg_codec$(SUFFIX)
 	ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
-		$(PY) -m pytest -q -p no:cacheprovider tests/augment/test_randaugment_kernel.py tests/images/test_region_decode.py tests/formats/test_jpeg_splice.py \
+		$(PY) -m pytest -q -p no:cacheprovider tests/augment/test_randaugment_kernel.py tests/images/test_region_decode.py tests/formats/test_jpeg_splice.py tests/formats/test_splice_scan.py \
 		tests/images/test_rgbx_resize.py tests/text/test_collate_kernels.py tests/test_fuzz.py \
 		tests/images/test_host_normalize.py tests/augment/test_views_kernel.py -k "kernel or normalised or region or decoder or pack or shifts or match or splice or resize or padded or packed or refuses or empty" \
 		--hypothesis-profile=long; \
