@@ -66,7 +66,6 @@ class SampleSharing:
                 shards = self._sample_shards()
                 size = shards if isinstance(shards, int) else len(shards)
                 self._order = (epoch, sampler_indices(self._follow, epoch, size, str(getattr(self, "folder", ""))))
-                self._followed_epoch = epoch  # the epoch set on the sampler here is not a user's new one
             else:
                 self._order = (epoch, self._order_of(epoch))
         return self._order[1]
