@@ -202,6 +202,15 @@ class ResumableLoader:
         self._followed_epoch = epoch
         self.position.set_epoch(epoch)
 
+    def _next_pass_epoch(self) -> int:
+        """The epoch whose order the next (or current) pass reads, without moving anything: the one
+        ``_follow_sampler_epoch`` will take from the user's sampler at the pass's start (a ``len()`` between the
+        loop's ``set_epoch`` and its pass reads that epoch), else the loader's own."""
+        epoch = getattr(self._follow, "epoch", None)
+        if self._live or not isinstance(epoch, int) or (self.position.loaded and epoch == self._followed_epoch):
+            return self.position.epoch
+        return epoch
+
     @property
     def epoch(self) -> int:
         """The epoch the next (or current) pass yields."""
