@@ -213,8 +213,8 @@ class ResumableLoader:
 
     @property
     def epoch(self) -> int:
-        """The epoch the next (or current) pass yields."""
-        return self.position.epoch
+        """The epoch the next (or current) pass yields (a followed sampler's, where the next pass reads it)."""
+        return self._next_pass_epoch()
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose order the next pass yields (as ``DistributedSampler``); a sampler given as

@@ -156,3 +156,15 @@ def test_loader_set_epoch_0_twice_reads_one_order_for_a_sampler_without_an_epoch
     sampler.set_epoch(0)
     loader.close()
     assert passes == [_torch(dataset, sampler)] * 2
+
+
+def test_loader_epoch_names_the_epoch_the_next_pass_reads(coloured_shards):
+    """After a `set_epoch(0)` pass the loader (and `loader.sampler`, which Lightning and open_clip read) said epoch 1
+    while the user's sampler, and so the next pass, says 0."""
+    dataset, sampler, loader = _make(coloured_shards)
+    sampler.set_epoch(0)
+    _labels(loader)
+    assert (loader.epoch, loader.sampler.epoch) == (0, 0)
+    sampler.set_epoch(4)
+    assert (loader.epoch, loader.sampler.epoch) == (4, 4)
+    loader.close()
