@@ -233,6 +233,9 @@ def check_sampler_size(sampler: Any, num_samples: int, where: str) -> None:
     """Refuse a sampler built over a data set of another size than the shards in ``where``."""
     source = getattr(sampler, "dataset", None) if dealt_by_rank(sampler) else \
         getattr(sampler, "data_source", None)
+    if type(source).__name__ == "_DatasetSamplerWrapper":  # Lightning's DistributedSamplerWrapper deals the draws
+        check_sampler_size(getattr(source, "_sampler", None), num_samples, where)  # of the sampler it wraps
+        return
     try:
         size = len(source)  # type: ignore[arg-type]
     except TypeError:

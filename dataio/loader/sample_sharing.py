@@ -35,6 +35,8 @@ class SampleSharing:
     _order: tuple[int, np.ndarray] | None = None
     _by_samples = True  # a failure is a sample, and the source drops it (the driver checks both)
     _reads_sampler = True  # a sampler= is read as its indices (``given_order``): ``_follow`` holds it
+    _order_passed = False  # the cached order of a sampler= was read by a pass: the next pass reads the sampler again
+    _plan_cache: Any
 
     # -- what a kind says --------------------------------------------------------------------
     def _sample_shards(self) -> np.ndarray | int:
@@ -57,16 +59,25 @@ class SampleSharing:
         return False
 
     # -- the sharing -------------------------------------------------------------------------
+    def _follow_sampler_epoch(self) -> None:
+        """At the start of a pass, after the sampler's epoch is followed (``ResumableLoader``): a sampler= order
+        that an earlier pass read is read again, as torch's DataLoader iterates its sampler once a pass (Lightning's
+        wrapper over a weighted sampler draws anew at the same epoch; a ``DistributedSampler`` yields the same)."""
+        super()._follow_sampler_epoch()  # type: ignore[misc]
+        if self._follow is not None and self._order_passed:
+            self._order, self._plan_cache = None, None
+        self._order_passed = self._follow is not None
+
     def order(self, epoch: int | None = None) -> np.ndarray:
         """The epoch's global sample order, the same on every rank (computed once per epoch); with a sampler=,
         the indices it yields on this rank for the epoch (``given_order``)."""
-        epoch = self.epoch if epoch is None else epoch
+        epoch = self._next_pass_epoch() if epoch is None else epoch
         if self._order is None or self._order[0] != epoch:
             if self._follow is not None:
                 shards = self._sample_shards()
                 size = shards if isinstance(shards, int) else len(shards)
                 self._order = (epoch, sampler_indices(self._follow, epoch, size, str(getattr(self, "folder", ""))))
-                self._followed_epoch = epoch  # the epoch set on the sampler here is not a user's new one
+                self._order_passed = self._live  # read for a len() before the pass: that pass reads it
             else:
                 self._order = (epoch, self._order_of(epoch))
         return self._order[1]

@@ -128,7 +128,7 @@ class SourceLoader(EpochDigesting, RebuiltOnUnpickle, ResumableLoader):
     def pass_plan(self) -> PassPlan:
         """This rank's batches in the next (or current) pass, made once per epoch, position and world."""
         self._follow_world()
-        key = (self.epoch, self.position.consumed, self.world_size, self.rank, self._unpadded)
+        key = (self._next_pass_epoch(), self.position.consumed, self.world_size, self.rank, self._unpadded)
         if self._plan_cache is None or self._plan_cache[0] != key:
             self._plan_cache = (key, self._make_plan())
         return self._plan_cache[1]

@@ -202,10 +202,19 @@ class ResumableLoader:
         self._followed_epoch = epoch
         self.position.set_epoch(epoch)
 
+    def _next_pass_epoch(self) -> int:
+        """The epoch whose order the next (or current) pass reads, without moving anything: the one
+        ``_follow_sampler_epoch`` will take from the user's sampler at the pass's start (a ``len()`` between the
+        loop's ``set_epoch`` and its pass reads that epoch), else the loader's own."""
+        epoch = getattr(self._follow, "epoch", None)
+        if self._live or not isinstance(epoch, int) or (self.position.loaded and epoch == self._followed_epoch):
+            return self.position.epoch
+        return epoch
+
     @property
     def epoch(self) -> int:
-        """The epoch the next (or current) pass yields."""
-        return self.position.epoch
+        """The epoch the next (or current) pass yields (a followed sampler's, where the next pass reads it)."""
+        return self._next_pass_epoch()
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose order the next pass yields (as ``DistributedSampler``); a sampler given as

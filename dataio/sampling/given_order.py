@@ -22,8 +22,14 @@ from dataio.formats.errors import ConfigError
 
 
 def sampler_indices(sampler: Any, epoch: int, size: int, where: str) -> np.ndarray:
-    """The indices ``sampler`` yields for ``epoch`` (after its ``set_epoch``), checked against ``size`` samples."""
+    """The indices ``sampler`` yields for ``epoch`` (after its ``set_epoch``), checked against ``size`` samples.
+
+    The sampler's own ``epoch`` is put back after the read: the loader reads its pass's epoch (a ``len()``
+    between the loop's ``set_epoch`` and its pass, a resumed epoch) without moving the user's sampler, whose
+    epoch each pass reads (``ResumableLoader._follow_sampler_epoch``), as torch's DataLoader never moves it.
+    """
     set_epoch = getattr(sampler, "set_epoch", None)
+    before = getattr(sampler, "epoch", None)
     if callable(set_epoch):
         set_epoch(epoch)
     try:
@@ -31,6 +37,9 @@ def sampler_indices(sampler: Any, epoch: int, size: int, where: str) -> np.ndarr
     except (TypeError, ValueError) as error:
         raise ConfigError(f"{{0}}={type(sampler).__name__} yields something that is not a sample index "
                           f"({error})", "sampler") from None
+    finally:
+        if callable(set_epoch) and isinstance(before, int) and before != epoch:
+            set_epoch(before)
     if len(order) and (order.min() < -size or order.max() >= size):
         bad = int(order.max()) if order.max() >= size else int(order.min())
         raise ConfigError(f"{{0}}={type(sampler).__name__} yielded index {bad}, but {where} holds {size} samples",
