@@ -38,21 +38,26 @@ ADVICE = ("define it at module level (or as a picklable callable object), as tor
 
 
 def rebuild(kind: type, args: tuple, kwargs: dict[str, Any], state: dict[str, Any] | None,
-            tier: str | None = None, built_as: str = "") -> Any:
+            tier: str | None = None, built_as: str = "", follow: tuple[Any, bool] | None = None) -> Any:
     """``kind(*args, **kwargs)``, moved to ``state`` when it had moved, in a process capped at the crop-resize
     ``tier`` its pickling process was capped at (``cpu_tier.carried_tier``: a spawned process starts at its CPU's),
     named in its notes as it was built (``built_as``: ``dataio.DataLoader`` for the drop-in's loaders, which a
-    ``ddp_spawn`` rank would otherwise call ``ImageLoader(shard=None)``, a constructor the script never called)."""
+    ``ddp_spawn`` rank would otherwise call ``ImageLoader(shard=None)``, a constructor the script never called).
+    ``follow``: a loader over a ``sampler=`` with an epoch, the sampler's epoch it last read and whether its position
+    was a resume's (loaded, or mid-pass): the copy then reads the epoch the original would read next."""
     before = tier_in_use()
     take_tier(tier)
+    taken = tier_in_use()
     try:
         loader = kind(*args, **kwargs)
         if built_as:
             loader._built_as = built_as
         if state is not None:
             loader.load_state_dict(state)
+            if follow is not None:  # not a resume: the original's next pass reads the sampler's epoch, as torch's
+                loader._followed_epoch, loader.position.loaded = follow
     except BaseException:  # no loader: the process keeps the tier it ran (a cap is the loader's, not the failure's)
-        if before in TIERS and tier_in_use() != before:
+        if before in TIERS and tier_in_use() == taken != before:  # not one another thread set since
             use_tier(before)
         raise
     return loader
@@ -85,6 +90,8 @@ class RebuiltOnUnpickle:
 
     _built_with: tuple[tuple, dict[str, Any]] | None = None
     _closed: bool
+    _live: bool
+    _followed_epoch: Any  # the sampler's epoch last read (``ResumableLoader``)
     position: Any
     state_dict: Callable[[], dict[str, Any]]  # the loader's (``ResumableLoader``)
     _describe: Callable[[], str]
@@ -106,8 +113,10 @@ class RebuiltOnUnpickle:
         _check_pickles(name, type(self).__init__, args, kwargs)
         p = self.position
         moved = p.epoch or p.consumed or p.dealt or p.yielded or p.loaded
+        follow = getattr(self, "_follow", None)
+        follow = (self._followed_epoch, bool(p.loaded or self._live)) if hasattr(follow, "epoch") else None
         return rebuild, (type(self), args, kwargs, self.state_dict() if moved else None, carried_tier(),
-                         getattr(self, "_built_as", ""))
+                         getattr(self, "_built_as", ""), follow)
 
 
 def _check_pickles(name: str, constructor: Any, args: tuple, kwargs: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from dataio.sampling import partition
-from dataio.formats.errors import LoaderClosed, PassInProgress
+from dataio.formats.errors import ConfigError, LoaderClosed, PassInProgress
 from dataio.sampling.stateful_shape import split_state, torchdata_state
 from dataio.sampling.world import resolve_world
 
@@ -101,6 +101,14 @@ class EpochPosition:
         self.yielded = self.before = int(state.get("_num_yielded", 0))
         self.saved_world = int(state.get("world_size", self.world_size))
         self.loaded = True
+
+
+def checked_epoch(epoch: Any, template: str, parameter: str) -> int:
+    """``epoch`` as an int, or ``ConfigError`` (``template`` names what held it): an epoch seeds the order and
+    the augmentation's draws (a negative one cannot), and a float or a bool would be cut without a word."""
+    if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
+        raise ConfigError(f"{template} must be an integer >= 0, got {epoch!r} ({type(epoch).__name__})", parameter)
+    return int(epoch)
 
 
 def check_state(state: Any) -> None:
@@ -199,6 +207,7 @@ class ResumableLoader:
         epoch = getattr(self._follow, "epoch", None)
         if epoch is None or (self.position.loaded and epoch == self._followed_epoch):
             return
+        epoch = checked_epoch(epoch, f"{{0}}={type(self._follow).__name__}'s epoch", "sampler")
         self._followed_epoch = epoch
         self.position.set_epoch(epoch)
 
@@ -219,10 +228,11 @@ class ResumableLoader:
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose order the next pass yields (as ``DistributedSampler``); a sampler given as
         ``sampler=`` is set to it too, since each pass reads the sampler's epoch."""
-        self.position.set_epoch(epoch)
-        if callable(getattr(self._follow, "set_epoch", None)):
-            self._follow.set_epoch(int(epoch))
+        epoch = checked_epoch(epoch, "{0}", "epoch")
+        if callable(getattr(self._follow, "set_epoch", None)):  # first: a sampler that refuses moves neither
+            self._follow.set_epoch(epoch)
             self._followed_epoch = getattr(self._follow, "epoch", None)
+        self.position.set_epoch(epoch)
 
     def _samples_at(self, position: int) -> int:
         return position
