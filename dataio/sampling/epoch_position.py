@@ -216,9 +216,10 @@ class ResumableLoader:
         ``_follow_sampler_epoch`` will take from the user's sampler at the pass's start (a ``len()`` between the
         loop's ``set_epoch`` and its pass reads that epoch), else the loader's own."""
         epoch = getattr(self._follow, "epoch", None)
-        if self._live or not isinstance(epoch, int) or (self.position.loaded and epoch == self._followed_epoch):
-            return self.position.epoch
-        return epoch
+        usable = isinstance(epoch, (int, np.integer)) and not isinstance(epoch, bool) and epoch >= 0
+        if self._live or not usable or (self.position.loaded and epoch == self._followed_epoch):
+            return self.position.epoch  # a bad epoch is named by the pass (checked_epoch), not by len()
+        return int(epoch)
 
     @property
     def epoch(self) -> int:
