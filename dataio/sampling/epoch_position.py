@@ -144,6 +144,7 @@ class ResumableLoader:
     _follow: Any = None  # a DistributedSampler given as sampler=: its set_epoch is followed
     _followed_epoch: int | None = 0  # the sampler's epoch when last read (or at a load)
     _live = False  # a pass is being iterated
+    _epoch_after_pass: int | None = None  # a set_epoch during a pass: taken when it ends
     _closed = False
 
     @property
@@ -174,6 +175,9 @@ class ResumableLoader:
             yield from batches
         finally:
             self._live = False
+            if self._epoch_after_pass is not None:  # a set_epoch during the pass, for the next one
+                self.position.set_epoch(self._epoch_after_pass)
+                self._epoch_after_pass = None
 
     def _follow_world(self) -> None:
         """Take the world of a process group started after the loader was built.
@@ -228,11 +232,15 @@ class ResumableLoader:
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose order the next pass yields (as ``DistributedSampler``); a sampler given as
-        ``sampler=`` is set to it too, since each pass reads the sampler's epoch."""
+        ``sampler=`` is set to it too, since each pass reads the sampler's epoch. During a pass it waits for the
+        pass's end (or ``break``), as a sampler's does: the running pass keeps its position and its state."""
         epoch = checked_epoch(epoch, "{0}", "epoch")
         if callable(getattr(self._follow, "set_epoch", None)):  # first: a sampler that refuses moves neither
             self._follow.set_epoch(epoch)
             self._followed_epoch = getattr(self._follow, "epoch", None)
+        if self._live:
+            self._epoch_after_pass = epoch
+            return
         self.position.set_epoch(epoch)
 
     def _samples_at(self, position: int) -> int:

@@ -4,8 +4,8 @@
 Found: a pickled copy of a loader over a DistributedSampler read the epoch after the sampler's (its carried state
 was taken as a resume), where the original and torch's DataLoader read the sampler's; a sampler that refused
 `set_epoch` still moved the loader's epoch; a negative or fractional epoch on the sampler crashed deep in numpy or
-was cut to an int without a word. Left (strict xfail): set_epoch during a pass resets the
-position that pass still moves. Held: a loaded state, mid-pass pickles, numpy epochs, a TextLoader's sampler."""
+was cut to an int without a word. Fixed since: set_epoch during a pass reset the
+position that pass still moves (it now waits for the pass's end). Held: a loaded state, mid-pass pickles, numpy epochs, a TextLoader's sampler."""
 
 from __future__ import annotations
 
@@ -149,9 +149,6 @@ def test_a_text_loader_over_a_distributed_sampler_reads_its_epoch_and_pickles_so
     loader.close(), copy.close()
 
 
-@pytest.mark.xfail(strict=True, reason="set_epoch during a pass resets the position the pass is still moving: a "
-                   "state_dict taken after it names the new epoch, mid-way, and a resume skips its first samples "
-                   "(torch's sampler.set_epoch mid-pass only changes the next pass); refuse it or defer it")
 def test_set_epoch_during_a_pass_leaves_the_state_of_the_pass(coloured_shards):
     sampler = _sampler(coloured_shards)
     _, loader = _loader(coloured_shards, sampler)
@@ -161,3 +158,19 @@ def test_set_epoch_during_a_pass_leaves_the_state_of_the_pass(coloured_shards):
     next(batches)
     state = loader.state_dict()
     assert (state["epoch"], state["samples_consumed"]) == (0, 8)
+
+    rest = _labels(batches)
+    assert len(rest) + 8 == len(sampler)  # the pass ran on with its own order
+    assert loader.epoch == 4 and sampler.epoch == 4
+    dataset = loader.dataset
+    assert _labels(loader) == _sampler_labels(dataset, sampler, 4)
+
+
+def test_set_epoch_during_a_pass_left_by_break_is_taken_by_the_next_pass(coloured_shards):
+    sampler = _sampler(coloured_shards)
+    dataset, loader = _loader(coloured_shards, sampler)
+    for _ in loader:
+        loader.set_epoch(2)
+        break
+    assert loader.state_dict()["epoch"] == 2
+    assert _labels(loader) == _sampler_labels(dataset, sampler, 2)
