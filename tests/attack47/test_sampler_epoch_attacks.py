@@ -17,6 +17,7 @@ import torch
 from torch.utils.data.distributed import DistributedSampler
 
 import dataio
+from tests.sampler_loops import labels_of, loader_over, sampler_labels
 from dataio.errors import ConfigError
 
 
@@ -24,18 +25,7 @@ def _sampler(shards, **kw):
     return DistributedSampler(range(len(dataio.ShardDataset(shards))), num_replicas=2, rank=0, seed=0, **kw)
 
 
-def _loader(shards, sampler):
-    dataset = dataio.ShardDataset(shards)
-    return dataset, dataio.DataLoader(dataset, batch_size=4, sampler=sampler, num_workers=0, normalize=False)
-
-
-def _labels(batches):
-    return torch.cat([labels for _, labels in batches]).tolist()
-
-
-def _sampler_labels(dataset, sampler, epoch):
-    sampler.set_epoch(epoch)
-    return [dataset.targets[i] for i in sampler]
+_loader, _labels, _sampler_labels = loader_over, labels_of, sampler_labels
 
 
 def test_a_pickled_copy_after_a_pass_reads_the_samplers_epoch_as_the_original(coloured_shards):

@@ -13,6 +13,7 @@ import torch
 from torch.utils.data.distributed import DistributedSampler
 
 import dataio
+from tests.sampler_loops import labels_of, loader_over, sampler_labels
 
 
 def test_each_pass_after_set_epoch_0_reads_what_torchs_dataloader_reads(coloured_shards):
@@ -29,18 +30,7 @@ def test_each_pass_after_set_epoch_0_reads_what_torchs_dataloader_reads(coloured
     assert passes == [expected] * 3
 
 
-def _loader(shards, sampler):
-    dataset = dataio.ShardDataset(shards)
-    return dataset, dataio.DataLoader(dataset, batch_size=4, sampler=sampler, num_workers=0, normalize=False)
-
-
-def _labels(loader):
-    return torch.cat([labels for _, labels in loader]).tolist()
-
-
-def _sampler_labels(dataset, sampler, epoch):
-    sampler.set_epoch(epoch)
-    return [dataset.targets[i] for i in sampler]
+_loader, _labels, _sampler_labels = loader_over, labels_of, sampler_labels
 
 
 def test_without_set_epoch_every_pass_reads_the_samplers_epoch_as_torch_does(coloured_shards):
