@@ -45,7 +45,7 @@ def rebuild(kind: type, args: tuple, kwargs: dict[str, Any], state: dict[str, An
     ``ddp_spawn`` rank would otherwise call ``ImageLoader(shard=None)``, a constructor the script never called).
     ``follow``: a loader over a ``sampler=`` with an epoch, the sampler's epoch it last read and whether its position
     was a resume's (loaded, or mid-pass): the copy then reads the epoch the original would read next."""
-    before = tier_in_use()
+    before, returned = tier_in_use(), _capped_returns[0]
     take_tier(tier)
     taken = tier_in_use()
     try:
@@ -57,10 +57,16 @@ def rebuild(kind: type, args: tuple, kwargs: dict[str, Any], state: dict[str, An
             if follow is not None:  # not a resume: the original's next pass reads the sampler's epoch, as torch's
                 loader._followed_epoch, loader.position.loaded = follow
     except BaseException:  # no loader: the process keeps the tier it ran (a cap is the loader's, not the failure's)
-        if before in TIERS and tier_in_use() == taken != before:  # not one another thread set since
+        # unless another thread set one since, or returned a loader carrying a cap meanwhile (it may be this one)
+        if before in TIERS and tier_in_use() == taken != before and _capped_returns[0] == returned:
             use_tier(before)
         raise
+    if tier in TIERS:
+        _capped_returns[0] += 1
     return loader
+
+
+_capped_returns = [0]  # rebuilds that returned a loader carrying a cap: a failing one then keeps the tier
 
 
 def record_arguments(instance: Any, constructor: Any, args: tuple, kwargs: dict[str, Any]) -> None:

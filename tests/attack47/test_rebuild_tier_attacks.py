@@ -2,7 +2,8 @@
 
 Found: a rebuild that failed in one thread put back the tier it found, undoing the lower cap a rebuild in another
 thread had taken meanwhile for a loader it returned (fixed: it puts the tier back only while it is still the one
-it set). Left: two rebuilds that carry the same cap, one failing, leave the other's loader uncapped (strict xfail).
+it set); two rebuilds that carried the same cap, one failing, left the other's loader uncapped (fixed: a failing
+rebuild keeps the tier where another returned a capped loader meanwhile).
 Held: every kind of exception (KeyboardInterrupt, SystemExit, GeneratorExit), nested unpickling, a cap that
 raised nothing."""
 
@@ -87,8 +88,6 @@ def test_a_failure_in_one_thread_leaves_the_cap_another_thread_took(restored_tie
     assert cpu_tier.tier_in_use() == HERE_TIERS[0]
 
 
-@pytest.mark.xfail(strict=True, reason="a rebuild does not know that a loader returned meanwhile carried the same "
-                   "cap: the failing one puts back the tier it found (needs a count of the caps held)")
 @pytest.mark.skipif(len(HERE_TIERS) < 2, reason="needs a tier below this CPU's")
 def test_a_failure_in_one_thread_leaves_the_same_cap_another_loader_carried(restored_tier):
     go = threading.Event()
