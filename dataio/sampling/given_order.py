@@ -26,10 +26,13 @@ def sampler_indices(sampler: Any, epoch: int, size: int, where: str) -> np.ndarr
 
     The sampler's own ``epoch`` is put back after the read: the loader reads its pass's epoch (a ``len()``
     between the loop's ``set_epoch`` and its pass, a resumed epoch) without moving the user's sampler, whose
-    epoch each pass reads (``ResumableLoader._follow_sampler_epoch``), as torch's DataLoader never moves it.
+    epoch each pass reads (``ResumableLoader._follow_sampler_epoch``), as torch's DataLoader never moves it. A
+    sampler with ``set_epoch`` but no ``epoch`` attribute is not set here at all: only ``loader.set_epoch`` sets it.
     """
     set_epoch = getattr(sampler, "set_epoch", None)
     before = getattr(sampler, "epoch", None)
+    if before is None:  # no epoch to read or put back: the sampler is read as the user's set_epoch left it, as torch
+        set_epoch = None
     if callable(set_epoch):
         set_epoch(epoch)
     try:

@@ -129,9 +129,6 @@ class EpochUnderscore(torch.utils.data.Sampler):
         return self.n
 
 
-@pytest.mark.xfail(strict=True, reason="a sampler whose set_epoch keeps no `epoch` attribute cannot be read: the "
-                   "loader sets it to its own epoch (the passes it counted), so set_epoch(0) twice reads epochs 0 and "
-                   "1 (documented in docs/dataloader.md); torch's DataLoader reads what the user set")
 def test_a_sampler_without_an_epoch_attribute_reads_what_the_user_set(coloured_shards):
     dataset = dataio.ShardDataset(coloured_shards)
     sampler = EpochUnderscore(len(dataset))
