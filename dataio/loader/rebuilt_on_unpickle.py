@@ -119,8 +119,8 @@ class RebuiltOnUnpickle:
         _check_pickles(name, type(self).__init__, args, kwargs)
         p = self.position
         moved = p.epoch or p.consumed or p.dealt or p.yielded or p.loaded
-        follow = getattr(self, "_follow", None)
-        follow = (self._followed_epoch, bool(p.loaded or self._live)) if hasattr(follow, "epoch") else None
+        sampler = getattr(self, "_follow", None)
+        follow = (self._followed_epoch, bool(p.loaded or self._live)) if hasattr(sampler, "epoch") else None
         return rebuild, (type(self), args, kwargs, self.state_dict() if moved else None, carried_tier(),
                          getattr(self, "_built_as", ""), follow)
 

@@ -103,10 +103,15 @@ class EpochPosition:
         self.loaded = True
 
 
+def is_epoch(value: Any) -> bool:
+    """Whether ``value`` is an epoch: an integer >= 0 (numpy's too), not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0
+
+
 def checked_epoch(epoch: Any, template: str, parameter: str) -> int:
     """``epoch`` as an int, or ``ConfigError`` (``template`` names what held it): an epoch seeds the order and
     the augmentation's draws (a negative one cannot), and a float or a bool would be cut without a word."""
-    if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
+    if not is_epoch(epoch):
         raise ConfigError(f"{template} must be an integer >= 0, got {epoch!r} ({type(epoch).__name__})", parameter)
     return int(epoch)
 
@@ -208,20 +213,25 @@ class ResumableLoader:
         """At the start of a pass: read the epoch set on the user's own ``DistributedSampler``, as torch's
         DataLoader does (the same epoch twice reads the same order twice), except that a loaded state keeps its
         epoch while the sampler was not moved since the load (a fresh process's sampler says 0)."""
-        epoch = getattr(self._follow, "epoch", None)
-        if epoch is None or (self.position.loaded and epoch == self._followed_epoch):
+        epoch = self._sampler_epoch()
+        if epoch is None:
             return
         epoch = checked_epoch(epoch, f"{{0}}={type(self._follow).__name__}'s epoch", "sampler")
         self._followed_epoch = epoch
         self.position.set_epoch(epoch)
 
+    def _sampler_epoch(self) -> Any:
+        """The user's sampler's epoch, as it is, that the next pass takes; None where there is none to take (no
+        sampler epoch, or a loaded state waits and the sampler was not moved since the load)."""
+        epoch = getattr(self._follow, "epoch", None)
+        return None if epoch is None or (self.position.loaded and epoch == self._followed_epoch) else epoch
+
     def _next_pass_epoch(self) -> int:
         """The epoch whose order the next (or current) pass reads, without moving anything: the one
         ``_follow_sampler_epoch`` will take from the user's sampler at the pass's start (a ``len()`` between the
         loop's ``set_epoch`` and its pass reads that epoch), else the loader's own."""
-        epoch = getattr(self._follow, "epoch", None)
-        usable = isinstance(epoch, (int, np.integer)) and not isinstance(epoch, bool) and epoch >= 0
-        if self._live or not usable or (self.position.loaded and epoch == self._followed_epoch):
+        epoch = self._sampler_epoch()
+        if self._live or not is_epoch(epoch):
             return self.position.epoch  # a bad epoch is named by the pass (checked_epoch), not by len()
         return int(epoch)
 
