@@ -41,7 +41,7 @@ def sampler_indices(sampler: Any, epoch: int, size: int, where: str) -> np.ndarr
         raise ConfigError(f"{{0}}={type(sampler).__name__} yields something that is not a sample index "
                           f"({error})", "sampler") from None
     finally:
-        if callable(set_epoch) and isinstance(before, int) and before != epoch:
+        if callable(set_epoch) and before != epoch:  # a numpy integer too
             set_epoch(before)
     if len(order) and (order.min() < -size or order.max() >= size):
         bad = int(order.max()) if order.max() >= size else int(order.min())

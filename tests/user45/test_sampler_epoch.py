@@ -73,3 +73,24 @@ def test_a_loaded_state_keeps_its_epoch_until_the_sampler_is_moved(coloured_shar
     assert _labels(moved) == rest
     again.set_epoch(3)  # a new epoch set on the sampler: read from its start
     assert _labels(moved) == _sampler_labels(dataset, again, 3)
+
+
+def test_a_numpy_epoch_on_the_sampler_is_put_back_after_a_len_before_a_resumed_pass(coloured_shards):
+    """A resumed loader reads its saved epoch for a ``len()`` and must leave the user's sampler where it was, a numpy
+    integer epoch too (``given_order.sampler_indices`` put back only a Python int)."""
+    import numpy as np  # lazy: only here
+
+    sampler = DistributedSampler(range(len(dataio.ShardDataset(coloured_shards))), num_replicas=2, rank=0, seed=0)
+    _, loader = _loader(coloured_shards, sampler)
+    loader.set_epoch(1)
+    batches = iter(loader)
+    next(batches)
+    state = loader.state_dict()
+    batches.close()
+    fresh = DistributedSampler(range(len(dataio.ShardDataset(coloured_shards))), num_replicas=2, rank=0, seed=0)
+    fresh.set_epoch(np.int64(0))
+    _, resumed = _loader(coloured_shards, fresh)
+    resumed.load_state_dict(state)
+    len(resumed)
+    assert fresh.epoch == 0 and isinstance(fresh.epoch, np.int64)
+    loader.close(), resumed.close()
